@@ -1,0 +1,117 @@
+import { z } from "zod";
+
+/** Limits the specification leaves open ("not shown"); served as minLength/maxLength in the document. */
+export const limits = {
+  nameMaxLength: 200,
+  tagMaxLength: 100,
+  /** Largest accepted request body, in bytes. */
+  bodyMaxBytes: 16 * 1024,
+} as const;
+
+export const INT64_MIN = -(2n ** 63n);
+export const INT64_MAX = 2n ** 63n - 1n;
+
+const isMissing = (input: unknown) => input === undefined;
+
+/**
+ * Document override: the generated JSON Schema of a refined union/string says less than the
+ * rule it checks, so state the rule instead (keeping any description).
+ */
+const replaceWith =
+  (schema: Record<string, unknown>) =>
+  ({ jsonSchema }: { jsonSchema: Record<string, unknown> }) => {
+    for (const key of Object.keys(jsonSchema)) if (key !== "description") delete jsonSchema[key];
+    Object.assign(jsonSchema, schema);
+  };
+
+/** Objects stay open in the document: extra properties are ignored on input, never sent. */
+const openObject = ({ jsonSchema }: { jsonSchema: Record<string, unknown> }) => {
+  delete jsonSchema.additionalProperties;
+};
+
+/**
+ * An int64 plant id. REST bodies are parsed losslessly (integers beyond ±(2^53−1) arrive as
+ * bigint); tRPC clients send bigint through superjson. Plain numbers must be safe integers, so a
+ * rounded value can never pass. Built on a union so trpc-to-openapi's in-place coercion, which
+ * only touches number/boolean/bigint/date schemas, never applies to it.
+ */
+export const PlantId = z
+  .union([z.number(), z.bigint()], {
+    error: (issue) => (isMissing(issue.input) ? "id is required" : "id must be an integer"),
+  })
+  .check((ctx) => {
+    const value = ctx.value;
+    if (typeof value === "number" && !Number.isInteger(value)) {
+      ctx.issues.push({ code: "custom", input: value, message: "id must be an integer" });
+    } else if (typeof value === "number" && !Number.isSafeInteger(value)) {
+      ctx.issues.push({
+        code: "custom",
+        input: value,
+        message: "id is beyond ±(2^53−1) as a JavaScript number and may have been rounded; send it as a bigint",
+      });
+    } else if (typeof value === "bigint" && (value < INT64_MIN || value > INT64_MAX)) {
+      ctx.issues.push({
+        code: "custom",
+        input: String(value),
+        message: `id must be an integer from ${INT64_MIN} to ${INT64_MAX} (int64)`,
+      });
+    }
+  })
+  .transform((value) => BigInt(value))
+  .meta({ override: replaceWith({ type: "integer", format: "int64" }) });
+
+/** Length in Unicode code points, as JSON Schema's minLength/maxLength count it. */
+const codePointLength = (text: string) => {
+  let length = 0;
+  for (const _ of text) length++;
+  return length;
+};
+
+const text = (field: string, maxLength: number) =>
+  z
+    .string({ error: (issue) => (isMissing(issue.input) ? `${field} is required` : `${field} must be a string`) })
+    .check((ctx) => {
+      const value = ctx.value;
+      const issue = (message: string) => ctx.issues.push({ code: "custom", input: value, message });
+      if (!value.isWellFormed()) issue(`${field} must be well-formed Unicode text (no lone surrogates)`);
+      else if (value.length === 0) issue(`${field} must not be empty`);
+      else if (codePointLength(value) > maxLength) issue(`${field} must be at most ${maxLength} characters long`);
+    })
+    .meta({ override: replaceWith({ type: "string", minLength: 1, maxLength }) });
+
+export const PlantName = text("name", limits.nameMaxLength).meta({ description: "The name of the plant" });
+export const PlantTag = text("tag", limits.tagMaxLength).meta({
+  description: "Tag that specifies the type of the plant",
+});
+
+/** Response body of a create: the plant without its id, as the specification defines it. */
+export const Plant = z
+  .object({ name: PlantName, tag: PlantTag.optional() })
+  .meta({ id: "Plant", override: openObject });
+
+/** Request body of a create. Unknown properties are allowed and dropped (zod strips them). */
+export const NewPlant = z
+  .object(
+    {
+      id: PlantId.meta({ description: "Identification number of the plant" }),
+      name: PlantName,
+      tag: PlantTag.optional(),
+    },
+    { error: "the request body must be a JSON object with id and name" },
+  )
+  .meta({ id: "NewPlant", override: openObject });
+
+export const ApiError = z
+  .object({
+    error: z.int32().meta({
+      description: "Numeric error value: the HTTP status code",
+      override: replaceWith({ type: "integer", format: "int32" }),
+    }),
+    message: z.string().meta({ description: "Error text: what was wrong, in a sentence" }),
+  })
+  .meta({ id: "Error", override: openObject });
+
+export type NewPlantInput = z.input<typeof NewPlant>;
+export type NewPlant = z.output<typeof NewPlant>;
+export type Plant = z.output<typeof Plant>;
+export type ApiError = z.output<typeof ApiError>;
