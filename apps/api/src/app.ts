@@ -1,0 +1,100 @@
+import { randomUUID } from "node:crypto";
+import { limits } from "@plant-store/contracts";
+import Fastify, { type FastifyRequest } from "fastify";
+import type { Redis } from "ioredis";
+import { type AuthResult, createTokenVerifier } from "./auth.js";
+import { apiError } from "./errors.js";
+import { queueDashboard } from "./http/dashboard.js";
+import { restApi } from "./http/rest.js";
+import { matchRoute, replyRouteMiss, restRoutesOf } from "./http/routes.js";
+import { trpcApi } from "./http/trpc.js";
+import { buildOpenApiDocument } from "./openapi.js";
+import { createPlantStore } from "./plants/store.js";
+import { appRouter } from "./router.js";
+import type { Context } from "./trpc.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** Result of checking the bearer token; computed once per request. */
+    auth: AuthResult | null;
+  }
+}
+
+export type AppOptions = {
+  /** Connection for plant commits: fail fast (no offline queue) so an outage is a quick 503. */
+  redis: Redis;
+  apiTokens: readonly string[];
+  /** Dashboard password and its own BullMQ connection; the dashboard is off without them. */
+  dashboard?: { adminToken: string; connection: Redis };
+  logLevel?: string;
+};
+
+const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/** Builds the HTTP service: REST at the root, native tRPC at /trpc, the document, the dashboard. */
+export async function buildApp(options: AppOptions) {
+  const app = Fastify({
+    logger: { level: options.logLevel ?? "info" },
+    bodyLimit: limits.bodyMaxBytes,
+    // Keep a caller's request id when it is sane, so logs and the audit log can be correlated.
+    genReqId: (req) => {
+      const incoming = req.headers["x-request-id"];
+      return typeof incoming === "string" && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    },
+    routerOptions: { ignoreTrailingSlash: false, caseSensitive: true },
+  });
+
+  const verifyToken = createTokenVerifier(options.apiTokens);
+  const store = createPlantStore(options.redis);
+  app.decorateRequest("auth", null);
+  const createContext = ({ req }: { req: FastifyRequest }): Context => {
+    req.auth ??= verifyToken(req.headers.authorization);
+    return { auth: req.auth, requestId: req.id, store };
+  };
+
+  app.addHook("onRequest", async (request, reply) => {
+    reply.header("x-request-id", request.id);
+    // Media types are case-insensitive (RFC 9110); Fastify's parser lookup is not.
+    const contentType = request.headers["content-type"];
+    if (contentType) request.headers["content-type"] = contentType.toLowerCase();
+  });
+
+  // Every error leaves as the specification's Error; 5xx details stay in the log.
+  app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
+    const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
+    if (status >= 500) {
+      request.log.error({ err: error }, "request failed");
+      return reply.code(status).send(apiError(status));
+    }
+    if (error.code === "FST_ERR_CTP_BODY_TOO_LARGE") {
+      return reply.code(413).send(apiError(413, `The request body is larger than ${limits.bodyMaxBytes} bytes`));
+    }
+    if (error.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") {
+      return reply.code(415).send(apiError(415, "The request body must be application/json"));
+    }
+    return reply.code(status).send(apiError(status, error.message));
+  });
+
+  const restRoutes = restRoutesOf(appRouter);
+  app.setNotFoundHandler((request, reply) => {
+    const match = matchRoute(restRoutes, request.method, request.url);
+    return replyRouteMiss(reply, request.method, match.kind === "found" ? { kind: "not-found" } : match);
+  });
+
+  const document = JSON.stringify(buildOpenApiDocument(appRouter));
+  app.get("/openapi.json", (_request, reply) => reply.type("application/json; charset=utf-8").send(document));
+  app.get("/healthz", async () => ({ status: "ok" }));
+  app.get("/readyz", async (_request, reply) => {
+    try {
+      await options.redis.ping();
+      return { status: "ready" };
+    } catch {
+      return reply.code(503).send(apiError(503, "Redis is not reachable"));
+    }
+  });
+
+  await app.register(restApi, { router: appRouter, createContext });
+  await app.register(trpcApi, { router: appRouter, createContext });
+  if (options.dashboard) await queueDashboard(app, options.dashboard);
+  return app;
+}

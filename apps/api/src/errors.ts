@@ -1,0 +1,39 @@
+import type { ApiError } from "@plant-store/contracts";
+import type { TRPCError } from "@trpc/server";
+import { getHTTPStatusCodeFromError } from "@trpc/server/http";
+
+/** Sentence per status for errors that carry no specific message of their own. */
+export const statusMessages: Record<number, string> = {
+  400: "The request is not valid",
+  401: "Authentication required",
+  404: "No such resource",
+  405: "Method not allowed",
+  409: "Conflict with the stored state",
+  413: "The request body is too large",
+  415: "Unsupported media type",
+  500: "Internal server error",
+  503: "The service is temporarily unavailable; retry later",
+};
+
+export const apiError = (status: number, message?: string): ApiError => ({
+  error: status,
+  message: message ?? statusMessages[status] ?? "Request failed",
+});
+
+type Issue = { message: string; path: PropertyKey[] };
+
+const isZodError = (cause: unknown): cause is Error & { issues: Issue[] } =>
+  cause instanceof Error && cause.name === "ZodError" && Array.isArray((cause as { issues?: unknown }).issues);
+
+/**
+ * The specification's Error for any tRPC error, on REST and tRPC alike. The contracts' schemas
+ * phrase each issue as a sentence naming its field; internal errors never show their message.
+ */
+export function toApiError(error: TRPCError): ApiError {
+  const status = getHTTPStatusCodeFromError(error);
+  if (status >= 500 && error.code !== "SERVICE_UNAVAILABLE") return apiError(500);
+  if (error.code === "BAD_REQUEST" && isZodError(error.cause)) {
+    return apiError(400, error.cause.issues.map((issue) => issue.message).join("; "));
+  }
+  return apiError(status, error.message);
+}

@@ -1,0 +1,73 @@
+import type { ApiError } from "@plant-store/contracts";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { TRPCError } from "@trpc/server";
+import { fastifyTRPCOpenApiPlugin } from "trpc-to-openapi";
+import { authChallenge } from "../auth.js";
+import { apiError, toApiError } from "../errors.js";
+import type { AppRouter } from "../router.js";
+import type { Context } from "../trpc.js";
+import { useExactJsonBodies } from "./json-body.js";
+import { matchRoute, replyRouteMiss, restRoutesOf } from "./routes.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The Error body for a failed REST call, set by the adapter's onError side channel. */
+    restError: ApiError | null;
+  }
+}
+
+const takesBody = (method: string) => method === "POST" || method === "PUT" || method === "PATCH";
+
+export type RestOptions = {
+  router: AppRouter;
+  createContext: (opts: { req: FastifyRequest }) => Context;
+};
+
+/**
+ * The router as REST, through trpc-to-openapi, with the specification's behaviour around it:
+ * exact routing (404/405), authentication before the body is read, exact JSON bodies, and every
+ * error in the `Error` shape. The adapter's own error bodies are replaced in onSend.
+ */
+export async function restApi(scope: FastifyInstance, { router, createContext }: RestOptions) {
+  const routes = restRoutesOf(router);
+  scope.decorateRequest("restError", null);
+  useExactJsonBodies(scope);
+
+  scope.addHook("onRequest", async (request, reply) => {
+    const match = matchRoute(routes, request.method, request.url);
+    if (match.kind !== "found") return replyRouteMiss(reply, request.method, match);
+    if (!match.route.protect) return;
+    const { auth } = createContext({ req: request });
+    if (!auth.ok) {
+      const challenge = authChallenge(auth.reason);
+      return reply.code(401).header("www-authenticate", challenge.wwwAuthenticate).send(apiError(401, challenge.message));
+    }
+  });
+
+  // The adapter spreads the body into the input, so anything but an object must stop here.
+  scope.addHook("preValidation", async (request, reply) => {
+    if (!takesBody(request.method)) return;
+    if (request.body === undefined) {
+      return reply.code(400).send(apiError(400, "The request body is required: send a JSON object"));
+    }
+    if (typeof request.body !== "object" || request.body === null || Array.isArray(request.body)) {
+      return reply.code(400).send(apiError(400, "The request body must be a JSON object"));
+    }
+  });
+
+  scope.addHook("onSend", async (request, reply, payload) => {
+    if (request.restError === null) return payload;
+    reply.header("content-type", "application/json; charset=utf-8");
+    return JSON.stringify(request.restError);
+  });
+
+  await scope.register(fastifyTRPCOpenApiPlugin, {
+    router,
+    createContext,
+    onError: ({ error, req }: { error: TRPCError; req: unknown }) => {
+      const request = req as unknown as FastifyRequest;
+      request.restError = toApiError(error);
+      if (request.restError.error >= 500) request.log.error({ err: error.cause ?? error }, "REST call failed");
+    },
+  });
+}

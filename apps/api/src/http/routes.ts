@@ -1,0 +1,45 @@
+import type { AnyRouter } from "@trpc/server";
+import type { FastifyReply } from "fastify";
+import type { OpenApiMeta } from "trpc-to-openapi";
+import { apiError } from "../errors.js";
+
+/** A REST operation of the router, matched exactly (letter case and trailing slash count). */
+type RestRoute = { method: string; pattern: RegExp; protect: boolean };
+
+export type RouteMatch =
+  | { kind: "found"; route: RestRoute }
+  | { kind: "method-not-allowed"; allow: string[] }
+  | { kind: "not-found" };
+
+/** Reads the REST operations from the procedures' `openapi` meta: the router stays the one source. */
+export function restRoutesOf(router: AnyRouter): RestRoute[] {
+  const routes: RestRoute[] = [];
+  for (const procedure of Object.values(router._def.procedures) as { _def: { meta?: OpenApiMeta } }[]) {
+    const openapi = procedure._def.meta?.openapi;
+    if (!openapi || openapi.enabled === false) continue;
+    const source = openapi.path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\\?\{[^}]+\\?\}/g, "[^/]+");
+    routes.push({ method: openapi.method, pattern: new RegExp(`^${source}$`), protect: openapi.protect !== false });
+  }
+  return routes;
+}
+
+export function matchRoute(routes: readonly RestRoute[], method: string, url: string): RouteMatch {
+  const path = url.split("?", 1)[0] as string;
+  const onPath = routes.filter((route) => route.pattern.test(path));
+  const route = onPath.find((candidate) => candidate.method === method);
+  if (route) return { kind: "found", route };
+  if (onPath.length > 0) return { kind: "method-not-allowed", allow: [...new Set(onPath.map((r) => r.method))] };
+  return { kind: "not-found" };
+}
+
+/** Answers a request that matched no operation: 405 with `Allow` on a known path, else 404. */
+export function replyRouteMiss(reply: FastifyReply, method: string, match: Exclude<RouteMatch, { kind: "found" }>) {
+  if (match.kind === "method-not-allowed") {
+    const allow = match.allow.join(", ");
+    return reply
+      .code(405)
+      .header("allow", allow)
+      .send(apiError(405, `The method ${method} is not allowed on this path; allowed: ${allow}`));
+  }
+  return reply.code(404).send(apiError(404, "There is no resource at this path"));
+}

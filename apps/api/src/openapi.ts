@@ -1,0 +1,66 @@
+import { ApiError, limits, NewPlant, Plant } from "@plant-store/contracts";
+import type { AnyRouter } from "@trpc/server";
+import { generateOpenApiDocument } from "trpc-to-openapi";
+import { createSchema } from "zod-openapi";
+import { statusMessages } from "./errors.js";
+
+type Json = Record<string, unknown>;
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const component = (schema: Parameters<typeof createSchema>[0], io: "input" | "output"): Json =>
+  createSchema(schema, { io }).components ?? {};
+
+const description = [
+  "A small plant store. Every request needs `Authorization: Bearer <token>`.",
+  "",
+  `Limits: request bodies up to ${limits.bodyMaxBytes} bytes of UTF-8 JSON; \`name\` 1–${limits.nameMaxLength}`,
+  `and \`tag\` 1–${limits.tagMaxLength} Unicode characters; \`id\` any int64, held exactly (send it as a JSON integer`,
+  "with every digit). Unknown properties of a NewPlant are accepted and not stored.",
+  "",
+  "Every error is an `Error` object whose `error` is the HTTP status. Besides the statuses listed per",
+  "operation, any path answers 404 when it names no resource, and 405 (with an `Allow` header) when the",
+  "method is not one of the path's operations.",
+].join("\n");
+
+/**
+ * The document as the specification describes it. trpc-to-openapi's output differs in ways the
+ * notes list (inlined bodies, trpc-style error schemas, per-operation security, `parameters: []`),
+ * so this rewrites those parts from the contracts' schemas.
+ */
+export function buildOpenApiDocument(router: AnyRouter): Json {
+  const generated = generateOpenApiDocument(router, {
+    title: "OpenAPI Plant Store",
+    description,
+    version: "1.0.0",
+    baseUrl: "/",
+    license: { name: "MIT", identifier: "MIT" },
+    securitySchemes: { bearerAuth: { type: "http", scheme: "bearer" } },
+  }) as unknown as Json & { paths: Record<string, Record<string, Json>>; components: Json };
+
+  for (const operations of Object.values(generated.paths)) {
+    for (const operation of Object.values(operations)) {
+      delete operation.security; // declared once, globally, as in the specification
+      if (Array.isArray(operation.parameters) && operation.parameters.length === 0) delete operation.parameters;
+      const body = operation.requestBody as { content?: Record<string, { schema: unknown }> } | undefined;
+      if (body?.content?.["application/json"]) body.content["application/json"].schema = ref("NewPlant");
+      const responses = operation.responses as Record<string, Json>;
+      for (const [status, response] of Object.entries(responses)) {
+        if (Number(status) < 400) continue;
+        response.description ??= statusMessages[Number(status)];
+        response.content = { "application/json": { schema: ref("Error") } };
+      }
+    }
+  }
+
+  return {
+    openapi: generated.openapi,
+    info: generated.info,
+    servers: generated.servers,
+    security: [{ bearerAuth: [] }],
+    tags: [{ name: "plants", description: "The plants in the store" }],
+    paths: generated.paths,
+    components: {
+      schemas: { ...component(NewPlant, "input"), ...component(Plant, "output"), ...component(ApiError, "output") },
+      securitySchemes: (generated.components as { securitySchemes: Json }).securitySchemes,
+    },
+  };
+}

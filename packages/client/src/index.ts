@@ -1,0 +1,35 @@
+import type { AppRouter } from "@plant-store/api";
+import { createTRPCClient, httpLink, type TRPCClient } from "@trpc/client";
+import superjson from "superjson";
+
+export { TRPCClientError } from "@trpc/client";
+export type { AppRouter };
+
+export type PlantStoreClientOptions = {
+  /** Base URL of the service, e.g. `http://127.0.0.1:3000` (the client adds `/trpc`). */
+  url: string;
+  /** A bearer token from API_TOKENS. */
+  token: string;
+  /** Optional fetch, e.g. for tests or custom agents. */
+  fetch?: typeof fetch;
+};
+
+/**
+ * Typed tRPC client for the Plant Store. Ids are int64: pass a `bigint` (or a safe-integer
+ * number); superjson carries bigints exactly. Errors are `TRPCClientError`s whose
+ * `data.apiError` is the specification's `Error` object.
+ */
+export function createPlantStoreClient({ url, token, fetch }: PlantStoreClientOptions): PlantStoreClient {
+  return createTRPCClient<AppRouter>({
+    links: [
+      httpLink({
+        url: `${url.replace(/\/$/, "")}/trpc`,
+        transformer: superjson,
+        headers: () => ({ authorization: `Bearer ${token}` }),
+        ...(fetch ? { fetch } : {}),
+      }),
+    ],
+  });
+}
+
+export type PlantStoreClient = TRPCClient<AppRouter>;
