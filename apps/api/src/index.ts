@@ -1,5 +1,5 @@
-export { buildApp, type AppOptions } from "./app.js";
-export { loadApiConfig, type ApiConfig } from "./config.js";
+export { type AppOptions, buildApp } from "./app.js";
+export { type ApiConfig, loadApiConfig } from "./config.js";
 export { buildOpenApiDocument } from "./openapi.js";
 export type { AppRouter } from "./router.js";
 export { appRouter } from "./router.js";

@@ -42,9 +42,10 @@ export async function startApi(config: ApiConfig) {
   const app = await buildApp({
     redis,
     apiTokens: config.apiTokens,
-    dashboard: config.adminToken && dashboardConnection
-      ? { adminToken: config.adminToken, connection: dashboardConnection }
-      : undefined,
+    dashboard:
+      config.adminToken && dashboardConnection
+        ? { adminToken: config.adminToken, connection: dashboardConnection }
+        : undefined,
     logLevel: config.logLevel,
   });
   await app.listen({ port: config.port, host: config.host });

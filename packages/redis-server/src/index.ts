@@ -22,11 +22,14 @@ export interface RedisServer {
   readonly url: string;
   readonly port: number;
   readonly dir: string;
+  /** The running redis-server process (a new one after `restart()`). */
   readonly process: ChildProcess;
   /** Graceful shutdown (SIGTERM); removes the folder when it was a temp folder of ours. */
   stop(): Promise<void>;
   /** Hard kill (SIGKILL), keeping the folder: simulates a crash. */
   kill(): Promise<void>;
+  /** Starts the server again on the same port and folder, after `kill()`. */
+  restart(): Promise<void>;
 }
 
 export const INSTALL_HINT =
@@ -66,12 +69,15 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   for (let attempt = 1; ; attempt++) {
     const port = options.port ?? (await freePort());
     try {
-      const child = await launch(binary, dir, port, options.appendfsync ?? "always");
+      const appendfsync = options.appendfsync ?? "always";
+      let child = await launch(binary, dir, port, appendfsync);
       return {
         url: `redis://127.0.0.1:${port}`,
         port,
         dir,
-        process: child,
+        get process() {
+          return child;
+        },
         async stop() {
           child.kill("SIGTERM");
           await exited(child);
@@ -80,6 +86,10 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
         async kill() {
           child.kill("SIGKILL");
           await exited(child);
+        },
+        async restart() {
+          await exited(child);
+          child = await launch(binary, dir, port, appendfsync);
         },
       };
     } catch (error) {

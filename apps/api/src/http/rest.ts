@@ -1,6 +1,6 @@
 import type { ApiError } from "@plant-store/contracts";
-import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { TRPCError } from "@trpc/server";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { fastifyTRPCOpenApiPlugin } from "trpc-to-openapi";
 import { authChallenge } from "../auth.js";
 import { apiError, toApiError } from "../errors.js";
@@ -40,7 +40,10 @@ export async function restApi(scope: FastifyInstance, { router, createContext }:
     const { auth } = createContext({ req: request });
     if (!auth.ok) {
       const challenge = authChallenge(auth.reason);
-      return reply.code(401).header("www-authenticate", challenge.wwwAuthenticate).send(apiError(401, challenge.message));
+      return reply
+        .code(401)
+        .header("www-authenticate", challenge.wwwAuthenticate)
+        .send(apiError(401, challenge.message));
     }
   });
 

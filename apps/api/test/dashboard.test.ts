@@ -1,0 +1,65 @@
+import { queueNames } from "@plant-store/contracts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack, TOKEN } from "./stack.js";
+
+let stack: Stack;
+beforeAll(async () => {
+  stack = await startStack({ worker: true });
+});
+afterAll(async () => {
+  await stack.stop();
+});
+
+const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
+const dashboard = (path: string, authorization?: string) =>
+  call(stack.url, { path, method: "GET", token: null, headers: authorization ? { authorization } : {} });
+
+describe("queue dashboard at /admin/queues", () => {
+  it("asks a browser for the admin credential and refuses others with an Error", async () => {
+    for (const authorization of [
+      undefined,
+      basic("admin", "wrong-password"),
+      basic("root", ADMIN_TOKEN),
+      `Bearer ${TOKEN}`,
+    ]) {
+      const result = await dashboard("/admin/queues", authorization);
+      expectError(result, 401);
+      expect(result.headers.get("www-authenticate")).toMatch(/^Basic realm="Plant Store queues"/);
+    }
+    expectError(await dashboard("/admin/queues/api/queues"), 401);
+  });
+
+  it("serves the board and the worker's queues with their jobs to the admin", async () => {
+    const page = await dashboard("/admin/queues", basic("admin", ADMIN_TOKEN));
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toMatch(/text\/html/);
+    expect(page.text).toContain('<base href="/admin/queues/"');
+
+    expect((await call(stack.url, { body: { id: 42, name: "Watched" } })).status).toBe(200);
+    const queues = await eventually(async () => {
+      const result = await dashboard(
+        "/admin/queues/api/queues?activeQueue=plant-audit&status=completed",
+        basic("admin", ADMIN_TOKEN),
+      );
+      const body = result.json as {
+        queues: { name: string; counts: Record<string, number>; jobs: { data: { plantId: string } }[] }[];
+      };
+      const audit = body.queues.find((queue) => queue.name === queueNames.audit);
+      return audit && audit.counts.completed >= 1 ? body.queues : undefined;
+    });
+    expect(queues.map((queue) => queue.name).sort()).toEqual(Object.values(queueNames).sort());
+    const audit = queues.find((queue) => queue.name === queueNames.audit);
+    expect(audit?.jobs.some((job) => job.data.plantId === "42")).toBe(true);
+  });
+
+  it("serves its static assets under the same base path", async () => {
+    const page = await dashboard("/admin/queues", basic("admin", ADMIN_TOKEN));
+    const assets = [...page.text.matchAll(/(?:src|href)="(static\/[^"]+)"/g)].map((match) => match[1] as string);
+    expect(assets.length).toBeGreaterThan(2);
+    for (const asset of assets) {
+      const result = await dashboard(`/admin/queues/${asset}`, basic("admin", ADMIN_TOKEN));
+      expect(result.status, asset).toBe(200);
+    }
+    expectError(await dashboard(`/admin/queues/${assets[0]}`), 401);
+  });
+});

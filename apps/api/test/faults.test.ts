@@ -1,0 +1,54 @@
+import { redisKeys } from "@plant-store/contracts";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { call, eventually, expectError, type Stack, startStack } from "./stack.js";
+
+let stack: Stack;
+beforeAll(async () => {
+  stack = await startStack();
+});
+afterAll(async () => {
+  await stack.stop();
+});
+
+describe("server faults", () => {
+  it("answers a fault inside the commit with 500 and no internals", async () => {
+    await stack.redis.hset(redisKeys.plantSeq, "broken", "1"); // INCR on a hash fails: WRONGTYPE
+    const result = await call(stack.url, { body: { id: 1, name: "x" } });
+    await stack.redis.del(redisKeys.plantSeq);
+    expectError(result, 500, /^Internal server error$/);
+    expect(result.text).not.toMatch(/WRONGTYPE|redis|stack|at /i);
+    expect(await stack.redis.exists(redisKeys.plant("1"))).toBe(0);
+  });
+
+  it("answers 503 while Redis is down, and recovers by itself when it is back", async () => {
+    await stack.redisServer.kill();
+    const result = await call(stack.url, { body: { id: 2, name: "x" } });
+    expectError(result, 503, /temporarily unavailable/);
+    const ready = await call(stack.url, { path: "/readyz", method: "GET", token: null });
+    expectError(ready, 503);
+    await stack.redisServer.restart();
+    const after = await eventually(async () => {
+      const retry = await call(stack.url, { body: { id: 2, name: "x" } });
+      return retry.status === 200 ? retry : undefined;
+    });
+    expect(after.json).toEqual({ name: "x" });
+  });
+});
+
+describe("durability", () => {
+  it("keeps an acknowledged plant through a kill -9 of Redis (AOF, fsync always)", async () => {
+    const created = await call(stack.url, { body: { id: 3, name: "Durable", tag: "tough" } });
+    expect(created.status).toBe(200);
+    await stack.redisServer.kill();
+    await stack.redisServer.restart();
+    const probe = new Redis(stack.redisServer.url);
+    try {
+      expect(await probe.hgetall(redisKeys.plant("3"))).toMatchObject({ name: "Durable", tag: "tough" });
+      const outbox = await probe.xrange(redisKeys.outbox, "-", "+");
+      expect(outbox.some(([, fields]) => fields.includes("Durable"))).toBe(true);
+    } finally {
+      probe.disconnect();
+    }
+  });
+});

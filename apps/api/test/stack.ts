@@ -1,0 +1,124 @@
+import { startRedisServer } from "@plant-store/redis-server";
+import { Redis } from "ioredis";
+import { loadApiConfig } from "../src/config.js";
+import { startApi } from "../src/server.js";
+
+export const TOKEN = "test-token-0123456789abcdef";
+export const OTHER_TOKEN = "other-token-0123456789abcdef";
+export const ADMIN_TOKEN = "admin-token-0123456789abcdef";
+
+type Worker = { close(): Promise<void> };
+
+/** A private redis-server, the real API on a free port and, on demand, the real worker. */
+export async function startStack(options: { worker?: boolean } = {}) {
+  const redisServer = await startRedisServer();
+  const api = await startApi(
+    loadApiConfig({
+      PORT: "0",
+      HOST: "127.0.0.1",
+      REDIS_URL: redisServer.url,
+      API_TOKENS: `${TOKEN},${OTHER_TOKEN}`,
+      ADMIN_TOKEN,
+      REDIS_COMMAND_TIMEOUT_MS: "1000",
+      LOG_LEVEL: "silent",
+    }),
+  );
+  const redis = new Redis(redisServer.url, { maxRetriesPerRequest: 1 });
+  redis.on("error", () => {});
+  let worker: Worker | undefined;
+  const startWorker = async () => {
+    const { startWorker: start, loadWorkerConfig } = await import("@plant-store/worker");
+    worker = await start(loadWorkerConfig({ REDIS_URL: redisServer.url, LOG_LEVEL: "silent" }));
+    return worker;
+  };
+  if (options.worker) await startWorker();
+  return {
+    url: api.url,
+    api,
+    redis,
+    redisServer,
+    startWorker,
+    async stopWorker() {
+      await worker?.close();
+      worker = undefined;
+    },
+    async stop() {
+      await worker?.close();
+      await api.close();
+      redis.disconnect();
+      await redisServer.stop();
+    },
+  };
+}
+
+export type Stack = Awaited<ReturnType<typeof startStack>>;
+
+export type CallOptions = {
+  method?: string;
+  path?: string;
+  /** Sent as is; objects are JSON-encoded. */
+  body?: string | object | Buffer;
+  /** null: no Authorization header. */
+  token?: string | null;
+  /** null: no Content-Type header. */
+  contentType?: string | null;
+  headers?: Record<string, string>;
+};
+
+/** One HTTP call to the service; the body is parsed as JSON when it is JSON. */
+export async function call(baseUrl: string, options: CallOptions = {}) {
+  const headers: Record<string, string> = { ...options.headers };
+  const token = options.token === undefined ? TOKEN : options.token;
+  if (token !== null) headers.authorization = `Bearer ${token}`;
+  const body =
+    options.body === undefined || typeof options.body === "string" || Buffer.isBuffer(options.body)
+      ? options.body
+      : JSON.stringify(options.body);
+  const contentType =
+    options.contentType === undefined && body !== undefined ? "application/json" : options.contentType;
+  if (contentType) headers["content-type"] = contentType;
+  const response = await fetch(`${baseUrl}${options.path ?? "/plants"}`, {
+    method: options.method ?? "POST",
+    headers,
+    body,
+  });
+  const text = await response.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, text, json };
+}
+
+/** Polls until `check` returns a value other than undefined/false, or fails after `timeoutMs`. */
+export async function eventually<T>(check: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** Asserts the specification's Error shape with `error` equal to the status. */
+export function expectError(
+  result: { status: number; json: unknown; headers: Headers },
+  status: number,
+  message?: RegExp,
+) {
+  const body = result.json as { error?: unknown; message?: unknown };
+  const problems: string[] = [];
+  if (result.status !== status) problems.push(`status ${result.status}, expected ${status}`);
+  if (!body || typeof body !== "object") problems.push("body is not JSON");
+  else {
+    if (Object.keys(body).sort().join(",") !== "error,message") problems.push(`keys ${Object.keys(body)}`);
+    if (body.error !== status) problems.push(`error ${String(body.error)}`);
+    if (typeof body.message !== "string" || body.message.length === 0) problems.push("no message");
+    else if (message && !message.test(body.message)) problems.push(`message "${body.message}" !~ ${message}`);
+  }
+  if (!result.headers.get("content-type")?.startsWith("application/json")) problems.push("not application/json");
+  if (problems.length > 0) throw new Error(`${problems.join("; ")} — body: ${JSON.stringify(result.json)}`);
+}
