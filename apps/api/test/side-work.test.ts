@@ -1,0 +1,103 @@
+import { createHash } from "node:crypto";
+import { queueNames, redisKeys } from "@plant-store/contracts";
+import { Queue } from "bullmq";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { call, eventually, type Stack, startStack, TOKEN } from "./stack.js";
+
+let stack: Stack;
+beforeAll(async () => {
+  stack = await startStack({ worker: true });
+});
+afterAll(async () => {
+  await stack.stop();
+});
+
+type AuditEntry = Record<string, string>;
+const auditEntries = async (): Promise<AuditEntry[]> =>
+  (await stack.redis.xrange(redisKeys.audit, "-", "+")).map(([, fields]) => {
+    const entry: AuditEntry = {};
+    for (let i = 0; i < fields.length; i += 2) entry[fields[i] as string] = fields[i + 1] as string;
+    return entry;
+  });
+const auditsOf = async (plantId: string) => (await auditEntries()).filter((entry) => entry.plantId === plantId);
+
+describe("side work of an accepted create (real worker)", () => {
+  it("indexes the plant by creation order and by tag", async () => {
+    await call(stack.url, { body: { id: 1, name: "Tulip", tag: "bulb" } });
+    const seq = await stack.redis.hget(redisKeys.plant("1"), "seq");
+    await eventually(async () => (await stack.redis.zscore(redisKeys.indexByTag("bulb"), "1")) !== null);
+    expect(await stack.redis.zscore(redisKeys.indexByCreation, "1")).toBe(seq);
+    expect(await stack.redis.zscore(redisKeys.indexByTag("bulb"), "1")).toBe(seq);
+  });
+
+  it("audits it once, with actor, request id and time, and never the token", async () => {
+    const created = await call(stack.url, {
+      body: { id: 2, name: "Daisy" },
+      headers: { "x-request-id": "req-daisy-1" },
+    });
+    const [entry] = await eventually(async () => {
+      const entries = await auditsOf("2");
+      return entries.length > 0 ? entries : undefined;
+    });
+    expect(created.headers.get("x-request-id")).toBe("req-daisy-1");
+    const fingerprint = createHash("sha256").update(TOKEN).digest("hex").slice(0, 12);
+    expect(entry).toMatchObject({
+      type: "plant.created",
+      plantId: "2",
+      actor: `token-${fingerprint}`,
+      requestId: "req-daisy-1",
+    });
+    expect(Date.parse(entry?.at ?? "")).not.toBeNaN();
+    const everything = JSON.stringify(await stack.redis.xrange(redisKeys.audit, "-", "+"));
+    expect(everything).not.toContain(TOKEN);
+  });
+
+  it("does the side work once per plant: identical repeats and many concurrent creates", async () => {
+    await call(stack.url, { body: { id: 3, name: "Poppy" } });
+    await call(stack.url, { body: { id: 3, name: "Poppy" } });
+    const ids = Array.from({ length: 50 }, (_, i) => 1000 + i);
+    await Promise.all(ids.map((id) => call(stack.url, { body: { id, name: `bulk-${id}`, tag: "bulk" } })));
+    await eventually(async () => (await stack.redis.zcard(redisKeys.indexByTag("bulk"))) === 50);
+    await eventually(async () => (await auditEntries()).length >= 53);
+    const audits = await auditEntries();
+    const perPlant = new Map<string, number>();
+    for (const entry of audits) perPlant.set(entry.plantId as string, (perPlant.get(entry.plantId as string) ?? 0) + 1);
+    expect([...perPlant.values()].every((count) => count === 1)).toBe(true);
+    expect(perPlant.get("3")).toBe(1);
+    for (const id of ids) expect(perPlant.get(String(id))).toBe(1);
+  });
+
+  it("keeps int64 ids exact through the side work", async () => {
+    await call(stack.url, { body: '{"id":9223372036854775807,"name":"max","tag":"edge"}' });
+    await eventually(
+      async () => (await stack.redis.zscore(redisKeys.indexByTag("edge"), "9223372036854775807")) !== null,
+    );
+    expect((await eventually(async () => (await auditsOf("9223372036854775807")).at(0)))?.plantId).toBe(
+      "9223372036854775807",
+    );
+  });
+
+  it("catches up on plants acknowledged while no worker ran (crash after the commit)", async () => {
+    await stack.stopWorker();
+    const ids = [2000, 2001, 2002];
+    for (const id of ids) expect((await call(stack.url, { body: { id, name: `offline-${id}` } })).status).toBe(200);
+    expect(await stack.redis.xlen(redisKeys.outbox)).toBeGreaterThanOrEqual(3);
+    for (const id of ids) expect(await stack.redis.zscore(redisKeys.indexByCreation, String(id))).toBeNull();
+    await stack.startWorker();
+    for (const id of ids) {
+      await eventually(async () => (await stack.redis.zscore(redisKeys.indexByCreation, String(id))) !== null);
+      expect(await eventually(async () => (await auditsOf(String(id))).length === 1 || undefined)).toBe(true);
+    }
+  });
+
+  it("shows the jobs in BullMQ, one per queue and plant", async () => {
+    const queue = new Queue(queueNames.index, { connection: { url: stack.redisServer.url } });
+    try {
+      const counts = await queue.getJobCounts("completed", "failed");
+      expect(counts.completed).toBeGreaterThanOrEqual(57);
+      expect(counts.failed).toBe(0);
+    } finally {
+      await queue.close();
+    }
+  });
+});

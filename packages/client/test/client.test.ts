@@ -1,0 +1,85 @@
+import { loadApiConfig, startApi } from "@plant-store/api";
+import { redisKeys } from "@plant-store/contracts";
+import { startRedisServer } from "@plant-store/redis-server";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type AppRouter, createPlantStoreClient, type PlantStoreClient, TRPCClientError } from "../src/index.js";
+
+const TOKEN = "client-test-token-0123456789";
+let redisServer: Awaited<ReturnType<typeof startRedisServer>>;
+let api: Awaited<ReturnType<typeof startApi>>;
+let redis: Redis;
+let client: PlantStoreClient;
+
+beforeAll(async () => {
+  redisServer = await startRedisServer();
+  api = await startApi(
+    loadApiConfig({ PORT: "0", REDIS_URL: redisServer.url, API_TOKENS: TOKEN, LOG_LEVEL: "silent" }),
+  );
+  redis = new Redis(redisServer.url);
+  client = createPlantStoreClient({ url: api.url, token: TOKEN });
+});
+afterAll(async () => {
+  redis.disconnect();
+  await api.close();
+  await redisServer.stop();
+});
+
+/** The rejection of a call, as the client reports it. */
+async function failure(promise: Promise<unknown>) {
+  const error = await promise.then(
+    () => undefined,
+    (reason: unknown) => reason,
+  );
+  if (!(error instanceof TRPCClientError)) throw new Error(`expected a TRPCClientError, got ${String(error)}`);
+  return error as TRPCClientError<AppRouter>;
+}
+
+describe("createPlantStoreClient", () => {
+  it("creates a plant and gets the Plant back, typed", async () => {
+    const plant = await client.plants.create.mutate({ id: 1, name: "Orchid", tag: "flower" });
+    const name: string = plant.name;
+    const tag: string | undefined = plant.tag;
+    expect({ name, tag }).toEqual({ name: "Orchid", tag: "flower" });
+    expect(await redis.hget(redisKeys.plant("1"), "name")).toBe("Orchid");
+  });
+
+  it("carries int64 ids exactly as bigint", async () => {
+    await client.plants.create.mutate({ id: 9007199254740993n, name: "big" });
+    await client.plants.create.mutate({ id: 2n ** 63n - 1n, name: "max" });
+    expect(await redis.hget(redisKeys.plant("9007199254740993"), "name")).toBe("big");
+    expect(await redis.hget(redisKeys.plant("9223372036854775807"), "name")).toBe("max");
+  });
+
+  it("reports validation errors with the specification's Error in data.apiError", async () => {
+    const outOfRange = await failure(client.plants.create.mutate({ id: 2n ** 63n, name: "x" }));
+    expect(outOfRange.data?.httpStatus).toBe(400);
+    expect(outOfRange.data?.apiError).toEqual({
+      error: 400,
+      message: expect.stringMatching(/^id must be an integer from/),
+    });
+    const fraction = await failure(client.plants.create.mutate({ id: 1.5, name: "x" }));
+    expect(fraction.data?.apiError).toEqual({ error: 400, message: "id must be an integer" });
+    const unsafe = await failure(client.plants.create.mutate({ id: 2 ** 53, name: "x" }));
+    expect(unsafe.message).toMatch(/send it as a bigint/);
+    // @ts-expect-error the client's types refuse a string id, and so does the server
+    const wrongType = await failure(client.plants.create.mutate({ id: "5", name: "x" }));
+    expect(wrongType.data?.apiError).toEqual({ error: 400, message: "id must be an integer" });
+  });
+
+  it("reports a conflicting create as CONFLICT / 409 and an identical repeat as success", async () => {
+    await client.plants.create.mutate({ id: 2, name: "Lily" });
+    await expect(client.plants.create.mutate({ id: 2, name: "Lily" })).resolves.toEqual({ name: "Lily" });
+    const conflict = await failure(client.plants.create.mutate({ id: 2, name: "Rose" }));
+    expect(conflict.data?.code).toBe("CONFLICT");
+    expect(conflict.data?.apiError).toEqual({ error: 409, message: "A different plant already has id 2" });
+  });
+
+  it("reports a wrong token as UNAUTHORIZED / 401", async () => {
+    const stranger = createPlantStoreClient({ url: api.url, token: "not-the-token-0123456789" });
+    const error = await failure(stranger.plants.create.mutate({ id: 3, name: "x" }));
+    expect(error.data?.code).toBe("UNAUTHORIZED");
+    expect(error.data?.httpStatus).toBe(401);
+    expect(await redis.exists(redisKeys.plant("3"))).toBe(0);
+  });
+});
