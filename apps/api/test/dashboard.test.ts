@@ -45,7 +45,7 @@ describe("queue dashboard at /admin/queues", () => {
         queues: { name: string; counts: Record<string, number>; jobs: { data: { plantId: string } }[] }[];
       };
       const audit = body.queues.find((queue) => queue.name === queueNames.audit);
-      return audit && audit.counts.completed >= 1 ? body.queues : undefined;
+      return audit && (audit.counts.completed ?? 0) >= 1 ? body.queues : undefined;
     });
     expect(queues.map((queue) => queue.name).sort()).toEqual(Object.values(queueNames).sort());
     const audit = queues.find((queue) => queue.name === queueNames.audit);
