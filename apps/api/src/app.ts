@@ -6,7 +6,7 @@ import { type AuthResult, createTokenVerifier } from "./auth.js";
 import { apiError } from "./errors.js";
 import { queueDashboard } from "./http/dashboard.js";
 import { restApi } from "./http/rest.js";
-import { matchRoute, replyRouteMiss, restRoutesOf } from "./http/routes.js";
+import { createRouteMatcher, replyRouteMiss, restRoutesOf } from "./http/routes.js";
 import { trpcApi } from "./http/trpc.js";
 import { buildOpenApiDocument } from "./openapi.js";
 import { createPlantStore } from "./plants/store.js";
@@ -42,6 +42,8 @@ export async function buildApp(options: AppOptions) {
       return typeof incoming === "string" && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     },
     routerOptions: { ignoreTrailingSlash: false, caseSensitive: true },
+    // Fastify's own 503 while closing is not the Error shape; the onRequest hook below answers instead.
+    return503OnClosing: false,
   });
 
   const verifyToken = createTokenVerifier(options.apiTokens);
@@ -52,8 +54,17 @@ export async function buildApp(options: AppOptions) {
     return { auth: req.auth, requestId: req.id, store };
   };
 
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
+
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
+    if (closing) {
+      reply.header("connection", "close");
+      return reply.code(503).send(apiError(503, "The service is shutting down; retry the request"));
+    }
     // Media types are case-insensitive (RFC 9110); Fastify's parser lookup is not.
     const contentType = request.headers["content-type"];
     if (contentType) request.headers["content-type"] = contentType.toLowerCase();
@@ -75,9 +86,9 @@ export async function buildApp(options: AppOptions) {
     return reply.code(status).send(apiError(status, error.message));
   });
 
-  const restRoutes = restRoutesOf(appRouter);
+  const matchRoute = createRouteMatcher(restRoutesOf(appRouter), (method, url) => app.hasRoute({ method, url }));
   app.setNotFoundHandler((request, reply) => {
-    const match = matchRoute(restRoutes, request.method, request.url);
+    const match = matchRoute(request.method, request.url);
     return replyRouteMiss(reply, request.method, match.kind === "found" ? { kind: "not-found" } : match);
   });
 
@@ -93,7 +104,7 @@ export async function buildApp(options: AppOptions) {
     }
   });
 
-  await app.register(restApi, { router: appRouter, createContext });
+  await app.register(restApi, { router: appRouter, createContext, matchRoute });
   await app.register(trpcApi, { router: appRouter, createContext });
   if (options.dashboard) await queueDashboard(app, options.dashboard);
   return app;

@@ -202,3 +202,13 @@ describe("no coercion, before and after REST traffic", () => {
     expect(await stack.redis.exists(redisKeys.plant("31"), redisKeys.plant("1"))).toBe(1);
   });
 });
+
+describe("wrong methods on the service's other paths", () => {
+  it("answers 405 with Allow on /openapi.json and /healthz, 404 on unknown paths", async () => {
+    const document = await call(stack.url, { path: "/openapi.json", method: "POST", body: {} });
+    expectError(document, 405, /allowed: GET, HEAD/);
+    expect(document.headers.get("allow")).toBe("GET, HEAD");
+    expectError(await call(stack.url, { path: "/healthz", method: "DELETE" }), 405);
+    expectError(await call(stack.url, { path: "/plantz", method: "DELETE" }), 404);
+  });
+});

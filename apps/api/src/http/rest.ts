@@ -7,7 +7,7 @@ import { apiError, toApiError } from "../errors.js";
 import type { AppRouter } from "../router.js";
 import type { Context } from "../trpc.js";
 import { useExactJsonBodies } from "./json-body.js";
-import { matchRoute, replyRouteMiss, restRoutesOf } from "./routes.js";
+import { type RouteMatcher, replyRouteMiss } from "./routes.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -21,6 +21,7 @@ const takesBody = (method: string) => method === "POST" || method === "PUT" || m
 export type RestOptions = {
   router: AppRouter;
   createContext: (opts: { req: FastifyRequest }) => Context;
+  matchRoute: RouteMatcher;
 };
 
 /**
@@ -28,13 +29,12 @@ export type RestOptions = {
  * exact routing (404/405), authentication before the body is read, exact JSON bodies, and every
  * error in the `Error` shape. The adapter's own error bodies are replaced in onSend.
  */
-export async function restApi(scope: FastifyInstance, { router, createContext }: RestOptions) {
-  const routes = restRoutesOf(router);
+export async function restApi(scope: FastifyInstance, { router, createContext, matchRoute }: RestOptions) {
   scope.decorateRequest("restError", null);
   useExactJsonBodies(scope);
 
   scope.addHook("onRequest", async (request, reply) => {
-    const match = matchRoute(routes, request.method, request.url);
+    const match = matchRoute(request.method, request.url);
     if (match.kind !== "found") return replyRouteMiss(reply, request.method, match);
     if (!match.route.protect) return;
     const { auth } = createContext({ req: request });

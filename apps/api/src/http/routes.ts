@@ -23,14 +23,25 @@ export function restRoutesOf(router: AnyRouter): RestRoute[] {
   return routes;
 }
 
-export function matchRoute(routes: readonly RestRoute[], method: string, url: string): RouteMatch {
-  const path = url.split("?", 1)[0] as string;
-  const onPath = routes.filter((route) => route.pattern.test(path));
-  const route = onPath.find((candidate) => candidate.method === method);
-  if (route) return { kind: "found", route };
-  if (onPath.length > 0) return { kind: "method-not-allowed", allow: [...new Set(onPath.map((r) => r.method))] };
-  return { kind: "not-found" };
+const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+
+/**
+ * Matches a request against the REST operations; on a miss, `hasRoute` (the server's own static
+ * routes, like /openapi.json) decides between 405 and 404.
+ */
+export function createRouteMatcher(routes: readonly RestRoute[], hasRoute: (method: string, path: string) => boolean) {
+  return (method: string, url: string): RouteMatch => {
+    const path = url.split("?", 1)[0] as string;
+    const onPath = routes.filter((route) => route.pattern.test(path));
+    const route = onPath.find((candidate) => candidate.method === method);
+    if (route) return { kind: "found", route };
+    const allow = new Set(onPath.map((r) => r.method));
+    if (allow.size === 0) for (const other of METHODS) if (hasRoute(other, path)) allow.add(other);
+    return allow.size > 0 ? { kind: "method-not-allowed", allow: [...allow] } : { kind: "not-found" };
+  };
 }
+
+export type RouteMatcher = ReturnType<typeof createRouteMatcher>;
 
 /** Answers a request that matched no operation: 405 with `Allow` on a known path, else 404. */
 export function replyRouteMiss(reply: FastifyReply, method: string, match: Exclude<RouteMatch, { kind: "found" }>) {
