@@ -9,6 +9,8 @@ export const redisKeys = {
   plantSeq: "plants:seq",
   /** Outbox stream: one entry per accepted create, written in the same script as the plant. */
   outbox: "plants:outbox",
+  /** Outbox entries the relay could not read, moved aside so they cannot block the stream. */
+  outboxDead: "plants:outbox:dead",
   /** Consumer group through which the worker's relay reads the outbox. */
   outboxGroup: "relay",
   /** Sorted set of all plant ids, scored by creation sequence. Kept by the worker. */

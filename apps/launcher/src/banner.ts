@@ -1,0 +1,54 @@
+import { httpBase } from "./net.js";
+
+export interface BannerInput {
+  host: string;
+  port: number;
+  /** The token to show, only when we generated it. */
+  generatedApiToken: string | undefined;
+  /** The dashboard password to show, only when we generated it. */
+  generatedAdminToken: string | undefined;
+}
+
+/** The "ready" block: where the API is, how to call it, where the queue dashboard is. */
+export function readyBanner({ host, port, generatedApiToken, generatedAdminToken }: BannerInput): string {
+  const base = httpBase(host, port);
+  const token = generatedApiToken ?? "<one of your API_TOKENS>";
+  const rule = "=".repeat(78);
+  const lines = [
+    "",
+    rule,
+    `  Plant Store is running at ${base}`,
+    "",
+    generatedApiToken
+      ? "  API token (generated for this run; set API_TOKENS to choose your own):"
+      : "  API tokens: from API_TOKENS.",
+    ...(generatedApiToken ? [`    ${generatedApiToken}`] : []),
+    "",
+    "  Create a plant:",
+    `    curl -X POST ${base}/plants \\`,
+    `      -H 'Authorization: Bearer ${token}' \\`,
+    "      -H 'Content-Type: application/json' \\",
+    `      -d '{"id": 1, "name": "Monstera", "tag": "tropical"}'`,
+    "",
+    `  Queue dashboard: ${base}/admin/queues`,
+    generatedAdminToken
+      ? `    user: admin   password: ${generatedAdminToken}   (generated; set ADMIN_TOKEN to choose your own)`
+      : "    user: admin   password: your ADMIN_TOKEN",
+    "",
+    "  Press Ctrl+C to stop.",
+    rule,
+    "",
+  ];
+  return lines.join("\n");
+}
+
+/** The URL without its password, for logs. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return url;
+  }
+}

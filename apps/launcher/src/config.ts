@@ -1,0 +1,75 @@
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+
+/** Repository root: this file runs from apps/launcher/dist/. */
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+
+const redisUrl = z.string().refine((value) => URL.canParse(value) && /^rediss?:$/.test(new URL(value).protocol), {
+  message: "must be a redis:// or rediss:// URL, e.g. redis://127.0.0.1:6379",
+});
+
+const tokenList = z
+  .string()
+  .transform((value) =>
+    value
+      .split(",")
+      .map((token) => token.trim())
+      .filter((token) => token.length > 0),
+  )
+  .pipe(z.array(z.string()).min(1, { message: "must list at least one token (comma-separated)" }));
+
+const EnvSchema = z.object({
+  PORT: z.coerce.number().int().min(1).max(65_535).default(3000),
+  HOST: z.string().default("127.0.0.1"),
+  REDIS_URL: redisUrl.optional(),
+  API_TOKENS: tokenList.optional(),
+  ADMIN_TOKEN: z.string().optional(),
+  DATA_DIR: z.string().optional(),
+  /** Entry points of the services; overridable for tests. */
+  PLANT_STORE_API_ENTRY: z.string().optional(),
+  PLANT_STORE_WORKER_ENTRY: z.string().optional(),
+});
+
+export interface LauncherConfig {
+  port: number;
+  host: string;
+  redisUrl: string | undefined;
+  apiTokens: string[] | undefined;
+  adminToken: string | undefined;
+  /** Absolute. */
+  dataDir: string;
+  apiEntry: string;
+  workerEntry: string;
+}
+
+export type ConfigResult = { ok: true; config: LauncherConfig } | { ok: false; errors: string[] };
+
+/** Parses the environment once. Empty values count as unset. */
+export function parseConfig(env: NodeJS.ProcessEnv): ConfigResult {
+  const present = Object.fromEntries(
+    Object.entries(env).filter(([, value]) => value !== undefined && value.trim() !== ""),
+  );
+  const parsed = EnvSchema.safeParse(present);
+  if (!parsed.success) {
+    return {
+      ok: false,
+      errors: parsed.error.issues.map((issue) => `${issue.path.join(".") || "environment"}: ${issue.message}`),
+    };
+  }
+  const e = parsed.data;
+  return {
+    ok: true,
+    config: {
+      port: e.PORT,
+      host: e.HOST,
+      redisUrl: e.REDIS_URL,
+      apiTokens: e.API_TOKENS,
+      adminToken: e.ADMIN_TOKEN,
+      // A DATA_DIR given by the user is relative to the working directory; the default lives in the repo.
+      dataDir: e.DATA_DIR ? resolve(e.DATA_DIR) : resolve(repoRoot, "data"),
+      apiEntry: resolve(e.PLANT_STORE_API_ENTRY ?? resolve(repoRoot, "apps/api/dist/main.js")),
+      workerEntry: resolve(e.PLANT_STORE_WORKER_ENTRY ?? resolve(repoRoot, "apps/worker/dist/main.js")),
+    },
+  };
+}

@@ -1,0 +1,61 @@
+import { type ChildProcess, spawn } from "node:child_process";
+
+export interface ExitInfo {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  error?: Error;
+}
+
+export interface Service {
+  readonly name: string;
+  readonly child: ChildProcess;
+  /** Resolves once the process has exited (or failed to start). */
+  readonly exited: Promise<ExitInfo>;
+  readonly running: () => boolean;
+}
+
+/** Runs `node <entry>` with inherited output. */
+export function startService(name: string, entry: string, env: NodeJS.ProcessEnv): Service {
+  const child = spawn(process.execPath, [entry], { env, stdio: ["ignore", "inherit", "inherit"] });
+  let done = false;
+  const exited = new Promise<ExitInfo>((resolve) => {
+    child.once("exit", (code, signal) => {
+      done = true;
+      resolve({ code, signal });
+    });
+    child.once("error", (error) => {
+      // Spawn failures emit no "exit".
+      if (child.pid === undefined) {
+        done = true;
+        resolve({ code: null, signal: null, error });
+      }
+    });
+  });
+  return { name, child, exited, running: () => !done };
+}
+
+export function describeExit(info: ExitInfo): string {
+  if (info.error) return `failed to start: ${info.error.message}`;
+  if (info.signal) return `was killed by ${info.signal}`;
+  return `exited with code ${info.code}`;
+}
+
+/** SIGTERM, then SIGKILL when the service has not exited within `graceMs`. Returns how it ended. */
+export async function stopService(
+  service: Service,
+  graceMs: number,
+  log: (line: string) => void,
+): Promise<ExitInfo & { forced: boolean }> {
+  if (!service.running()) return { ...(await service.exited), forced: false };
+  service.child.kill("SIGTERM");
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<"timeout">((resolve) => {
+    timer = setTimeout(() => resolve("timeout"), graceMs);
+  });
+  const first = await Promise.race([service.exited, timedOut]);
+  clearTimeout(timer);
+  if (first !== "timeout") return { ...first, forced: false };
+  log(`${service.name} did not stop within ${graceMs / 1000} s; killing it.`);
+  service.child.kill("SIGKILL");
+  return { ...(await service.exited), forced: true };
+}

@@ -1,0 +1,174 @@
+// The supervisor: a Redis (embedded unless REDIS_URL is set), tokens, then the api and worker; stops them in order.
+import { existsSync, mkdirSync } from "node:fs";
+import { join, relative } from "node:path";
+import { INSTALL_HINT, type RedisServer, redisServerBinary, startRedisServer } from "@plant-store/redis-server";
+import { readyBanner, redactUrl } from "./banner.js";
+import { parseConfig } from "./config.js";
+import { portProblem, waitForPort } from "./net.js";
+import { describeExit, type Service, startService, stopService } from "./services.js";
+import { generateToken } from "./tokens.js";
+
+/** How long the api and worker get to close gracefully after SIGTERM. */
+const GRACE_MS = 10_000;
+
+/** Set in the supervisor's environment by the front process (main.ts). */
+export const SUPERVISOR_FLAG = "PLANT_STORE_LAUNCHER_SUPERVISOR";
+
+const log = (line: string) => process.stdout.write(`[launcher] ${line}\n`);
+const logError = (line: string) => process.stderr.write(`[launcher] ${line}\n`);
+
+let redis: RedisServer | undefined;
+/** Set while the embedded Redis is starting, so a shutdown in that window can still stop it. */
+let redisStarting: Promise<RedisServer | undefined> | undefined;
+const services: Service[] = [];
+let stopping = false;
+
+/** Stops the services (SIGTERM, wait), then the embedded Redis, then exits. Runs once. */
+async function shutdown(exitCode: number): Promise<never> {
+  if (!stopping) {
+    stopping = true;
+    const results = await Promise.all(services.map((service) => stopService(service, GRACE_MS, log)));
+    for (const [i, result] of results.entries()) {
+      if (result.forced || result.error || result.code !== 0) {
+        log(`${services[i]?.name} ${describeExit(result)}.`);
+      }
+    }
+    const embedded = redis ?? (await redisStarting);
+    if (embedded && embedded.process.exitCode === null && embedded.process.signalCode === null) {
+      await embedded.stop();
+      log("embedded Redis stopped.");
+    }
+    process.exit(exitCode);
+  }
+  // Already stopping: keep the caller waiting until the first shutdown exits the process.
+  return new Promise<never>(() => {});
+}
+
+function onSignal(signal: NodeJS.Signals) {
+  if (stopping) {
+    log(`${signal} received; already stopping (services get up to ${GRACE_MS / 1000} s).`);
+    return;
+  }
+  log(`${signal} received; stopping...`);
+  void shutdown(0);
+}
+
+async function main(): Promise<void> {
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, onSignal);
+  // The front process is gone (even killed with SIGKILL): stop everything rather than linger.
+  process.once("disconnect", () => {
+    if (stopping) return;
+    log("the launcher's front process went away; stopping...");
+    void shutdown(1);
+  });
+  // Last resort if the supervisor itself dies: don't leave the services behind.
+  process.on("exit", () => {
+    for (const service of services) if (service.running()) service.child.kill("SIGTERM");
+    if (redis && redis.process.exitCode === null && redis.process.signalCode === null) redis.process.kill("SIGTERM");
+  });
+
+  const parsed = parseConfig(process.env);
+  if (!parsed.ok) {
+    logError("invalid environment:");
+    for (const error of parsed.errors) logError(`  ${error}`);
+    process.exit(1);
+  }
+  const config = parsed.config;
+
+  for (const [name, entry] of [
+    ["api", config.apiEntry],
+    ["worker", config.workerEntry],
+  ] as const) {
+    if (!existsSync(entry)) {
+      logError(`${name} entry point ${entry} not found; build first (npm run build) or use npm start.`);
+      process.exit(1);
+    }
+  }
+
+  const problem = await portProblem(config.host, config.port);
+  if (problem) {
+    logError(
+      problem === "EADDRINUSE"
+        ? `port ${config.port} on ${config.host} is already in use (another Plant Store running?). Stop it or set PORT.`
+        : `cannot listen on ${config.host}:${config.port} (${problem}). Check HOST and PORT.`,
+    );
+    process.exit(1);
+  }
+
+  let redisUrl = config.redisUrl;
+  if (redisUrl) {
+    log(`Redis: using REDIS_URL ${redactUrl(redisUrl)}.`);
+  } else {
+    if (!redisServerBinary()) {
+      logError(INSTALL_HINT);
+      process.exit(1);
+    }
+    const dir = join(config.dataDir, "redis");
+    mkdirSync(dir, { recursive: true });
+    const starting = startRedisServer({ dir, appendfsync: "always" });
+    redisStarting = starting.catch(() => undefined);
+    try {
+      redis = await starting;
+    } catch (error) {
+      logError(`could not start the embedded redis-server: ${error instanceof Error ? error.message : error}`);
+      process.exit(1);
+    }
+    if (stopping) return; // A signal arrived while Redis was starting; shutdown() stops it.
+    redisUrl = redis.url;
+    const shownDir = relative(process.cwd(), dir) || ".";
+    log(
+      `Redis: no REDIS_URL set, started an embedded redis-server at ${redisUrl}, data in ${shownDir.startsWith("..") ? dir : shownDir} (append-only, fsync before every reply; kept across restarts).`,
+    );
+    const embedded = redis;
+    embedded.process.once("exit", (code, signal) => {
+      if (stopping) return;
+      logError(`embedded redis-server stopped unexpectedly (${signal ?? `code ${code}`}); stopping.`);
+      void shutdown(1);
+    });
+  }
+
+  const apiTokens = config.apiTokens ?? [generateToken()];
+  const adminToken = config.adminToken ?? generateToken();
+
+  const { [SUPERVISOR_FLAG]: _flag, ...inherited } = process.env;
+  const env: NodeJS.ProcessEnv = {
+    ...inherited,
+    PORT: String(config.port),
+    HOST: config.host,
+    REDIS_URL: redisUrl,
+    API_TOKENS: apiTokens.join(","),
+    ADMIN_TOKEN: adminToken,
+  };
+  for (const [name, entry] of [
+    ["api", config.apiEntry],
+    ["worker", config.workerEntry],
+  ] as const) {
+    const service = startService(name, entry, env);
+    services.push(service);
+    void service.exited.then((info) => {
+      if (stopping) return;
+      logError(`${name} ${describeExit(info)} unexpectedly; stopping the rest.`);
+      void shutdown(1);
+    });
+  }
+
+  if (await waitForPort(config.host, config.port, 60_000, () => stopping)) {
+    process.stdout.write(
+      readyBanner({
+        host: config.host,
+        port: config.port,
+        generatedApiToken: config.apiTokens ? undefined : apiTokens[0],
+        generatedAdminToken: config.adminToken ? undefined : adminToken,
+      }),
+    );
+  } else if (!stopping) {
+    log(`the api is not accepting connections on ${config.host}:${config.port} after 60 s; still waiting.`);
+  }
+}
+
+export function runSupervisor(): void {
+  main().catch((error: unknown) => {
+    logError(`unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    void shutdown(1);
+  });
+}

@@ -1,0 +1,152 @@
+// Runs the built launcher (apps/launcher/dist/main.js) with stand-in api/worker entry points.
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { connect, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { INSTALL_HINT, redisServerBinary } from "@plant-store/redis-server";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const launcherMain = fileURLToPath(new URL("../dist/main.js", import.meta.url));
+const hasRedis = redisServerBinary() !== undefined;
+
+// Stand-ins: each records its environment, and a SIGTERM, in STANDIN_OUT.
+const STANDIN = `
+import { createServer } from "node:http";
+import { writeFileSync } from "node:fs";
+const name = process.argv[1].endsWith("api.mjs") ? "api" : "worker";
+const out = process.env.STANDIN_OUT;
+const { REDIS_URL, API_TOKENS, ADMIN_TOKEN } = process.env;
+writeFileSync(out + "/" + name + ".env.json", JSON.stringify({ REDIS_URL, API_TOKENS, ADMIN_TOKEN }));
+let server;
+if (name === "api") server = createServer((_req, res) => res.end("ok")).listen(Number(process.env.PORT), process.env.HOST);
+const keepAlive = setInterval(() => {}, 1000);
+if (name === "worker" && process.env.STANDIN_WORKER_CRASH) setTimeout(() => process.exit(3), 300);
+process.on("SIGTERM", () => {
+  writeFileSync(out + "/" + name + ".stopped", "SIGTERM");
+  clearInterval(keepAlive);
+  if (server) server.close(() => process.exit(0)); else process.exit(0);
+});
+`;
+
+let dir: string;
+
+beforeAll(() => {
+  if (!existsSync(launcherMain))
+    throw new Error(`${launcherMain} is missing: run npm run build first (npm test does).`);
+  dir = mkdtempSync(join(tmpdir(), "plant-store-launcher-test-"));
+  writeFileSync(join(dir, "api.mjs"), STANDIN);
+  writeFileSync(join(dir, "worker.mjs"), STANDIN);
+});
+
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
+    });
+  });
+}
+
+interface Run {
+  child: ChildProcess;
+  out: string;
+  output: () => string;
+  exit: Promise<number | null>;
+}
+
+async function runLauncher(name: string, extraEnv: Record<string, string> = {}): Promise<Run> {
+  const out = mkdtempSync(join(dir, `${name}-`));
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const key of ["REDIS_URL", "API_TOKENS", "ADMIN_TOKEN", "HOST"]) delete env[key];
+  Object.assign(env, {
+    PORT: String(await freePort()),
+    DATA_DIR: join(out, "data"),
+    PLANT_STORE_API_ENTRY: join(dir, "api.mjs"),
+    PLANT_STORE_WORKER_ENTRY: join(dir, "worker.mjs"),
+    STANDIN_OUT: out,
+    ...extraEnv,
+  });
+  const child = spawn(process.execPath, [launcherMain], { env, stdio: ["ignore", "pipe", "pipe"] });
+  let text = "";
+  child.stdout?.on("data", (chunk: Buffer) => {
+    text += chunk.toString();
+  });
+  child.stderr?.on("data", (chunk: Buffer) => {
+    text += chunk.toString();
+  });
+  const exit = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, out, output: () => text, exit };
+}
+
+async function waitFor(condition: () => boolean, what: string, run: Run, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; launcher output:\n${run.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+function redisPing(url: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port) });
+    socket.once("error", reject);
+    socket.once("connect", () => socket.write("PING\r\n"));
+    socket.once("data", (data) => {
+      socket.destroy();
+      resolve(data.toString().trim());
+    });
+  });
+}
+
+const readEnv = (file: string) => JSON.parse(readFileSync(file, "utf8")) as Record<string, string>;
+
+describe.skipIf(!hasRedis)("launcher with an embedded Redis", () => {
+  it("starts Redis, generates tokens, runs api and worker, and stops everything on SIGTERM", async () => {
+    const run = await runLauncher("ok");
+    await waitFor(() => run.output().includes("Press Ctrl+C to stop."), "the ready banner", run);
+    await waitFor(() => existsSync(join(run.out, "worker.env.json")), "the worker to start", run);
+
+    const apiEnv = readEnv(join(run.out, "api.env.json"));
+    const workerEnv = readEnv(join(run.out, "worker.env.json"));
+    expect(apiEnv).toEqual(workerEnv);
+    expect(apiEnv.API_TOKENS).toMatch(/^ps_[A-Za-z0-9_-]{43}$/);
+    expect(apiEnv.ADMIN_TOKEN).toMatch(/^ps_[A-Za-z0-9_-]{43}$/);
+    expect(apiEnv.REDIS_URL).toMatch(/^redis:\/\/127\.0\.0\.1:\d+$/);
+    expect(run.output()).toContain(`-H 'Authorization: Bearer ${apiEnv.API_TOKENS}'`);
+    expect(run.output()).toContain(`password: ${apiEnv.ADMIN_TOKEN}`);
+    expect(run.output()).toContain(apiEnv.REDIS_URL);
+    expect(await redisPing(apiEnv.REDIS_URL as string)).toBe("+PONG");
+
+    run.child.kill("SIGTERM");
+    expect(await run.exit).toBe(0);
+    expect(existsSync(join(run.out, "api.stopped"))).toBe(true);
+    expect(existsSync(join(run.out, "worker.stopped"))).toBe(true);
+    expect(existsSync(join(run.out, "data", "redis", "appendonlydir"))).toBe(true);
+    await expect(redisPing(apiEnv.REDIS_URL as string)).rejects.toThrow();
+  }, 30_000);
+
+  it("stops the rest and exits 1 when a service dies", async () => {
+    const run = await runLauncher("crash", { STANDIN_WORKER_CRASH: "1" });
+    expect(await run.exit).toBe(1);
+    expect(run.output()).toContain("worker exited with code 3 unexpectedly");
+    expect(readFileSync(join(run.out, "api.stopped"), "utf8")).toBe("SIGTERM");
+  }, 30_000);
+});
+
+describe("launcher without redis-server", () => {
+  it("prints the install hint and exits 1", async () => {
+    const run = await runLauncher("no-redis", { REDIS_SERVER_BIN: join(dir, "no-such-redis-server") });
+    expect(await run.exit).toBe(1);
+    expect(run.output()).toContain(INSTALL_HINT);
+    expect(existsSync(join(run.out, "api.env.json"))).toBe(false);
+  }, 30_000);
+});

@@ -1,0 +1,4 @@
+export { type LogLevel, loadWorkerConfig, type WorkerConfig, WorkerConfigError } from "./config.js";
+export { createLogger, type Logger } from "./logger.js";
+export { outboxDeadLetterKey } from "./relay.js";
+export { type RunningWorker, type StartWorkerOptions, startWorker } from "./worker.js";

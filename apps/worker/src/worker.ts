@@ -1,0 +1,135 @@
+import { PLANT_CREATED_JOB, PlantCreatedEvent, queueNames } from "@plant-store/contracts";
+import { type Job, Queue, UnrecoverableError, Worker } from "bullmq";
+import type { Redis } from "ioredis";
+import { z } from "zod";
+import { recordAudit } from "./audit-job.js";
+import type { WorkerConfig } from "./config.js";
+import { indexPlant } from "./index-job.js";
+import { createLogger, type Logger } from "./logger.js";
+import { closeRedis, connectRedis } from "./redis.js";
+import { type Relay, startRelay } from "./relay.js";
+
+export interface StartWorkerOptions {
+  /** Default: JSON lines on stdout at `config.logLevel`. */
+  logger?: Logger;
+  /** Longest XREADGROUP BLOCK of the relay (default 1000 ms); tests lower it. */
+  relayBlockMs?: number;
+}
+
+export interface RunningWorker {
+  /** Consumer name of this process's relay in the outbox group. */
+  readonly relayConsumer: string;
+  /**
+   * Graceful stop: the relay stops reading (finishing the batch in hand), the BullMQ workers
+   * stop taking jobs and wait for the active ones, then the connections close. Idempotent.
+   */
+  close(): Promise<void>;
+}
+
+/**
+ * Validates a job's payload. A malformed payload will be just as malformed on the next attempt,
+ * so it fails the job for good (UnrecoverableError skips the retries) with a readable reason,
+ * and stays in the failed set for someone to look at.
+ */
+export function plantCreatedEventOf(job: Job): PlantCreatedEvent {
+  if (job.name !== PLANT_CREATED_JOB) {
+    throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)} (expected ${PLANT_CREATED_JOB})`);
+  }
+  const parsed = PlantCreatedEvent.safeParse(job.data);
+  if (!parsed.success) {
+    throw new UnrecoverableError(`invalid ${PLANT_CREATED_JOB} payload: ${z.prettifyError(parsed.error)}`);
+  }
+  return parsed.data;
+}
+
+/**
+ * While Redis is unreachable every connection (ours, and each queue's and worker's) reports
+ * the same error on every reconnect attempt. One line per distinct message per interval says
+ * all there is to say; the rest are counted.
+ */
+function throttledErrorLog(logger: Logger, intervalMs = 5000) {
+  const seen = new Map<string, { at: number; suppressed: number }>();
+  return (source: string, error: Error) => {
+    const now = Date.now();
+    const last = seen.get(error.message);
+    if (last && now - last.at < intervalMs) {
+      last.suppressed++;
+      return;
+    }
+    seen.set(error.message, { at: now, suppressed: 0 });
+    logger.error(`${source} error`, { error, suppressedSinceLast: last?.suppressed ?? 0 });
+  };
+}
+
+/** Starts the outbox relay and one BullMQ worker per queue; resolves once all are connected. */
+export async function startWorker(config: WorkerConfig, options: StartWorkerOptions = {}): Promise<RunningWorker> {
+  const logger = options.logger ?? createLogger(config.logLevel);
+  // One command connection for the queues, the workers' non-blocking commands and the job
+  // scripts; BullMQ opens its own blocking connection per Worker, the relay one for its reads.
+  const redis = connectRedis(config.redisUrl, "plant-store-worker");
+  const logError = throttledErrorLog(logger);
+  redis.on("error", (error) => logError("redis connection", error));
+
+  const queues: Queue[] = [];
+  const workers: Worker[] = [];
+  let relay: Relay | undefined;
+
+  async function closeAll(): Promise<void> {
+    await relay?.close();
+    await Promise.all(workers.map((worker) => worker.close()));
+    await Promise.all(queues.map((queue) => queue.close()));
+    await closeRedis(redis);
+  }
+
+  try {
+    const processors: Record<string, (event: PlantCreatedEvent, redis: Redis) => Promise<unknown>> = {
+      [queueNames.index]: (event, client) => indexPlant(client, event),
+      [queueNames.audit]: (event, client) => recordAudit(client, event),
+    };
+
+    for (const [name, processEvent] of Object.entries(processors)) {
+      const queue = new Queue(name, { connection: redis });
+      queue.on("error", (error) => logError(`queue ${name}`, error));
+      queues.push(queue);
+
+      const worker = new Worker(name, async (job) => processEvent(plantCreatedEventOf(job), redis), {
+        connection: redis,
+        concurrency: config.concurrency,
+      });
+      worker.on("error", (error) => logError(`worker ${name}`, error));
+      worker.on("failed", (job, error) => {
+        const attempts = job?.opts.attempts ?? 1;
+        const attemptsMade = job?.attemptsMade ?? 0;
+        const willRetry = !(error instanceof UnrecoverableError) && attemptsMade < attempts;
+        const fields = { queue: name, jobId: job?.id, attemptsMade, attempts, error: error.message };
+        if (willRetry) logger.warn("job failed; will retry with backoff", fields);
+        else logger.error("job failed for good; left in the failed set", fields);
+      });
+      workers.push(worker);
+    }
+
+    await Promise.all([...queues, ...workers].map((client) => client.waitUntilReady()));
+    relay = await startRelay({
+      redis,
+      queues,
+      batchSize: config.relayBatchSize,
+      claimIdleMs: config.relayClaimIdleMs,
+      jobOptions: { attempts: config.jobAttempts, backoffMs: config.jobBackoffMs },
+      logger,
+      ...(options.relayBlockMs === undefined ? {} : { blockMs: options.relayBlockMs }),
+    });
+  } catch (error) {
+    await closeAll().catch(() => {});
+    throw error;
+  }
+
+  const consumer = relay.consumer;
+  let closing: Promise<void> | undefined;
+  return {
+    relayConsumer: consumer,
+    close() {
+      closing ??= closeAll();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,94 @@
+import { outboxFields, redisKeys } from "@plant-store/contracts";
+import { Redis } from "ioredis";
+import { loadWorkerConfig, type WorkerConfig } from "../src/config.js";
+
+/**
+ * Mirrors the api's create script: the plant hash and its outbox entry in one atomic script,
+ * with the seq appended as the last field pair of the entry.
+ * KEYS: plant hash, seq counter, outbox. ARGV: name, tag ("" = none), createdAt, ...outbox fields.
+ */
+const CREATE_PLANT_LUA = `
+local seq = redis.call('INCR', KEYS[2])
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[1], 'name', ARGV[1], 'tag', ARGV[2], 'seq', seq, 'createdAt', ARGV[3])
+else
+  redis.call('HSET', KEYS[1], 'name', ARGV[1], 'seq', seq, 'createdAt', ARGV[3])
+end
+local fields = {}
+for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
+fields[#fields + 1] = 'seq'
+fields[#fields + 1] = seq
+local eventId = redis.call('XADD', KEYS[3], '*', unpack(fields))
+return {eventId, seq}
+`;
+
+export interface CreatedPlant {
+  plantId: string;
+  eventId: string;
+  seq: number;
+}
+
+let counter = 0;
+
+/** Writes a plant exactly as the api commits an accepted POST /plants. */
+export async function createPlantAsApi(
+  redis: Redis,
+  plant: { id?: string; name?: string; tag?: string } = {},
+): Promise<CreatedPlant> {
+  counter++;
+  const plantId = plant.id ?? String(1000 + counter);
+  const at = new Date().toISOString();
+  const fields = outboxFields({
+    type: "plant.created",
+    plantId,
+    name: plant.name ?? `plant ${counter}`,
+    ...(plant.tag === undefined ? {} : { tag: plant.tag }),
+    actor: "token-fp-test",
+    requestId: `req-${counter}`,
+    at,
+  });
+  const [eventId, seq] = (await redis.eval(
+    CREATE_PLANT_LUA,
+    3,
+    redisKeys.plant(plantId),
+    redisKeys.plantSeq,
+    redisKeys.outbox,
+    plant.name ?? `plant ${counter}`,
+    plant.tag ?? "",
+    at,
+    ...fields,
+  )) as [string, number];
+  return { plantId, eventId, seq };
+}
+
+/** Worker settings for tests: the test server, small delays, quiet logs. */
+export function testConfig(redisUrl: string, env: Record<string, string> = {}): WorkerConfig {
+  return loadWorkerConfig({
+    REDIS_URL: redisUrl,
+    JOB_BACKOFF_MS: "20",
+    RELAY_CLAIM_IDLE_MS: "30000",
+    LOG_LEVEL: "silent",
+    ...env,
+  });
+}
+
+/** Polls until `check` returns a truthy value (returned) or the time is up (throws with `what`). */
+export async function waitFor<T>(what: string, check: () => Promise<T> | T, timeoutMs = 5000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+export function connect(url: string): Redis {
+  return new Redis(url, { maxRetriesPerRequest: null });
+}
+
+/** Pending (delivered, unacknowledged) entries of the relay group. */
+export async function outboxPendingCount(redis: Redis): Promise<number> {
+  const summary = (await redis.xpending(redisKeys.outbox, redisKeys.outboxGroup)) as [number, ...unknown[]];
+  return summary[0];
+}
