@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
-# @plant-store/api. Build from the repository root:
-#   docker build -f apps/api/Dockerfile -t plant-store-api .
-# Plain workspace build: install with the root lockfile (postinstall applies patches/), build the api
-# and its workspace dependencies with turbo, drop devDependencies, copy the result into a slim image.
+# Images of the api and the worker, from one shared build. From the repository root:
+#   docker build --target api -t plant-store-api .
+#   docker build --target worker -t plant-store-worker .
+# Plain workspace build: install with the root lockfile (postinstall applies patches/), build both
+# apps and their workspace dependencies with turbo, drop devDependencies.
 
 FROM node:24-bookworm-slim AS base
 ENV TURBO_TELEMETRY_DISABLED=1 \
@@ -17,7 +18,7 @@ COPY . /src
 RUN cd /src \
  && find . -name package.json -not -path "*/node_modules/*" -not -path "*/dist/*" -exec cp --parents "{}" /app/ \; \
  && cp package-lock.json /app/ \
- && if [ -d patches ]; then cp -r patches /app/; fi
+ && cp -r patches /app/
 
 FROM base AS build
 COPY --from=manifests /app/ ./
@@ -25,16 +26,23 @@ COPY --from=manifests /app/ ./
 # biome/turbo binaries (the registry these were locked against does not serve them).
 RUN npm install
 COPY . .
-RUN npx turbo run build --filter=@plant-store/api... \
+RUN npx turbo run build --filter=@plant-store/api... --filter=@plant-store/worker... \
  && npm prune --omit=dev
 
+# Code stays owned by root (read-only for the app); the processes run as the image's "node" user.
 FROM base AS runtime
 ENV NODE_ENV=production
-# Code stays owned by root (read-only for the app); the process runs as the image's unprivileged "node" user.
 COPY --from=build /app /app
 USER node
-# Inside a container the api must listen on all interfaces; REDIS_URL, API_TOKENS and ADMIN_TOKEN come from the runtime environment.
+STOPSIGNAL SIGTERM
+
+FROM runtime AS worker
+# REDIS_URL (and WORKER_CONCURRENCY) come from the runtime environment.
+CMD ["node", "apps/worker/dist/main.js"]
+
+# Last, so a plain `docker build .` gives the api.
+FROM runtime AS api
+# In a container the api listens on all interfaces; REDIS_URL, API_TOKENS and ADMIN_TOKEN come from the environment.
 ENV HOST=0.0.0.0 PORT=3000
 EXPOSE 3000
-STOPSIGNAL SIGTERM
 CMD ["node", "apps/api/dist/main.js"]
