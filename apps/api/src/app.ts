@@ -51,7 +51,7 @@ export async function buildApp(options: AppOptions) {
   app.decorateRequest("auth", null);
   const createContext = ({ req }: { req: FastifyRequest }): Context => {
     req.auth ??= verifyToken(req.headers.authorization);
-    return { auth: req.auth, requestId: req.id, store };
+    return { auth: req.auth, requestId: req.id, store, responseHeaders: {} };
   };
 
   let closing = false;

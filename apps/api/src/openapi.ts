@@ -1,8 +1,9 @@
-import { ApiError, limits, NewPlant, Plant } from "@plant-store/contracts";
+import { ApiError, limits, NewPlant, Plant, StoredPlant } from "@plant-store/contracts";
 import type { AnyRouter } from "@trpc/server";
 import { generateOpenApiDocument } from "trpc-to-openapi";
 import { createSchema } from "zod-openapi";
 import { statusMessages } from "./errors.js";
+import type { Meta } from "./trpc.js";
 
 type Json = Record<string, unknown>;
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -36,6 +37,17 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
     securitySchemes: { bearerAuth: { type: "http", scheme: "bearer" } },
   }) as unknown as Json & { paths: Record<string, Record<string, Json>>; components: Json };
 
+  // Operations that answer another success status than 200 (deletes: 204, no body).
+  for (const { _def } of Object.values(router._def.procedures) as { _def: { meta?: Meta } }[]) {
+    const { openapi, successStatus } = _def.meta ?? {};
+    const operation = openapi && successStatus && generated.paths[openapi.path]?.[openapi.method.toLowerCase()];
+    if (!operation) continue;
+    const responses = operation.responses as Record<string, Json>;
+    const { content: _, ...success } = responses["200"] ?? {};
+    delete responses["200"];
+    operation.responses = { [successStatus]: success, ...responses };
+  }
+
   for (const operations of Object.values(generated.paths)) {
     for (const operation of Object.values(operations)) {
       delete operation.security; // declared once, globally, as in the specification
@@ -59,7 +71,12 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
     tags: [{ name: "plants", description: "The plants in the store" }],
     paths: generated.paths,
     components: {
-      schemas: { ...component(NewPlant, "input"), ...component(Plant, "output"), ...component(ApiError, "output") },
+      schemas: {
+        ...component(NewPlant, "input"),
+        ...component(Plant, "output"),
+        ...component(StoredPlant, "output"),
+        ...component(ApiError, "output"),
+      },
       securitySchemes: (generated.components as { securitySchemes: Json }).securitySchemes,
     },
   };

@@ -163,16 +163,24 @@ describe("POST /plants: media types, sizes, routes", () => {
     expectError(await call(stack.url, { path: "/nope", method: "GET" }), 404);
     expectError(await post({ id: 23, name: "x" }, { path: "/PLANTS" }), 404);
     expectError(await post({ id: 23, name: "x" }, { path: "/plants/" }), 404);
-    expectError(await post({ id: 23, name: "x" }, { path: "/plants/23" }), 404);
+    expectError(await post({ id: 23, name: "x" }, { path: "/plants/23/leaves" }), 404);
     expectError(await call(stack.url, { path: "/trpc", method: "GET" }), 404);
   });
 
-  for (const method of ["GET", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]) {
-    it(`answers ${method} /plants with 405 and Allow: POST`, async () => {
+  for (const method of ["PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]) {
+    it(`answers ${method} /plants with 405 and Allow: GET, POST`, async () => {
       const result = await call(stack.url, { method });
       expect(result.status).toBe(405);
-      expect(result.headers.get("allow")).toBe("POST");
+      expect(result.headers.get("allow")).toBe("GET, POST");
       if (method !== "HEAD") expectError(result, 405, /not allowed/);
+    });
+  }
+
+  for (const method of ["POST", "PUT", "PATCH", "OPTIONS"]) {
+    it(`answers ${method} /plants/{id} with 405 and Allow: DELETE, GET`, async () => {
+      const result = await call(stack.url, { method, path: "/plants/1", body: method === "OPTIONS" ? undefined : {} });
+      expectError(result, 405, /not allowed/);
+      expect(result.headers.get("allow")).toBe("DELETE, GET");
     });
   }
 

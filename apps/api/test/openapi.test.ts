@@ -33,11 +33,50 @@ describe("GET /openapi.json", () => {
     expect(schemas.Error.required).toEqual(["error", "message"]);
     expect(schemas.Error.properties.error).toMatchObject({ type: "integer", format: "int32" });
     expect(schemas.Error.properties.message).toMatchObject({ type: "string" });
+    expect(schemas.StoredPlant.required).toEqual(["id", "name"]);
+    expect(schemas.StoredPlant.properties.id).toMatchObject({ type: "integer", format: "int64" });
+  });
+
+  it("documents the read and delete operations with their parameters, Link header and statuses", () => {
+    const list = document.paths["/plants"].get;
+    expect(list.parameters.map((p: { name: string; in: string }) => `${p.in}:${p.name}`)).toEqual([
+      "query:limit",
+      "query:tag",
+      "query:cursor",
+    ]);
+    expect(list.parameters[0].schema).toMatchObject({ type: "integer", minimum: 1, maximum: 100, default: 20 });
+    expect(list.responses["200"].headers.Link.schema).toEqual(expect.objectContaining({ type: "string" }));
+    expect(list.responses["200"].content["application/json"].schema).toEqual({
+      type: "array",
+      items: { $ref: "#/components/schemas/StoredPlant" },
+    });
+    const get = document.paths["/plants/{id}"].get;
+    const remove = document.paths["/plants/{id}"].delete;
+    for (const operation of [get, remove]) {
+      expect(operation.parameters).toEqual([
+        expect.objectContaining({
+          in: "path",
+          name: "id",
+          required: true,
+          schema: expect.objectContaining({ type: "integer", format: "int64" }),
+        }),
+      ]);
+    }
+    expect(Object.keys(list.responses).sort()).toEqual(["200", "400", "401", "500", "503"]);
+    expect(Object.keys(get.responses).sort()).toEqual(["200", "400", "401", "404", "500", "503"]);
+    expect(Object.keys(remove.responses).sort()).toEqual(["204", "400", "401", "404", "500", "503"]);
+    expect(remove.responses["204"].content).toBeUndefined();
+    for (const operation of [list, get, remove]) {
+      for (const [status, response] of Object.entries<any>(operation.responses)) {
+        if (Number(status) >= 400)
+          expect(response.content["application/json"].schema).toEqual({ $ref: "#/components/schemas/Error" });
+      }
+    }
   });
 
   it("documents POST /plants with every status the service returns, errors as Error", () => {
     const operation = document.paths["/plants"].post;
-    expect(Object.keys(document.paths)).toEqual(["/plants"]);
+    expect(Object.keys(document.paths).sort()).toEqual(["/plants", "/plants/{id}"]);
     expect(operation.requestBody).toEqual({
       required: true,
       content: { "application/json": { schema: { $ref: "#/components/schemas/NewPlant" } } },

@@ -83,3 +83,40 @@ describe("createPlantStoreClient", () => {
     expect(await redis.exists(redisKeys.plant("3"))).toBe(0);
   });
 });
+
+describe("reading and deleting through the client", () => {
+  it("gets a plant with its exact int64 id as a bigint", async () => {
+    await client.plants.create.mutate({ id: 2n ** 63n - 2n, name: "Read me", tag: "r" });
+    const plant = await client.plants.get.query({ id: 2n ** 63n - 2n });
+    const id: bigint = plant.id;
+    expect(id).toBe(2n ** 63n - 2n);
+    expect(plant).toEqual({ id: 2n ** 63n - 2n, name: "Read me", tag: "r" });
+    const missing = await failure(client.plants.get.query({ id: 424242n }));
+    expect(missing.data?.code).toBe("NOT_FOUND");
+    expect(missing.data?.apiError).toEqual({ error: 404, message: "There is no plant with id 424242" });
+  });
+
+  it("pages through the index with the cursor in the body", async () => {
+    // No worker runs here: index the plants the way the worker does, by creation seq.
+    for (const id of [10n, 11n, 12n]) {
+      await client.plants.create.mutate({ id, name: `paged-${id}`, tag: "paged" });
+      const seq = await redis.hget(redisKeys.plant(id), "seq");
+      await redis.zadd(redisKeys.indexByTag("paged"), Number(seq), id.toString());
+    }
+    const first = await client.plants.page.query({ tag: "paged", limit: 2 });
+    expect(first.plants.map((plant) => plant.id)).toEqual([10n, 11n]);
+    expect(first.nextCursor).toBeDefined();
+    const second = await client.plants.page.query({ tag: "paged", limit: 2, cursor: first.nextCursor });
+    expect(second).toEqual({ plants: [{ id: 12n, name: "paged-12", tag: "paged" }] });
+    expect(await client.plants.list.query({ tag: "paged" })).toHaveLength(3);
+    const tooMany = await failure(client.plants.page.query({ limit: 101 }));
+    expect(tooMany.data?.apiError).toEqual({ error: 400, message: "limit must be an integer from 1 to 100" });
+  });
+
+  it("deletes a plant, then reports NOT_FOUND", async () => {
+    await client.plants.create.mutate({ id: 20n, name: "Doomed" });
+    await expect(client.plants.delete.mutate({ id: 20n })).resolves.toBeUndefined();
+    expect(await redis.exists(redisKeys.plant(20n))).toBe(0);
+    expect((await failure(client.plants.delete.mutate({ id: 20n }))).data?.httpStatus).toBe(404);
+  });
+});

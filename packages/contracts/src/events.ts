@@ -1,28 +1,39 @@
 import { z } from "zod";
 
 /**
- * What the api records in the outbox for each accepted create, and what the worker's jobs carry.
+ * What the api records in the outbox for each accepted create or delete, and what the worker's jobs carry.
  * `plantId` is the int64 id as decimal text (JSON and Redis cannot hold it as a number).
  */
-export const PlantCreatedEvent = z.object({
-  type: z.literal("plant.created"),
-  /** Outbox stream entry id: unique per accepted create, the idempotency key of all side work. */
+const eventFields = {
+  /** Outbox stream entry id: unique per accepted request, the idempotency key of all side work. */
   eventId: z.string().regex(/^\d+-\d+$/),
   plantId: z.string().regex(/^-?\d+$/),
   name: z.string(),
   tag: z.string().optional(),
-  /** Creation sequence number: orders the indexes. */
+  /** Creation sequence number of the plant: orders the indexes. */
   seq: z.coerce.number().int().positive(),
-  /** Who created it: a token fingerprint, never the token. */
+  /** Who made the request: a token fingerprint, never the token. */
   actor: z.string(),
   requestId: z.string(),
-  /** ISO-8601 time the api accepted the create. */
+  /** ISO-8601 time the api accepted the request. */
   at: z.string(),
-});
+};
+
+/** A plant was created. `seq` is its new creation sequence number. */
+export const PlantCreatedEvent = z.object({ type: z.literal("plant.created"), ...eventFields });
 export type PlantCreatedEvent = z.output<typeof PlantCreatedEvent>;
 
-/** Flat field list for XADD (the outbox entry id is assigned by Redis, so it is not included). */
-export function outboxFields(event: Omit<PlantCreatedEvent, "eventId" | "seq">): string[] {
+/** A plant was deleted. `seq`, `name` and `tag` are those of the plant that was removed. */
+export const PlantDeletedEvent = z.object({ type: z.literal("plant.deleted"), ...eventFields });
+export type PlantDeletedEvent = z.output<typeof PlantDeletedEvent>;
+
+/** Everything the outbox carries; the event type is also the BullMQ job name. */
+export const PlantEvent = z.discriminatedUnion("type", [PlantCreatedEvent, PlantDeletedEvent]);
+export type PlantEvent = z.output<typeof PlantEvent>;
+export type PlantEventType = PlantEvent["type"];
+
+/** Flat field list for XADD (the outbox entry id is assigned by Redis, `seq` appended by the script). */
+export function outboxFields(event: Omit<PlantEvent, "eventId" | "seq">): string[] {
   const fields = ["type", event.type, "plantId", event.plantId, "name", event.name];
   if (event.tag !== undefined) fields.push("tag", event.tag);
   fields.push("actor", event.actor, "requestId", event.requestId, "at", event.at);
@@ -30,8 +41,8 @@ export function outboxFields(event: Omit<PlantCreatedEvent, "eventId" | "seq">):
 }
 
 /** Reads an outbox entry (id plus XREAD's flat field list) back into an event. */
-export function parseOutboxEntry(eventId: string, fields: string[]): PlantCreatedEvent {
+export function parseOutboxEntry(eventId: string, fields: string[]): PlantEvent {
   const record: Record<string, string> = { eventId };
   for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;
-  return PlantCreatedEvent.parse(record);
+  return PlantEvent.parse(record);
 }

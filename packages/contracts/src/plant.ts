@@ -6,6 +6,9 @@ export const limits = {
   tagMaxLength: 100,
   /** Largest accepted request body, in bytes. */
   bodyMaxBytes: 16 * 1024,
+  /** Page size of GET /plants when `limit` is not given, and its largest value. */
+  listDefaultLimit: 20,
+  listMaxLimit: 100,
 } as const;
 
 export const INT64_MIN = -(2n ** 63n);
@@ -101,6 +104,83 @@ export const NewPlant = z
   )
   .meta({ id: "NewPlant", override: openObject });
 
+/** A stored plant as the read operations return it: with its id (an exact int64). */
+export const StoredPlant = z
+  .object({
+    id: z.bigint().meta({
+      description: "Identification number of the plant",
+      override: replaceWith({ type: "integer", format: "int64" }),
+    }),
+    name: PlantName,
+    tag: PlantTag.optional(),
+  })
+  .meta({ id: "StoredPlant", override: openObject });
+
+/**
+ * An id in a path (`/plants/{id}`): decimal text, parsed exactly. tRPC clients may pass a
+ * bigint or a safe-integer number instead. A union, so the REST adapter never coerces it.
+ */
+export const PlantIdParam = z
+  .union([z.string(), z.number(), z.bigint()], {
+    error: (issue) => (isMissing(issue.input) ? "id is required" : "id must be an integer"),
+  })
+  .transform((value, ctx) => {
+    const text = String(value);
+    const exact = typeof value === "number" ? Number.isSafeInteger(value) : /^-?[0-9]{1,19}$/.test(text);
+    const id = exact ? BigInt(text) : undefined;
+    if (id === undefined || id < INT64_MIN || id > INT64_MAX) {
+      ctx.issues.push({
+        code: "custom",
+        input: text,
+        message: `id must be an integer from ${INT64_MIN} to ${INT64_MAX} (int64)`,
+      });
+      return z.NEVER;
+    }
+    return id;
+  })
+  .meta({
+    description: "Identification number of the plant",
+    override: replaceWith({ type: "integer", format: "int64" }),
+  });
+
+const pageLimit = z
+  .union([z.number(), z.string()], { error: "limit must be an integer from 1 to 100" })
+  .transform((value, ctx) => {
+    const limit = typeof value === "string" && /^[0-9]{1,3}$/.test(value) ? Number(value) : value;
+    if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > limits.listMaxLimit) {
+      ctx.issues.push({
+        code: "custom",
+        input: value,
+        message: `limit must be an integer from 1 to ${limits.listMaxLimit}`,
+      });
+      return z.NEVER;
+    }
+    return limit;
+  })
+  .meta({
+    description: `How many plants a page holds at most (default ${limits.listDefaultLimit})`,
+    override: replaceWith({
+      type: "integer",
+      format: "int32",
+      minimum: 1,
+      maximum: limits.listMaxLimit,
+      default: limits.listDefaultLimit,
+    }),
+  });
+
+/** Opaque position in a listing; the `Link: rel="next"` URL carries it. */
+export const PageCursor = z
+  .string({ error: "cursor is not valid: follow the Link header's next URL" })
+  .regex(/^[1-9][0-9]{0,15}$/, "cursor is not valid: follow the Link header's next URL")
+  .meta({ description: "Where the page starts: taken from the `Link` header of the previous page" });
+
+/** Query of GET /plants (strings on REST; numbers allowed from tRPC). */
+export const ListPlantsQuery = z.object({
+  limit: pageLimit.optional(),
+  tag: text("tag", limits.tagMaxLength).meta({ description: "Only plants with this tag" }).optional(),
+  cursor: PageCursor.optional(),
+});
+
 export const ApiError = z
   .object({
     error: z.int32().meta({
@@ -115,3 +195,5 @@ export type NewPlantInput = z.input<typeof NewPlant>;
 export type NewPlant = z.output<typeof NewPlant>;
 export type Plant = z.output<typeof Plant>;
 export type ApiError = z.output<typeof ApiError>;
+export type StoredPlant = z.output<typeof StoredPlant>;
+export type ListPlantsQuery = z.output<typeof ListPlantsQuery>;

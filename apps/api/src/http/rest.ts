@@ -1,13 +1,15 @@
 import type { ApiError } from "@plant-store/contracts";
 import type { TRPCError } from "@trpc/server";
+import type { ResponseMetaFn } from "@trpc/server/http";
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import { stringify } from "lossless-json";
 import { fastifyTRPCOpenApiPlugin } from "trpc-to-openapi";
 import { authChallenge } from "../auth.js";
 import { apiError, toApiError } from "../errors.js";
 import type { AppRouter } from "../router.js";
 import type { Context } from "../trpc.js";
 import { useExactJsonBodies } from "./json-body.js";
-import { type RouteMatcher, replyRouteMiss } from "./routes.js";
+import { type RouteMatcher, replyRouteMiss, restRoutesOf } from "./routes.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -30,6 +32,12 @@ export type RestOptions = {
  * error in the `Error` shape. The adapter's own error bodies are replaced in onSend.
  */
 export async function restApi(scope: FastifyInstance, { router, createContext, matchRoute }: RestOptions) {
+  const successStatus = new Map(restRoutesOf(router).map((route) => [route.procedure, route.successStatus]));
+  // A success gets its operation's status (204 for deletes) and the headers its procedure set.
+  const responseMeta: ResponseMetaFn<AppRouter> = ({ ctx, paths, errors }) =>
+    errors.length > 0 || !ctx
+      ? {}
+      : { status: successStatus.get(paths?.[0] ?? "") ?? 200, headers: ctx.responseHeaders };
   scope.decorateRequest("restError", null);
   useExactJsonBodies(scope);
 
@@ -59,6 +67,7 @@ export async function restApi(scope: FastifyInstance, { router, createContext, m
   });
 
   scope.addHook("onSend", async (request, reply, payload) => {
+    if (reply.statusCode === 204) reply.removeHeader("content-type");
     if (request.restError === null) return payload;
     reply.header("content-type", "application/json; charset=utf-8");
     return JSON.stringify(request.restError);
@@ -67,6 +76,9 @@ export async function restApi(scope: FastifyInstance, { router, createContext, m
   await scope.register(fastifyTRPCOpenApiPlugin, {
     router,
     createContext,
+    // Writes bigint ids as JSON numbers with every digit (JSON.stringify throws on them).
+    stringify: (body: unknown) => stringify(body) ?? undefined,
+    responseMeta,
     onError: ({ error, req }: { error: TRPCError; req: unknown }) => {
       const request = req as unknown as FastifyRequest;
       request.restError = toApiError(error);

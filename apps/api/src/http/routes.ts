@@ -1,10 +1,10 @@
 import type { AnyRouter } from "@trpc/server";
 import type { FastifyReply } from "fastify";
-import type { OpenApiMeta } from "trpc-to-openapi";
 import { apiError } from "../errors.js";
+import type { Meta } from "../trpc.js";
 
 /** A REST operation of the router, matched exactly (letter case and trailing slash count). */
-type RestRoute = { method: string; pattern: RegExp; protect: boolean };
+type RestRoute = { method: string; pattern: RegExp; protect: boolean; procedure: string; successStatus: number };
 
 export type RouteMatch =
   | { kind: "found"; route: RestRoute }
@@ -14,11 +14,18 @@ export type RouteMatch =
 /** Reads the REST operations from the procedures' `openapi` meta: the router stays the one source. */
 export function restRoutesOf(router: AnyRouter): RestRoute[] {
   const routes: RestRoute[] = [];
-  for (const procedure of Object.values(router._def.procedures) as { _def: { meta?: OpenApiMeta } }[]) {
-    const openapi = procedure._def.meta?.openapi;
+  const procedures = Object.entries(router._def.procedures) as [string, { _def: { meta?: Meta } }][];
+  for (const [procedure, { _def }] of procedures) {
+    const openapi = _def.meta?.openapi;
     if (!openapi || openapi.enabled === false) continue;
     const source = openapi.path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\\?\{[^}]+\\?\}/g, "[^/]+");
-    routes.push({ method: openapi.method, pattern: new RegExp(`^${source}$`), protect: openapi.protect !== false });
+    routes.push({
+      method: openapi.method,
+      pattern: new RegExp(`^${source}$`),
+      protect: openapi.protect !== false,
+      procedure,
+      successStatus: _def.meta?.successStatus ?? 200,
+    });
   }
   return routes;
 }
@@ -37,7 +44,7 @@ export function createRouteMatcher(routes: readonly RestRoute[], hasRoute: (meth
     if (route) return { kind: "found", route };
     const allow = new Set(onPath.map((r) => r.method));
     if (allow.size === 0) for (const other of METHODS) if (hasRoute(other, path)) allow.add(other);
-    return allow.size > 0 ? { kind: "method-not-allowed", allow: [...allow] } : { kind: "not-found" };
+    return allow.size > 0 ? { kind: "method-not-allowed", allow: [...allow].sort() } : { kind: "not-found" };
   };
 }
 
