@@ -1,10 +1,11 @@
-import { type PlantCreatedEvent, redisKeys } from "@plant-store/contracts";
+import { type PlantEvent, redisKeys } from "@plant-store/contracts";
 import type { Redis } from "ioredis";
 import { luaScript } from "./lua.js";
 
 /**
- * Appends one audit entry per outbox event, however often the job runs: the recorded hash
- * (event id → audit entry id) is checked and set in the same script as the XADD.
+ * Appends one audit entry per outbox event (an accepted create or delete; the entry carries the
+ * event's `type`), however often the job runs: the recorded hash (event id → audit entry id) is
+ * checked and set in the same script as the XADD.
  *
  * The order is deliberate. Redis does not roll back a script that fails half-way, so the
  * marker is written only after the XADD succeeded: setting it first (HSETNX, then XADD) would,
@@ -12,7 +13,7 @@ import { luaScript } from "./lua.js";
  * entry, and every retry would skip it. The HGET up front also fails early on a broken hash
  * before anything is written.
  *
- * KEYS: recorded hash, audit stream. ARGV: eventId, plantId, actor, requestId, at.
+ * KEYS: recorded hash, audit stream. ARGV: eventId, plantId, actor, requestId, at, event type.
  * Returns { 1 | 0 (newly appended or not), audit entry id }.
  */
 const appendAuditOnce = luaScript(`
@@ -21,7 +22,7 @@ if existing then
   return {0, existing}
 end
 local entryId = redis.call('XADD', KEYS[2], '*',
-  'type', 'plant.created', 'eventId', ARGV[1], 'plantId', ARGV[2],
+  'type', ARGV[6], 'eventId', ARGV[1], 'plantId', ARGV[2],
   'actor', ARGV[3], 'requestId', ARGV[4], 'at', ARGV[5])
 redis.call('HSETNX', KEYS[1], ARGV[1], entryId)
 return {1, entryId}
@@ -33,12 +34,12 @@ export interface AuditOutcome {
   auditEntryId: string;
 }
 
-/** Processor of the `plant-audit` queue. */
-export async function recordAudit(redis: Redis, event: PlantCreatedEvent): Promise<AuditOutcome> {
+/** Processor of the `plant-audit` queue, for every event type. */
+export async function recordAudit(redis: Redis, event: PlantEvent): Promise<AuditOutcome> {
   const result = (await appendAuditOnce(
     redis,
     [redisKeys.auditRecorded, redisKeys.audit],
-    [event.eventId, event.plantId, event.actor, event.requestId, event.at],
+    [event.eventId, event.plantId, event.actor, event.requestId, event.at, event.type],
   )) as [number, string];
   return { appended: result[0] === 1, auditEntryId: result[1] };
 }

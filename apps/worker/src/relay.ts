@@ -1,12 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
-import {
-  jobIdFor,
-  PLANT_CREATED_JOB,
-  type PlantCreatedEvent,
-  parseOutboxEntry,
-  redisKeys,
-} from "@plant-store/contracts";
+import { jobIdFor, type PlantEvent, parseOutboxEntry, redisKeys } from "@plant-store/contracts";
 import type { BulkJobOptions, Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Logger } from "./logger.js";
@@ -25,14 +19,15 @@ export interface RelayJobOptions {
 }
 
 /**
- * The BullMQ jobs for a batch of events: the same list goes to every queue. The job id derives
- * from the outbox entry id, so delivering an entry twice (a relay that died after enqueueing
- * but before acknowledging) adds each job only once. Failed jobs are never removed: they stay
- * visible (and retryable) in the dashboard.
+ * The BullMQ jobs for a batch of events, creates and deletes alike: the same list goes to every
+ * queue, each job named after its event's `type`. The job id derives from the outbox entry id,
+ * so delivering an entry twice (a relay that died after enqueueing but before acknowledging)
+ * adds each job only once. Failed jobs are never removed: they stay visible (and retryable) in
+ * the dashboard.
  */
-export function plantCreatedJobs(events: readonly PlantCreatedEvent[], options: RelayJobOptions) {
+export function plantEventJobs(events: readonly PlantEvent[], options: RelayJobOptions) {
   return events.map((event) => ({
-    name: PLANT_CREATED_JOB,
+    name: event.type,
     data: event,
     opts: {
       jobId: jobIdFor(event.eventId),
@@ -135,7 +130,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
   const claimSweepMs = Math.max(50, Math.min(claimIdleMs, blockMs));
 
   async function deliver(entries: StreamEntry[]): Promise<void> {
-    const events: PlantCreatedEvent[] = [];
+    const events: PlantEvent[] = [];
     const relayedIds: string[] = [];
     for (const [id, fields] of entries) {
       if (fields === null) {
@@ -161,7 +156,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
       }
     }
     if (events.length > 0) {
-      const jobs = plantCreatedJobs(events, jobOptions);
+      const jobs = plantEventJobs(events, jobOptions);
       await Promise.all(queues.map((queue) => queue.addBulk(jobs)));
     }
     if (relayedIds.length === 0) return;

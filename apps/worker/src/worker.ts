@@ -1,10 +1,17 @@
-import { PLANT_CREATED_JOB, PlantCreatedEvent, queueNames } from "@plant-store/contracts";
+import {
+  PLANT_CREATED_JOB,
+  PLANT_DELETED_JOB,
+  PlantCreatedEvent,
+  PlantDeletedEvent,
+  PlantEvent,
+  queueNames,
+} from "@plant-store/contracts";
 import { type Job, Queue, UnrecoverableError, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { z } from "zod";
 import { recordAudit } from "./audit-job.js";
 import type { WorkerConfig } from "./config.js";
-import { indexPlant } from "./index-job.js";
+import { updateIndexes } from "./index-job.js";
 import { createLogger, type Logger } from "./logger.js";
 import { closeRedis, connectRedis } from "./redis.js";
 import { type Relay, startRelay } from "./relay.js";
@@ -26,18 +33,36 @@ export interface RunningWorker {
   close(): Promise<void>;
 }
 
+/** The payload schema of each job name (a job is named after its event's type). */
+const eventSchemaOfJob: Record<string, typeof PlantCreatedEvent | typeof PlantDeletedEvent> = {
+  [PLANT_CREATED_JOB]: PlantCreatedEvent,
+  [PLANT_DELETED_JOB]: PlantDeletedEvent,
+};
+
 /**
  * Validates a job's payload. A malformed payload will be just as malformed on the next attempt,
  * so it fails the job for good (UnrecoverableError skips the retries) with a readable reason,
- * and stays in the failed set for someone to look at.
+ * and stays in the failed set for someone to look at. So does a job whose name is not its
+ * payload's event type: the relay names every job after its event, so such a job was not made
+ * by it, and guessing which of the two was meant could remove what should have been added.
  */
-export function plantCreatedEventOf(job: Job): PlantCreatedEvent {
-  if (job.name !== PLANT_CREATED_JOB) {
-    throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)} (expected ${PLANT_CREATED_JOB})`);
+export function plantEventOf(job: Job): PlantEvent {
+  const schema = Object.hasOwn(eventSchemaOfJob, job.name) ? eventSchemaOfJob[job.name] : undefined;
+  if (schema === undefined) {
+    const expected = Object.keys(eventSchemaOfJob).join(" or ");
+    throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)} (expected ${expected})`);
   }
-  const parsed = PlantCreatedEvent.safeParse(job.data);
+  const parsed = PlantEvent.safeParse(job.data);
   if (!parsed.success) {
-    throw new UnrecoverableError(`invalid ${PLANT_CREATED_JOB} payload: ${z.prettifyError(parsed.error)}`);
+    // The union only reports the bad discriminator when `type` is off; the job name's own
+    // schema names every offending field.
+    const error = schema.safeParse(job.data).error ?? parsed.error;
+    throw new UnrecoverableError(`invalid ${job.name} payload: ${z.prettifyError(error)}`);
+  }
+  if (parsed.data.type !== job.name) {
+    throw new UnrecoverableError(
+      `job name ${JSON.stringify(job.name)} does not match its payload's type ${JSON.stringify(parsed.data.type)}`,
+    );
   }
   return parsed.data;
 }
@@ -82,8 +107,8 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   }
 
   try {
-    const processors: Record<string, (event: PlantCreatedEvent, redis: Redis) => Promise<unknown>> = {
-      [queueNames.index]: (event, client) => indexPlant(client, event),
+    const processors: Record<string, (event: PlantEvent, redis: Redis) => Promise<unknown>> = {
+      [queueNames.index]: (event, client) => updateIndexes(client, event),
       [queueNames.audit]: (event, client) => recordAudit(client, event),
     };
 
@@ -92,7 +117,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       queue.on("error", (error) => logError(`queue ${name}`, error));
       queues.push(queue);
 
-      const worker = new Worker(name, async (job) => processEvent(plantCreatedEventOf(job), redis), {
+      const worker = new Worker(name, async (job) => processEvent(plantEventOf(job), redis), {
         connection: redis,
         concurrency: config.concurrency,
       });

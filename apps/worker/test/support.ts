@@ -61,6 +61,61 @@ export async function createPlantAsApi(
   return { plantId, eventId, seq };
 }
 
+/**
+ * Mirrors the api's delete script: reads the plant, and if it exists deletes it and records a
+ * `plant.deleted` outbox entry carrying the removed plant's name, tag and seq, all atomically.
+ * KEYS: plant hash, outbox. ARGV: plant id, actor, requestId, at. Returns nil when the plant is absent.
+ */
+const DELETE_PLANT_LUA = `
+local plant = redis.call('HMGET', KEYS[1], 'name', 'tag', 'seq')
+if not plant[3] then
+  return false
+end
+redis.call('DEL', KEYS[1])
+local fields = {}
+local function push(field, value)
+  fields[#fields + 1] = field
+  fields[#fields + 1] = value
+end
+push('type', 'plant.deleted')
+push('plantId', ARGV[1])
+push('name', plant[1])
+if plant[2] then push('tag', plant[2]) end
+push('actor', ARGV[2])
+push('requestId', ARGV[3])
+push('at', ARGV[4])
+push('seq', plant[3])
+local eventId = redis.call('XADD', KEYS[2], '*', unpack(fields))
+return {eventId, plant[3]}
+`;
+
+export interface DeletedPlant {
+  plantId: string;
+  eventId: string;
+  /** Seq of the plant that was removed. */
+  seq: number;
+}
+
+/**
+ * Deletes a plant exactly as the api commits an accepted DELETE /plants/{id}; undefined when
+ * there was no such plant (the api's 404: nothing written).
+ */
+export async function deletePlantAsApi(redis: Redis, plantId: string): Promise<DeletedPlant | undefined> {
+  counter++;
+  const result = (await redis.eval(
+    DELETE_PLANT_LUA,
+    2,
+    redisKeys.plant(plantId),
+    redisKeys.outbox,
+    plantId,
+    "token-fp-test",
+    `req-${counter}`,
+    new Date().toISOString(),
+  )) as [string, string] | null;
+  if (result === null) return undefined;
+  return { plantId, eventId: result[0], seq: Number(result[1]) };
+}
+
 /** Worker settings for tests: the test server, small delays, quiet logs. */
 export function testConfig(redisUrl: string, env: Record<string, string> = {}): WorkerConfig {
   return loadWorkerConfig({

@@ -3,9 +3,9 @@ import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { ensureOutboxGroup, outboxDeadLetterKey, plantCreatedJobs } from "../src/relay.js";
+import { ensureOutboxGroup, outboxDeadLetterKey, plantEventJobs } from "../src/relay.js";
 import { type RunningWorker, startWorker } from "../src/worker.js";
-import { connect, createPlantAsApi, outboxPendingCount, testConfig, waitFor } from "./support.js";
+import { connect, createPlantAsApi, deletePlantAsApi, outboxPendingCount, testConfig, waitFor } from "./support.js";
 
 let server: RedisServer;
 let redis: Redis;
@@ -148,7 +148,7 @@ describe("worker against real Redis and BullMQ", { timeout: 15_000 }, () => {
     const created = await createPlantAsApi(redis, { id: "20", tag: "palm" });
     const [event] = await readAsDeadRelay(1);
     if (!event) throw new Error("no entry read");
-    const jobs = plantCreatedJobs([event], { attempts: 5, backoffMs: 20 });
+    const jobs = plantEventJobs([event], { attempts: 5, backoffMs: 20 });
     await indexQueue.addBulk(jobs);
     await auditQueue.addBulk(jobs);
 
@@ -248,5 +248,133 @@ describe("worker against real Redis and BullMQ", { timeout: 15_000 }, () => {
       "the audit still recorded",
       async () => (await redis.hexists(redisKeys.auditRecorded, created.eventId)) === 1,
     );
+  });
+});
+
+describe("deletions through the worker", { timeout: 15_000 }, () => {
+  /** Audit entries as [type, plantId, eventId], in stream order. */
+  const auditEntries = async () =>
+    (await redis.xrange(redisKeys.audit, "-", "+")).map(([, fields]) => {
+      const record: Record<string, string> = {};
+      for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;
+      return [record.type, record.plantId, record.eventId];
+    });
+
+  async function deleteOrFail(plantId: string) {
+    const deleted = await deletePlantAsApi(redis, plantId);
+    if (!deleted) throw new Error(`plant ${plantId} does not exist`);
+    return deleted;
+  }
+
+  it("create, index, delete: gone from both indexes; one created and one deleted audit entry", async () => {
+    await start();
+    const keep = await createPlantAsApi(redis, { id: "60", tag: "vine" });
+    const created = await createPlantAsApi(redis, { id: "61", tag: "vine" });
+    await waitFor("both indexed", async () => (await redis.zcard(redisKeys.indexByTag("vine"))) === 2);
+    await waitFor("both audited", async () => (await redis.hlen(redisKeys.auditRecorded)) === 2);
+
+    const deleted = await deleteOrFail("61");
+    await jobInState(indexQueue, jobIdFor(deleted.eventId), "completed");
+    expect((await jobOf(indexQueue, deleted.eventId))?.name).toBe("plant.deleted");
+    expect(await redis.zrange(redisKeys.indexByCreation, 0, -1)).toEqual(["60"]);
+    expect(await redis.zrange(redisKeys.indexByTag("vine"), 0, -1)).toEqual(["60"]);
+
+    await waitFor("3 audit entries", async () => (await redis.xlen(redisKeys.audit)) === 3);
+    expect((await auditEntries()).filter(([, plantId]) => plantId === "61")).toEqual([
+      ["plant.created", "61", created.eventId],
+      ["plant.deleted", "61", deleted.eventId],
+    ]);
+    expect(await redis.hexists(redisKeys.auditRecorded, keep.eventId)).toBe(1);
+    await waitFor("the outbox drained", async () => (await redis.xlen(redisKeys.outbox)) === 0);
+  });
+
+  it("a deletion job run twice yields one deletion audit entry and removes nothing more", async () => {
+    await start();
+    await createPlantAsApi(redis, { id: "62" });
+    await waitFor("indexed", async () => (await redis.zscore(redisKeys.indexByCreation, "62")) !== null);
+    const deleted = await deleteOrFail("62");
+    const done = await jobInState(auditQueue, jobIdFor(deleted.eventId), "completed");
+    await jobInState(indexQueue, jobIdFor(deleted.eventId), "completed");
+
+    // A redelivery after the completed jobs were cleaned up: the same event under another job id.
+    const rerun = { name: done.name, data: done.data, opts: { jobId: `rerun-${deleted.eventId}`, attempts: 1 } };
+    await indexQueue.addBulk([rerun]);
+    await auditQueue.addBulk([rerun]);
+    const rerunAudit = await jobInState(auditQueue, rerun.opts.jobId, "completed");
+    const rerunIndex = await jobInState(indexQueue, rerun.opts.jobId, "completed");
+    expect(rerunAudit.returnvalue).toMatchObject({ appended: false });
+    expect(rerunIndex.returnvalue).toBe("skipped-not-current");
+    expect((await auditEntries()).map(([type]) => type)).toEqual(["plant.created", "plant.deleted"]);
+    expect(await redis.exists(redisKeys.indexByCreation)).toBe(0);
+  });
+
+  it("a deletion job processed before its plant's creation job: nothing indexed once both ran", async () => {
+    // Enqueued by hand, in the wrong order, so the order is certain; no relay may see the entries.
+    await createPlantAsApi(redis, { id: "63", tag: "bulb" });
+    await deleteOrFail("63");
+    const [createdEvent, deletedEvent] = (await redis.xrange(redisKeys.outbox, "-", "+")).map(([id, fields]) =>
+      parseOutboxEntry(id, fields),
+    );
+    if (!createdEvent || !deletedEvent) throw new Error("entries missing");
+    await redis.del(redisKeys.outbox);
+    await start();
+
+    const [deletionJob] = plantEventJobs([deletedEvent], { attempts: 1, backoffMs: 20 });
+    const [creationJob] = plantEventJobs([createdEvent], { attempts: 1, backoffMs: 20 });
+    if (!deletionJob || !creationJob) throw new Error("jobs missing");
+    await indexQueue.add(deletionJob.name, deletionJob.data, deletionJob.opts);
+    await jobInState(indexQueue, deletionJob.opts.jobId, "completed");
+    await indexQueue.add(creationJob.name, creationJob.data, creationJob.opts);
+    const creation = await jobInState(indexQueue, creationJob.opts.jobId, "completed");
+
+    expect(creation.returnvalue).toBe("skipped-not-current");
+    expect(await redis.keys("plants:index:*")).toEqual([]);
+  });
+
+  it("relays an outbox of create, delete, create per id and ends with exactly the last plants indexed", async () => {
+    // Many ids, so the jobs (concurrency 8) interleave; half keep their tag, half change it.
+    const ids = Array.from({ length: 20 }, (_, i) => String(70 + i));
+    const last = new Map<string, number>();
+    for (const id of ids) {
+      const sameTag = Number(id) % 2 === 0;
+      await createPlantAsApi(redis, { id, tag: sameTag ? "same" : "before" });
+      await deleteOrFail(id);
+      last.set(id, (await createPlantAsApi(redis, { id, tag: sameTag ? "same" : "after" })).seq);
+    }
+    await start();
+    await waitFor("60 audit entries", async () => (await redis.xlen(redisKeys.audit)) === 60);
+    await waitFor("60 completed index jobs", async () => (await completedCount(indexQueue)) === 60);
+
+    const expected = (tagged: (id: string) => boolean) =>
+      ids.filter(tagged).flatMap((id) => [id, String(last.get(id))]);
+    const indexOf = (key: string) => redis.zrange(key, 0, -1, "WITHSCORES");
+    expect(await indexOf(redisKeys.indexByCreation)).toEqual(expected(() => true));
+    expect(await indexOf(redisKeys.indexByTag("same"))).toEqual(expected((id) => Number(id) % 2 === 0));
+    expect(await indexOf(redisKeys.indexByTag("after"))).toEqual(expected((id) => Number(id) % 2 === 1));
+    expect(await redis.exists(redisKeys.indexByTag("before"))).toBe(0);
+    const types = (await auditEntries()).map(([type]) => type);
+    expect(types.filter((type) => type === "plant.deleted")).toHaveLength(20);
+    expect((await indexQueue.getJobCounts("failed")).failed).toBe(0);
+    expect(await outboxPendingCount(redis)).toBe(0);
+  });
+
+  it("fails a job whose name is not its payload's type at once, applying nothing", async () => {
+    await start();
+    const created = await createPlantAsApi(redis, { id: "64" });
+    await waitFor("indexed", async () => (await redis.zscore(redisKeys.indexByCreation, "64")) !== null);
+    const event = (await jobInState(indexQueue, jobIdFor(created.eventId), "completed")).data;
+
+    // A created payload under the deletion job name: applying it as a deletion would unindex the plant.
+    await indexQueue.add("plant.deleted", { ...event, type: "plant.created" }, { jobId: "mismatch-1", attempts: 5 });
+    await indexQueue.add("plant.exploded", event, { jobId: "unknown-1", attempts: 5 });
+    const mismatch = await jobInState(indexQueue, "mismatch-1", "failed");
+    const unknown = await jobInState(indexQueue, "unknown-1", "failed");
+    expect(mismatch.attemptsMade).toBe(1);
+    expect(mismatch.failedReason).toMatch(
+      /job name "plant\.deleted" does not match its payload's type "plant\.created"/,
+    );
+    expect(unknown.attemptsMade).toBe(1);
+    expect(unknown.failedReason).toMatch(/unknown job name "plant\.exploded"/);
+    expect(await redis.zscore(redisKeys.indexByCreation, "64")).toBe(String(created.seq));
   });
 });

@@ -7,13 +7,13 @@ export const redisKeys = {
   plant: (id: bigint | string) => `plant:${id}`,
   /** Counter giving each created plant its creation sequence number. */
   plantSeq: "plants:seq",
-  /** Outbox stream: one entry per accepted create, written in the same script as the plant. */
+  /** Outbox stream: one entry per accepted create or delete, written in the same script as the change. */
   outbox: "plants:outbox",
   /** Outbox entries the relay could not read, moved aside so they cannot block the stream. */
   outboxDead: "plants:outbox:dead",
   /** Consumer group through which the worker's relay reads the outbox. */
   outboxGroup: "relay",
-  /** Sorted set of all plant ids, scored by creation sequence. Kept by the worker. */
+  /** Sorted set of all plant ids, scored by creation sequence. Kept by the worker (adds and removes). */
   indexByCreation: "plants:index:created",
   /** Sorted set of plant ids with one tag, scored by creation sequence. Kept by the worker. */
   indexByTag: (tag: string) => `plants:index:tag:${tag}`,

@@ -69,7 +69,7 @@ while true do
     if count == limit then return {out, 1} end
     local id, score = batch[i], batch[i + 1]
     local plant = redis.call('HMGET', ARGV[3] .. id, 'name', 'tag', 'seq')
-    if plant[1] and plant[3] == score then
+    if plant[1] and tonumber(plant[3]) == tonumber(score) then
       count = count + 1
       out[#out + 1] = id
       out[#out + 1] = plant[1]
