@@ -1,0 +1,403 @@
+/**
+ * index-lag: how long after a create's 200 the plant shows up in GET /plants (served from the
+ * worker-built indexes), under a steady load of creates; and whether GET /plants/{id} shows it
+ * at once. A private Redis (AOF fsync always, as deployed), the API and the worker as their own
+ * processes. Run `node apps/bench/dist/index-lag.js --help` for the options.
+ */
+import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { parseArgs } from "node:util";
+import { queueNames, redisKeys } from "@plant-store/contracts";
+import { idsOf, request } from "./http.js";
+import { environment, machineLine, table, writeResult } from "./report.js";
+import { cpuSecondsOf, runBench, type Stack, startApiProcess, startStack, startWorkerProcess } from "./stack.js";
+import { ms, round, roundSummary, type Summary, summarize } from "./stats.js";
+
+const { values: args } = parseArgs({
+  options: {
+    rate: { type: "string", default: "200" },
+    duration: { type: "string", default: "15" },
+    concurrency: { type: "string", default: "32" },
+    deadline: { type: "string", default: "10" },
+    poll: { type: "string", default: "5" },
+    fsync: { type: "string", default: "always" },
+    "worker-concurrency": { type: "string" },
+    help: { type: "boolean", default: false },
+  },
+});
+if (args.help) {
+  console.log(`usage: node apps/bench/dist/index-lag.js [options]
+  --rate 200            creates per second offered
+  --duration 15         seconds of load
+  --concurrency 32      most requests in flight (a create and its GET by id hold one slot)
+  --deadline 10         seconds after the last create within which every plant must have been seen
+  --poll 5              ms between re-polls of the last page
+  --fsync always        Redis appendfsync: always (as deployed) | everysec | no
+  --worker-concurrency  WORKER_CONCURRENCY of the worker (default: the worker's own, 8)`);
+  process.exit(0);
+}
+
+const int = (name: string, text: string, min: number, max: number) => {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min || value > max)
+    throw new Error(`--${name} must be an integer ${min}..${max}`);
+  return value;
+};
+const rate = int("rate", args.rate, 1, 5000);
+const durationS = int("duration", args.duration, 1, 120);
+const concurrency = int("concurrency", args.concurrency, 1, 1000);
+const deadlineS = int("deadline", args.deadline, 1, 120);
+const pollMs = int("poll", args.poll, 0, 1000);
+const fsync = args.fsync;
+if (fsync !== "always" && fsync !== "everysec" && fsync !== "no")
+  throw new Error("--fsync must be always, everysec or no");
+const workerEnv: Record<string, string> = {};
+if (args["worker-concurrency"] !== undefined) {
+  workerEnv.WORKER_CONCURRENCY = String(int("worker-concurrency", args["worker-concurrency"], 1, 1000));
+}
+
+/** Safe integers, so the request bodies can be plain JSON. */
+const ID_BASE = 1_000_000_000_000;
+const WARMUP_ID_BASE = 2_000_000_000_000;
+const WARMUP_CREATES = 100;
+const MAX_ERRORS_KEPT = 20;
+
+interface Tracked {
+  id: string;
+  /** performance.now() when its create's 200 had been read in full. */
+  createdAt?: number;
+  createMs?: number;
+  /** The GET /plants/{id} sent right after the 200. */
+  byIdMs?: number;
+  byIdAtOnce?: boolean;
+  /** When a GET /plants/{id} first answered 200, if the first one did not. */
+  byIdVisibleAt?: number;
+}
+
+class Errors {
+  count = 0;
+  readonly kept: string[] = [];
+  add(message: string) {
+    this.count++;
+    if (this.kept.length < MAX_ERRORS_KEPT) this.kept.push(message);
+  }
+}
+
+const errorText = (error: unknown) =>
+  error instanceof Error ? `${error.message} ${String(error.cause ?? "")}` : String(error);
+
+/** The follower: walks the tag's pages by their Links, re-polling the last one every `pollMs`. */
+async function follow(
+  firstUrl: string,
+  seen: Map<string, number>,
+  pending: Set<string>,
+  state: { done: () => boolean; deadlineAt: number },
+  errors: Errors,
+) {
+  let url = firstUrl;
+  const rtts: number[] = [];
+  let pagesFollowed = 0;
+  let polls = 0;
+  // Bounded in time (the deadline) and in count (a poll takes at least one round trip).
+  const maxPolls = Math.ceil(((durationS + deadlineS + 60) * 1000) / Math.max(pollMs, 1)) + 100_000;
+  while (polls < maxPolls && performance.now() < state.deadlineAt && !state.done()) {
+    polls++;
+    try {
+      const response = await request(url);
+      const at = performance.now();
+      if (response.status !== 200) {
+        errors.add(`GET ${url} → ${response.status}: ${response.text.slice(0, 200)}`);
+      } else {
+        rtts.push(response.ms);
+        for (const id of idsOf(response.text)) {
+          if (seen.has(id)) continue;
+          seen.set(id, at);
+          pending.delete(id);
+        }
+        if (response.next) {
+          url = response.next;
+          pagesFollowed++;
+          continue;
+        }
+      }
+    } catch (error) {
+      errors.add(`GET ${url}: ${errorText(error)}`);
+    }
+    await sleep(pollMs);
+  }
+  return { rtts, pagesFollowed, polls };
+}
+
+/** Every id of a listing, walked from the first page: tells "never indexed" from "passed by the follower". */
+async function sweep(firstUrl: string, maxPages: number, errors: Errors): Promise<Set<string>> {
+  const ids = new Set<string>();
+  let url: string | undefined = firstUrl;
+  for (let page = 0; url !== undefined && page < maxPages; page++) {
+    const response = await request(url);
+    if (response.status !== 200) {
+      errors.add(`sweep GET ${url} → ${response.status}`);
+      break;
+    }
+    for (const id of idsOf(response.text)) ids.add(id);
+    url = response.next;
+  }
+  return ids;
+}
+
+/** Creates `count` plants with `tag` at most `concurrency` at a time and waits until all are listed. */
+async function warmUp(baseUrl: string, count: number): Promise<void> {
+  const tag = `warm-${randomBytes(4).toString("hex")}`;
+  for (let first = 0; first < count; first += 8) {
+    await Promise.all(
+      Array.from({ length: Math.min(8, count - first) }, async (_, i) => {
+        const id = WARMUP_ID_BASE + first + i;
+        const body = JSON.stringify({ id, name: `warm-up ${id}`, tag });
+        const response = await request(`${baseUrl}/plants`, { method: "POST", body });
+        if (response.status !== 200) throw new Error(`warm-up POST /plants → ${response.status}: ${response.text}`);
+      }),
+    );
+  }
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    const ids = await sweep(`${baseUrl}/plants?limit=100&tag=${tag}`, 10, new Errors());
+    if (ids.size >= count) return;
+    await sleep(50);
+  }
+  throw new Error("warm-up plants did not appear in GET /plants within 30 s: is the worker indexing?");
+}
+
+async function failedJobs(stack: Stack) {
+  const [index, audit] = await Promise.all([
+    stack.redis.zcard(`bull:${queueNames.index}:failed`),
+    stack.redis.zcard(`bull:${queueNames.audit}:failed`),
+  ]);
+  return { index, audit };
+}
+
+await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
+  const startedAtWall = Date.now();
+  const before = environment();
+  console.log(machineLine());
+  const stack = await startStack({ appendfsync: fsync });
+  const api = await startApiProcess(stack);
+  const worker = await startWorkerProcess(stack, workerEnv);
+  const workerStartLines = worker.lines();
+  await warmUp(api.url, WARMUP_CREATES);
+
+  const runTag = `lag-${randomBytes(6).toString("hex")}`;
+  const listUrl = `${api.url}/plants?limit=100&tag=${runTag}`;
+  const total = rate * durationS;
+  const intervalMs = 1000 / rate;
+  const tracked: Tracked[] = [];
+  const seen = new Map<string, number>();
+  /** Created (200) but not yet seen by the follower. */
+  const pending = new Set<string>();
+  const errors = new Errors();
+  let loadDone = false;
+  const followerState = { done: () => loadDone && pending.size === 0, deadlineAt: Number.POSITIVE_INFINITY };
+
+  console.log(
+    `index-lag: ${total} creates offered at ${rate}/s for ${durationS} s (≤ ${concurrency} in flight), ` +
+      `tag ${runTag}, Redis appendfsync ${fsync}`,
+  );
+  const processes = {
+    bench: process.pid,
+    api: api.child.pid,
+    worker: worker.child.pid,
+    redis: stack.redisServer.process.pid,
+  };
+  const cpuBefore = Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuSecondsOf(pid)]));
+  const following = follow(listUrl, seen, pending, followerState, errors);
+
+  // The load: create i is due at start + i × interval; a full set of slots delays it (counted as slip).
+  let inFlight = 0;
+  let maxInFlight = 0;
+  let maxSlip = 0;
+  const waiting: (() => void)[] = [];
+  const tasks: Promise<void>[] = [];
+  const loadStart = performance.now();
+  let lastCreatedAt = loadStart;
+
+  const createOne = async (i: number) => {
+    const plant: Tracked = { id: String(ID_BASE + i) };
+    tracked.push(plant);
+    const body = JSON.stringify({ id: ID_BASE + i, name: `lag ${i}`, tag: runTag });
+    const created = await request(`${api.url}/plants`, { method: "POST", body });
+    if (created.status !== 200) {
+      errors.add(`POST /plants → ${created.status}: ${created.text.slice(0, 200)}`);
+      return;
+    }
+    plant.createdAt = performance.now();
+    plant.createMs = created.ms;
+    lastCreatedAt = Math.max(lastCreatedAt, plant.createdAt);
+    if (!seen.has(plant.id)) pending.add(plant.id);
+    // Read-your-write by id, right after the 200: the hash is written in the same step as the 200.
+    const byId = await request(`${api.url}/plants/${plant.id}`);
+    plant.byIdMs = byId.ms;
+    plant.byIdAtOnce = byId.status === 200;
+    if (byId.status === 200) {
+      const [got] = idsOf(byId.text);
+      if (got !== plant.id) errors.add(`GET /plants/${plant.id} answered id ${got}`);
+      return;
+    }
+    if (byId.status !== 404) {
+      errors.add(`GET /plants/${plant.id} → ${byId.status}: ${byId.text.slice(0, 200)}`);
+      return;
+    }
+    for (let attempt = 0; attempt < 2000 && performance.now() - plant.createdAt < deadlineS * 1000; attempt++) {
+      await sleep(5);
+      const retry = await request(`${api.url}/plants/${plant.id}`);
+      if (retry.status === 200) {
+        plant.byIdVisibleAt = performance.now();
+        return;
+      }
+    }
+  };
+
+  for (let i = 0; i < total; i++) {
+    const due = loadStart + i * intervalMs;
+    const wait = due - performance.now();
+    if (wait >= 1) await sleep(wait);
+    while (inFlight >= concurrency) await new Promise<void>((resolve) => waiting.push(resolve));
+    maxSlip = Math.max(maxSlip, performance.now() - due);
+    inFlight++;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    tasks.push(
+      createOne(i)
+        .catch((error: unknown) => errors.add(`create ${i}: ${errorText(error)}`))
+        .finally(() => {
+          inFlight--;
+          waiting.shift()?.();
+        }),
+    );
+  }
+  await Promise.all(tasks);
+  loadDone = true;
+  followerState.deadlineAt = performance.now() + deadlineS * 1000;
+  const follower = await following;
+  const elapsedS = (performance.now() - loadStart) / 1000;
+  const cpu = Object.entries(processes).map(([name, pid]) => {
+    const used = (cpuSecondsOf(pid) ?? Number.NaN) - (cpuBefore[name] ?? Number.NaN);
+    return { process: name, cpuS: round(used), coreShare: round(used / elapsedS) };
+  });
+
+  // Classify what the follower never saw: not in the index at all, or indexed behind its cursor.
+  const created = tracked.filter((plant) => plant.createdAt !== undefined);
+  const unseen = created.filter((plant) => !seen.has(plant.id));
+  const swept = unseen.length > 0 ? await sweep(listUrl, Math.ceil(total / 100) + 20, errors) : new Set<string>();
+  const unseenDetails = await Promise.all(
+    unseen.slice(0, 100).map(async (plant) => ({
+      id: plant.id,
+      listedNow: swept.has(plant.id),
+      hashSeq: await stack.redis.hget(redisKeys.plant(plant.id), "seq"),
+      tagIndexScore: await stack.redis.zscore(redisKeys.indexByTag(runTag), plant.id),
+    })),
+  );
+  const passedByFollower = unseen.filter((plant) => swept.has(plant.id)).length;
+  const jobsFailed = await failedJobs(stack);
+
+  const listLags = created.flatMap((p) => {
+    const at = seen.get(p.id);
+    return at === undefined || p.createdAt === undefined ? [] : [at - p.createdAt];
+  });
+  const createMs = created.map((p) => p.createMs ?? Number.NaN);
+  const byIdMs = created.flatMap((p) => (p.byIdMs === undefined ? [] : [p.byIdMs]));
+  const byIdLate = created.filter((p) => p.byIdAtOnce === false);
+  const byIdLateLags = byIdLate.flatMap((p) =>
+    p.byIdVisibleAt === undefined || p.createdAt === undefined ? [] : [p.byIdVisibleAt - p.createdAt],
+  );
+  const byIdNever = byIdLate.length - byIdLateLags.length;
+  const achievedRate = created.length / ((lastCreatedAt - loadStart) / 1000);
+
+  const summaries: Record<string, Summary> = {
+    "create: POST → 200": summarize(createMs),
+    "visible in list: 200 → first page showing it": summarize(listLags),
+    "GET /plants/{id} right after the 200": summarize(byIdMs),
+    "follower page request": summarize(follower.rtts),
+  };
+  if (byIdLateLags.length > 0) summaries["by id, when not at once: 200 → visible"] = summarize(byIdLateLags);
+
+  console.log(
+    `\nlatencies (ms); "visible in list" is taken when the page's body had arrived, so it includes up to one\n` +
+      `poll (${pollMs} ms pause + a follower page request) on top of the indexing itself\n`,
+  );
+  console.log(
+    table(
+      ["measure", "count", "p50", "p90", "p99", "max", "mean", "min"],
+      Object.entries(summaries).map(([name, s]) => [
+        name,
+        String(s.count),
+        ms(s.p50),
+        ms(s.p90),
+        ms(s.p99),
+        ms(s.max),
+        ms(s.mean),
+        ms(s.min),
+      ]),
+    ),
+  );
+  const counts: [string, string][] = [
+    ["creates offered", String(total)],
+    ["creates answered 200", String(created.length)],
+    ["achieved create rate", `${achievedRate.toFixed(1)}/s (offered ${rate}/s)`],
+    ["most requests in flight", `${maxInFlight} of ${concurrency}`],
+    ["largest start delay behind schedule", `${ms(maxSlip)} ms`],
+    ["seen in a page before its 200 was read", String(listLags.filter((lag) => lag < 0).length)],
+    ["never seen by the follower", String(unseen.length)],
+    ["  of which listed at the end (passed by the cursor)", String(passedByFollower)],
+    ["GET /plants/{id} not 200 at once", String(byIdLate.length)],
+    ["  of which never visible within the deadline", String(byIdNever)],
+    ["follower: polls / Links followed", `${follower.polls} / ${follower.pagesFollowed}`],
+    ["failed jobs (index / audit)", `${jobsFailed.index} / ${jobsFailed.audit}`],
+    ["errors (non-2xx, network)", String(errors.count)],
+    ["log lines after start-up (api warn+, worker)", `${api.lines()} / ${worker.lines() - workerStartLines}`],
+  ];
+  console.log(`\n${table(["count", "value"], counts)}`);
+  console.log(`\nCPU used from the first create until the follower stopped (${elapsedS.toFixed(1)} s)\n`);
+  console.log(
+    table(
+      ["process", "CPU s", "share of one core"],
+      cpu.map((c) => [
+        c.process,
+        Number.isFinite(c.cpuS) ? c.cpuS.toFixed(2) : "-",
+        Number.isFinite(c.coreShare) ? `${Math.round(c.coreShare * 100)}%` : "-",
+      ]),
+    ),
+  );
+  for (const message of errors.kept) console.log(`error: ${message}`);
+  for (const detail of unseenDetails.slice(0, 10)) console.log(`never seen: ${JSON.stringify(detail)}`);
+  if (worker.lines() > workerStartLines) console.log(`worker output (tail):\n${worker.output.join("\n")}`);
+  if (api.lines() > 0) console.log(`api output (tail):\n${api.output.join("\n")}`);
+
+  const ok = errors.count === 0 && unseen.length === 0 && byIdNever === 0 && created.length === total;
+  const path = writeResult("index-lag", {
+    benchmark: "index-lag",
+    startedAt: new Date(startedAtWall).toISOString(),
+    ok,
+    environment: { ...before, loadAverage1mAtEnd: environment().loadAverage1m },
+    settings: { rate, durationS, concurrency, deadlineS, pollMs, redisAppendfsync: fsync, ...workerEnv, runTag },
+    summaries: Object.fromEntries(Object.entries(summaries).map(([name, s]) => [name, roundSummary(s)])),
+    counts: {
+      offered: total,
+      created: created.length,
+      achievedRate: round(achievedRate),
+      maxInFlight,
+      maxSlipMs: round(maxSlip),
+      seenBefore200: listLags.filter((lag) => lag < 0).length,
+      neverSeen: unseen.length,
+      passedByFollower,
+      byIdNotAtOnce: byIdLate.length,
+      byIdNever,
+      followerPolls: follower.polls,
+      followerLinksFollowed: follower.pagesFollowed,
+      failedJobs: jobsFailed,
+      errors: errors.count,
+    },
+    cpu: { elapsedS: round(elapsedS), processes: cpu },
+    errors: errors.kept,
+    unseen: unseenDetails,
+    listLagsMs: listLags.map(round),
+  });
+  console.log(`\n${ok ? "ok" : "FAILED"}; written ${path}`);
+  return ok;
+});

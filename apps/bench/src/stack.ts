@@ -1,0 +1,222 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { Redis } from "ioredis";
+import { closeClient, TOKEN } from "./http.js";
+
+/** A spawned `node <app>/dist/main.js`, with the tail of its output kept for error reports. */
+export interface Service {
+  readonly name: string;
+  readonly child: ChildProcess;
+  /** Last lines the process wrote (stdout and stderr). */
+  readonly output: string[];
+  /** Lines written in total: with the log levels used here, any line beyond start-up is a problem. */
+  lines(): number;
+  running(): boolean;
+  stop(): Promise<void>;
+}
+
+export interface Stack {
+  readonly redisServer: RedisServer;
+  /** Connection for populating and inspecting the private Redis. */
+  readonly redis: Redis;
+  api?: Service & { url: string };
+  worker?: Service;
+  stop(): Promise<void>;
+}
+
+const live = new Set<Stack>();
+
+/** Stops every stack still running: used on Ctrl-C and on the hard time limit. */
+export async function stopAll(): Promise<void> {
+  await Promise.allSettled([...live].map((stack) => stack.stop()));
+  closeClient();
+}
+
+/**
+ * A private redis-server on a free 127.0.0.1 port, never the shared one on 6379.
+ * `aof: false` turns the append-only file off after start: a read benchmark has no use for a
+ * durable copy of a million generated plants, and writing it would slow population down.
+ */
+export async function startStack(options: { appendfsync: "always" | "everysec" | "no"; aof?: boolean }) {
+  const redisServer = await startRedisServer({ appendfsync: options.appendfsync });
+  if (redisServer.port === 6379 || !redisServer.url.startsWith("redis://127.0.0.1:")) {
+    await redisServer.stop();
+    throw new Error(`refusing to benchmark against ${redisServer.url}`);
+  }
+  const redis = new Redis(redisServer.url, { maxRetriesPerRequest: 1, connectionName: "plant-store-bench" });
+  redis.on("error", () => {}); // a command failing reports the problem
+  if (options.aof === false) await redis.config("SET", "appendonly", "no");
+  let stopping: Promise<void> | undefined;
+  const stack: Stack = {
+    redisServer,
+    redis,
+    stop() {
+      stopping ??= (async () => {
+        live.delete(stack);
+        await Promise.allSettled([stack.api?.stop(), stack.worker?.stop()]);
+        redis.disconnect();
+        await redisServer.stop();
+      })();
+      return stopping;
+    },
+  };
+  live.add(stack);
+  return stack;
+}
+
+/** The process entry of an app: `main.js` next to its package entry `dist/index.js`. */
+function entryOf(pkg: "@plant-store/api" | "@plant-store/worker"): string {
+  return fileURLToPath(new URL("./main.js", import.meta.resolve(pkg)));
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() =>
+        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
+      );
+    });
+  });
+}
+
+function spawnService(name: string, entry: string, env: Record<string, string>): Service {
+  // Own processes, as deployed: the load generator must not share an event loop with what it measures.
+  const child = spawn(process.execPath, [entry], {
+    env: { PATH: process.env.PATH ?? "", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const output: string[] = [];
+  let count = 0;
+  let exited = false;
+  const exit = new Promise<void>((resolve) => {
+    child.once("exit", () => {
+      exited = true;
+      resolve();
+    });
+    child.once("error", (error) => {
+      output.push(`spawn failed: ${error.message}`);
+      if (child.pid === undefined) {
+        exited = true;
+        resolve();
+      }
+    });
+  });
+  const collect = (chunk: Buffer) => {
+    for (const line of chunk.toString().split("\n")) {
+      if (line.trim() === "") continue;
+      count++;
+      output.push(line);
+      if (output.length > 40) output.shift();
+    }
+  };
+  child.stdout?.on("data", collect);
+  child.stderr?.on("data", collect);
+  return {
+    name,
+    child,
+    output,
+    lines: () => count,
+    running: () => !exited,
+    async stop() {
+      if (exited) return;
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+      await exit;
+      clearTimeout(timer);
+    },
+  };
+}
+
+function describe(service: Service, problem: string) {
+  return new Error(`${service.name} ${problem}:\n${service.output.join("\n")}`);
+}
+
+/** Starts the API process (logging warnings only) and resolves once /readyz answers 200. */
+export async function startApiProcess(stack: Stack): Promise<Service & { url: string }> {
+  const port = await freePort();
+  const service = spawnService("api", entryOf("@plant-store/api"), {
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    REDIS_URL: stack.redisServer.url,
+    API_TOKENS: TOKEN,
+    LOG_LEVEL: "warn",
+  });
+  const api = { ...service, url: `http://127.0.0.1:${port}` };
+  stack.api = api;
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    if (!service.running()) throw describe(service, "exited during start-up");
+    const ready = await fetch(`${api.url}/readyz`).then(
+      (response) => response.ok,
+      () => false,
+    );
+    if (ready) return api;
+    await sleep(50);
+  }
+  throw describe(service, "was not ready within 20 s");
+}
+
+/** Starts the worker process and resolves once it logs "worker ready" (its relay is reading). */
+export async function startWorkerProcess(stack: Stack, env: Record<string, string> = {}): Promise<Service> {
+  const service = spawnService("worker", entryOf("@plant-store/worker"), {
+    REDIS_URL: stack.redisServer.url,
+    // info only for the start-up lines; the worker logs nothing per job at info.
+    LOG_LEVEL: "info",
+    ...env,
+  });
+  stack.worker = service;
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    if (!service.running()) throw describe(service, "exited during start-up");
+    if (service.output.some((line) => line.includes('"msg":"worker ready"'))) return service;
+    await sleep(50);
+  }
+  throw describe(service, "was not ready within 30 s");
+}
+
+/**
+ * Runs a benchmark: Ctrl-C and a hard time limit stop every private server first; a thrown
+ * error or `false` from `run` sets a non-zero exit code.
+ */
+export async function runBench(name: string, limitMs: number, run: () => Promise<boolean>): Promise<void> {
+  const abort = async (reason: string, code: number) => {
+    console.error(`\n${name}: ${reason}; stopping the private servers`);
+    await stopAll();
+    process.exit(code);
+  };
+  process.once("SIGINT", () => void abort("interrupted", 130));
+  const timer = setTimeout(() => void abort(`took longer than ${limitMs / 1000} s`, 2), limitMs);
+  try {
+    const ok = await run();
+    if (!ok) process.exitCode = 1;
+  } catch (error) {
+    console.error(`\n${name} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exitCode = 1;
+  } finally {
+    clearTimeout(timer);
+    await stopAll();
+  }
+}
+
+/**
+ * CPU seconds (user + system) a process has used so far, from /proc (Linux; undefined elsewhere):
+ * shows which process a saturated run was waiting for.
+ */
+export function cpuSecondsOf(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15, in clock ticks (100/s).
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,99 @@
+import { loadApiConfig, startApi } from "@plant-store/api";
+import { redisKeys } from "@plant-store/contracts";
+import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { loadWorkerConfig, startWorker } from "@plant-store/worker";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { idsOf, nextLink } from "../src/http.js";
+import { idOf, type Layout, populate } from "../src/populate.js";
+import { percentile, summarize } from "../src/stats.js";
+
+describe("stats", () => {
+  it("takes nearest-rank percentiles, so each is an observed value", () => {
+    const samples = Array.from({ length: 200 }, (_, i) => 200 - i); // 200 … 1, unsorted on purpose
+    const summary = summarize(samples);
+    expect(summary).toMatchObject({ count: 200, min: 1, p50: 100, p90: 180, p99: 198, max: 200, mean: 100.5 });
+    expect(percentile([7], 99)).toBe(7);
+    expect(summarize([]).p50).toBeNaN();
+  });
+});
+
+describe("http helpers", () => {
+  it("finds rel=next in a Link header and resolves it against the request URL", () => {
+    const base = "http://127.0.0.1:3000/plants?limit=100";
+    expect(nextLink('</plants?limit=100&cursor=100>; rel="next"', base)).toBe(
+      "http://127.0.0.1:3000/plants?limit=100&cursor=100",
+    );
+    expect(nextLink('</a>; rel="prev", </b>; rel=next', base)).toBe("http://127.0.0.1:3000/b");
+    expect(nextLink('</a>; rel="prev"', base)).toBeUndefined();
+    expect(nextLink(null, base)).toBeUndefined();
+  });
+
+  it("reads ids with every digit", () => {
+    expect(idsOf('[{"id":9007199254700000001,"name":"a"},{"id": -5,"name":"b","tag":"t"}]')).toEqual([
+      "9007199254700000001",
+      "-5",
+    ]);
+  });
+});
+
+describe("populate", () => {
+  let server: RedisServer;
+  let redis: Redis;
+  const layout: Layout = { size: 1000, tag: "bench-tag", tagEvery: 10 };
+
+  beforeAll(async () => {
+    server = await startRedisServer({ appendfsync: "no" });
+    redis = new Redis(server.url);
+    await populate(redis, layout, 300); // a batch size that does not divide the size
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    await server?.stop();
+  });
+
+  it("writes the hashes, the creation index and the tag index", async () => {
+    expect(await redis.zcard(redisKeys.indexByCreation)).toBe(1000);
+    expect(await redis.zcard(redisKeys.indexByTag(layout.tag))).toBe(100);
+    expect(await redis.zrange(redisKeys.indexByCreation, 0, 1)).toEqual([idOf(1), idOf(2)]);
+    expect(await redis.zscore(redisKeys.indexByCreation, idOf(1000))).toBe("1000");
+    expect(await redis.zrange(redisKeys.indexByTag(layout.tag), 0, 0, "WITHSCORES")).toEqual([idOf(10), "10"]);
+    expect(await redis.get(redisKeys.plantSeq)).toBe("1000");
+    const tagged = await redis.hgetall(redisKeys.plant(idOf(10)));
+    expect(tagged).toMatchObject({ name: "plant 10", tag: "bench-tag", seq: "10" });
+    expect(Object.keys(await redis.hgetall(redisKeys.plant(idOf(11)))).sort()).toEqual(["createdAt", "name", "seq"]);
+    expect(idOf(1)).toMatch(/^\d{19}$/);
+    expect(BigInt(idOf(1))).toBeGreaterThan(2n ** 53n);
+  });
+
+  it("matches what the real API and worker write for a create", async () => {
+    const token = "bench-test-token-0123456789";
+    const api = await startApi(
+      loadApiConfig({ PORT: "0", REDIS_URL: server.url, API_TOKENS: token, LOG_LEVEL: "silent" }),
+    );
+    const worker = await startWorker(loadWorkerConfig({ REDIS_URL: server.url, LOG_LEVEL: "silent" }));
+    try {
+      const response = await fetch(`${api.url}/plants`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ id: 42, name: "real", tag: layout.tag }),
+      });
+      expect(response.status).toBe(200);
+      const deadline = Date.now() + 10_000;
+      while (Date.now() < deadline && (await redis.zscore(redisKeys.indexByTag(layout.tag), "42")) === null) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      // The next seq follows the populated ones, in both indexes, under the id's decimal text.
+      expect(await redis.zscore(redisKeys.indexByTag(layout.tag), "42")).toBe("1001");
+      expect(await redis.zscore(redisKeys.indexByCreation, "42")).toBe("1001");
+      const real = await redis.hgetall(redisKeys.plant("42"));
+      const generated = await redis.hgetall(redisKeys.plant(idOf(10)));
+      expect(Object.keys(generated)).toEqual(Object.keys(real)); // same fields, same order
+      expect(real.seq).toBe("1001");
+      expect(new Date(generated.createdAt ?? "").toISOString()).toBe(generated.createdAt);
+    } finally {
+      await worker.close();
+      await api.close();
+    }
+  });
+});
