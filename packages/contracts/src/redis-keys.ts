@@ -21,4 +21,12 @@ export const redisKeys = {
   audit: "plants:audit",
   /** Hash of outbox event id → audit entry id: makes the audit append exactly-once. */
   auditRecorded: "plants:audit:recorded",
+  /** Hash per issued token: id, name, scopes, hash (SHA-256 of the token), createdAt, expiresAt, lastUsedAt, revokedAt. */
+  token: (id: string) => `tokens:${id}`,
+  /** Hash of SHA-256(token) in hex → token id: the lookup of a presented token. */
+  tokensByHash: "tokens:by-hash",
+  /** Sorted set of token ids by creation time (ms): the listing. */
+  tokenIds: "tokens:ids",
+  /** Hash of auth failure reason → count, across all api instances. */
+  authFailures: "stats:auth-failures",
 } as const;

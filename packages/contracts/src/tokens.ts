@@ -1,0 +1,49 @@
+import { z } from "zod";
+
+/** What a token may do. Configured API_TOKENS have all of them (the bootstrap path). */
+export const TokenScope = z.enum(["plants:read", "plants:write", "admin"]);
+export type TokenScope = z.output<typeof TokenScope>;
+export const ALL_SCOPES: readonly TokenScope[] = TokenScope.options;
+
+/** Every issued token starts with this, so leaked tokens are recognisable (secret scanners, logs). */
+export const TOKEN_PREFIX = "ps_";
+
+/** A token as stored and listed: never the token itself, nor its hash. */
+export const TokenRecord = z
+  .object({
+    id: z.string().meta({ description: "Token id (not secret): how the token is named in logs, the audit log and revocation" }),
+    name: z.string().meta({ description: "What the token is for" }),
+    scopes: z.array(TokenScope),
+    createdAt: z.string().meta({ description: "ISO-8601 creation time" }),
+    expiresAt: z.string().optional().meta({ description: "ISO-8601 expiry time; none: it does not expire" }),
+    lastUsedAt: z.string().optional().meta({ description: "ISO-8601 time of last use (updated at most once a minute)" }),
+    revokedAt: z.string().optional().meta({ description: "ISO-8601 revocation time" }),
+  })
+  .meta({ id: "TokenRecord" });
+export type TokenRecord = z.output<typeof TokenRecord>;
+
+/** Request body of a token creation. */
+export const NewToken = z
+  .object({
+    name: z
+      .string({ error: "name must be a string" })
+      .min(1, "name must not be empty")
+      .max(100, "name must be at most 100 characters long"),
+    scopes: z
+      .array(TokenScope, { error: "scopes must be a list of plants:read, plants:write, admin" })
+      .min(1, "scopes must name at least one scope"),
+    expiresInSeconds: z
+      .number({ error: "expiresInSeconds must be an integer" })
+      .int("expiresInSeconds must be an integer")
+      .min(60, "expiresInSeconds must be at least 60")
+      .max(10 * 365 * 24 * 3600, "expiresInSeconds must be at most ten years")
+      .optional(),
+  })
+  .meta({ id: "NewToken" });
+export type NewToken = z.output<typeof NewToken>;
+
+/** A created token: the record plus the token itself, shown this once. */
+export const CreatedToken = TokenRecord.extend({
+  token: z.string().meta({ description: "The bearer token. Shown only in this response; store it now." }),
+}).meta({ id: "CreatedToken" });
+export type CreatedToken = z.output<typeof CreatedToken>;
