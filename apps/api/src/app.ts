@@ -1,31 +1,33 @@
 import { randomUUID } from "node:crypto";
 import { limits } from "@plant-store/contracts";
+import type { TokenStore } from "@plant-store/tokens";
 import Fastify, { type FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
-import { type AuthResult, createTokenVerifier } from "./auth.js";
+import { createAuthenticator, type StoredTokenCheck } from "./auth.js";
 import { apiError } from "./errors.js";
 import { queueDashboard } from "./http/dashboard.js";
+import { createGuard, type Limits } from "./http/guard.js";
+import { createRateLimiter } from "./http/rate-limit.js";
 import { restApi } from "./http/rest.js";
 import { createRouteMatcher, replyRouteMiss, restRoutesOf } from "./http/routes.js";
+import { securityHeaders } from "./http/security-headers.js";
 import { trpcApi } from "./http/trpc.js";
 import { buildOpenApiDocument } from "./openapi.js";
 import { createPlantStore } from "./plants/store.js";
 import { appRouter } from "./router.js";
 import type { Context } from "./trpc.js";
 
-declare module "fastify" {
-  interface FastifyRequest {
-    /** Result of checking the bearer token; computed once per request. */
-    auth: AuthResult | null;
-  }
-}
-
 export type AppOptions = {
-  /** Connection for plant commits: fail fast (no offline queue) so an outage is a quick 503. */
+  /** Connection for plants, tokens and counters: fail fast (no offline queue) so an outage is a quick 503. */
   redis: Redis;
+  /** API_TOKENS (every scope) and ADMIN_TOKEN (admin): the bootstrap credentials. */
   apiTokens: readonly string[];
-  /** Dashboard password and its own BullMQ connection; the dashboard is off without them. */
-  dashboard?: { adminToken: string; connection: Redis };
+  adminToken?: string | undefined;
+  /** Issued tokens; absent: only the configured ones are accepted. */
+  tokens?: { store: TokenStore; verify: (token: string) => Promise<StoredTokenCheck> } | undefined;
+  limits?: Limits;
+  /** BullMQ connection of the queue dashboard; the dashboard is off without it. */
+  dashboardConnection?: Redis | undefined;
   logLevel?: string;
 };
 
@@ -46,14 +48,27 @@ export async function buildApp(options: AppOptions) {
     return503OnClosing: false,
   });
 
-  const verifyToken = createTokenVerifier(options.apiTokens);
+  const guard = createGuard({
+    authenticate: createAuthenticator({
+      configTokens: options.apiTokens,
+      adminToken: options.adminToken,
+      verifyStored: options.tokens?.verify,
+    }),
+    limiter: createRateLimiter(options.redis),
+    limits: options.limits ?? { perToken: 6000, authFailures: 30 },
+    redis: options.redis,
+  });
   const store = createPlantStore(options.redis);
   app.decorateRequest("auth", null);
-  const createContext = ({ req }: { req: FastifyRequest }): Context => {
-    req.auth ??= verifyToken(req.headers.authorization);
-    return { auth: req.auth, requestId: req.id, store, responseHeaders: {} };
-  };
+  const createContext = async ({ req }: { req: FastifyRequest }): Promise<Context> => ({
+    auth: await guard.authOf(req, false),
+    requestId: req.id,
+    store,
+    tokens: options.tokens?.store,
+    responseHeaders: {},
+  });
 
+  securityHeaders(app);
   let closing = false;
   app.addHook("preClose", async () => {
     closing = true;
@@ -104,8 +119,8 @@ export async function buildApp(options: AppOptions) {
     }
   });
 
-  await app.register(restApi, { router: appRouter, createContext, matchRoute });
-  await app.register(trpcApi, { router: appRouter, createContext });
-  if (options.dashboard) await queueDashboard(app, options.dashboard);
+  await app.register(restApi, { router: appRouter, createContext, matchRoute, guard });
+  await app.register(trpcApi, { router: appRouter, createContext, guard });
+  if (options.dashboardConnection) await queueDashboard(app, { connection: options.dashboardConnection, guard });
   return app;
 }

@@ -1,49 +1,100 @@
 import { createHash, timingSafeEqual } from "node:crypto";
+import { ALL_SCOPES, type TokenRecord, type TokenScope } from "@plant-store/contracts";
 
-/** Who made a request: a fingerprint of the token, safe to log and to audit. Never the token. */
-export type Actor = { id: string };
+/** Who made a request, and what they may do. `id` is safe to log and audit; never the token. */
+export type Principal = { id: string; scopes: readonly TokenScope[] };
 
-export type AuthResult = { ok: true; actor: Actor } | { ok: false; reason: "missing" | "malformed" | "invalid" };
+export type AuthFailure = "missing" | "malformed" | "invalid" | "expired" | "revoked";
+export type AuthResult = { ok: true; principal: Principal } | { ok: false; reason: AuthFailure };
 
-const sha256 = (text: string) => createHash("sha256").update(text).digest();
+/** What the token store answers for a presented token (see @plant-store/tokens). */
+export type StoredTokenCheck =
+  | { ok: true; record: TokenRecord }
+  | { ok: false; reason: "invalid" | "expired" | "revoked" };
 
 /** Realm of the bearer challenge (RFC 6750). */
 export const REALM = "plant-store";
 
+const sha256 = (text: string) => createHash("sha256").update(text).digest();
+const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
+
+export type AuthenticatorOptions = {
+  /** API_TOKENS: the bootstrap path; they have every scope. */
+  configTokens: readonly string[];
+  /** ADMIN_TOKEN: the admin scope only (dashboard and token administration). */
+  adminToken?: string | undefined;
+  /** Tokens issued through the token store; absent: configured tokens only. */
+  verifyStored?: ((token: string) => Promise<StoredTokenCheck>) | undefined;
+};
+
 /**
- * Checks `Authorization: Bearer <token>` against the configured tokens. The scheme is matched
- * case-insensitively (RFC 9110); tokens are compared as SHA-256 digests with timingSafeEqual over
- * the whole list, so neither length nor position leaks through timing.
+ * Checks `Authorization: Bearer <token>`: the scheme in any letter case (RFC 9110), configured
+ * tokens compared as SHA-256 digests with timingSafeEqual over the whole list (neither length nor
+ * position leaks through timing), then the token store.
  */
-export function createTokenVerifier(tokens: readonly string[]) {
-  const known = tokens.map((token) => ({
-    digest: sha256(token),
-    actor: { id: `token-${sha256(token).toString("hex").slice(0, 12)}` },
-  }));
-  return (authorization: string | undefined): AuthResult => {
+export function createAuthenticator(options: AuthenticatorOptions) {
+  const configured = [
+    ...options.configTokens.map((token) => ({ token, scopes: ALL_SCOPES })),
+    ...(options.adminToken ? [{ token: options.adminToken, scopes: ["admin"] as const }] : []),
+  ].map(({ token, scopes }) => {
+    const digest = sha256(token);
+    return { digest, principal: { id: `config-${digest.toString("hex").slice(0, 12)}`, scopes } };
+  });
+
+  return async (authorization: string | undefined): Promise<AuthResult> => {
     if (authorization === undefined || authorization.trim() === "") return { ok: false, reason: "missing" };
-    const match = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(authorization);
-    if (!match) return { ok: false, reason: "malformed" };
-    const presented = sha256(match[1] as string);
-    let actor: Actor | undefined;
-    for (const entry of known) if (timingSafeEqual(entry.digest, presented)) actor = entry.actor;
-    return actor ? { ok: true, actor } : { ok: false, reason: "invalid" };
+    const token = BEARER.exec(authorization)?.[1];
+    return token === undefined ? { ok: false, reason: "malformed" } : authenticateToken(token);
   };
+
+  async function authenticateToken(token: string): Promise<AuthResult> {
+    const presented = sha256(token);
+    let principal: Principal | undefined;
+    for (const entry of configured) if (timingSafeEqual(entry.digest, presented)) principal = entry.principal;
+    if (principal) return { ok: true, principal };
+    if (!options.verifyStored) return { ok: false, reason: "invalid" };
+    const check = await options.verifyStored(token);
+    return check.ok ? { ok: true, principal: { id: check.record.id, scopes: check.record.scopes } } : check;
+  }
 }
 
-export type TokenVerifier = ReturnType<typeof createTokenVerifier>;
+export type Authenticator = ReturnType<typeof createAuthenticator>;
 
-const reasons = {
+/** The token behind a Basic credential's password (browsers can send Basic, not Bearer). */
+export function basicPassword(authorization: string | undefined): string | undefined {
+  const encoded = /^Basic +([A-Za-z0-9+/]+=*) *$/i.exec(authorization ?? "")?.[1];
+  if (!encoded) return undefined;
+  const decoded = Buffer.from(encoded, "base64").toString("utf8");
+  const separator = decoded.indexOf(":");
+  return separator < 0 ? undefined : decoded.slice(separator + 1);
+}
+
+const failureMessages: Record<AuthFailure, string> = {
   missing: "Authentication required: send the header Authorization: Bearer <token>",
   malformed: "The Authorization header must be of the form Bearer <token>",
   invalid: "The bearer token is not valid",
-} as const;
+  expired: "The bearer token has expired",
+  revoked: "The bearer token has been revoked",
+};
 
-/** Error message and RFC 6750 challenge for a failed authentication. */
-export function authChallenge(reason: keyof typeof reasons) {
+/** Error message and RFC 6750 §3 challenge for a failed authentication (401). */
+export function authChallenge(reason: AuthFailure) {
+  const message = failureMessages[reason];
   const challenge =
     reason === "missing"
       ? `Bearer realm="${REALM}"`
-      : `Bearer realm="${REALM}", error="invalid_token", error_description="${reasons[reason]}"`;
-  return { message: reasons[reason], wwwAuthenticate: challenge };
+      : `Bearer realm="${REALM}", error="invalid_token", error_description="${message}"`;
+  return { status: 401 as const, message, wwwAuthenticate: challenge };
 }
+
+/** Error message and RFC 6750 §3.1 challenge for a token that lacks a scope (403). */
+export function scopeChallenge(scope: TokenScope) {
+  const message = `This token lacks the ${scope} scope`;
+  return {
+    status: 403 as const,
+    message,
+    wwwAuthenticate: `Bearer realm="${REALM}", error="insufficient_scope", scope="${scope}", error_description="${message}"`,
+  };
+}
+
+export const hasScope = (principal: Principal, scope: TokenScope) => principal.scopes.includes(scope);

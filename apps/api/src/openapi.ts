@@ -13,6 +13,12 @@ const component = (schema: Parameters<typeof createSchema>[0], io: "input" | "ou
 const description = [
   "A small plant store. Every request needs `Authorization: Bearer <token>`.",
   "",
+  "Tokens carry scopes: `plants:read` (GET), `plants:write` (POST, DELETE), `admin` (/admin). A missing",
+  "token is a 401 with a bare `Bearer` challenge; an invalid, expired or revoked one a 401 with",
+  '`error="invalid_token"`; a token without the scope a 403 with `error="insufficient_scope"` (RFC 6750).',
+  "Each token may make a configured number of requests a minute (`RateLimit-*` headers show where it",
+  "stands); past it, and after too many failed authentications from one address, 429 with `Retry-After`.",
+  "",
   `Limits: request bodies up to ${limits.bodyMaxBytes} bytes of UTF-8 JSON; \`name\` 1–${limits.nameMaxLength}`,
   `and \`tag\` 1–${limits.tagMaxLength} Unicode characters; \`id\` any int64, held exactly (send it as a JSON integer`,
   "with every digit). Unknown properties of a NewPlant are accepted and not stored.",
@@ -37,15 +43,15 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
     securitySchemes: { bearerAuth: { type: "http", scheme: "bearer" } },
   }) as unknown as Json & { paths: Record<string, Record<string, Json>>; components: Json };
 
-  // Operations that answer another success status than 200 (deletes: 204, no body).
+  // Operations that answer another success status than 200 (creations of tokens: 201; deletes: 204, no body).
   for (const { _def } of Object.values(router._def.procedures) as { _def: { meta?: Meta } }[]) {
     const { openapi, successStatus } = _def.meta ?? {};
     const operation = openapi && successStatus && generated.paths[openapi.path]?.[openapi.method.toLowerCase()];
     if (!operation) continue;
     const responses = operation.responses as Record<string, Json>;
-    const { content: _, ...success } = responses["200"] ?? {};
+    const { content, ...success } = responses["200"] ?? {};
     delete responses["200"];
-    operation.responses = { [successStatus]: success, ...responses };
+    operation.responses = { [successStatus]: successStatus === 204 ? success : { ...success, content }, ...responses };
   }
 
   for (const operations of Object.values(generated.paths)) {
@@ -68,7 +74,10 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
     info: generated.info,
     servers: generated.servers,
     security: [{ bearerAuth: [] }],
-    tags: [{ name: "plants", description: "The plants in the store" }],
+    tags: [
+      { name: "plants", description: "The plants in the store" },
+      { name: "admin", description: "Token administration (admin scope)" },
+    ],
     paths: generated.paths,
     components: {
       schemas: {

@@ -1,13 +1,25 @@
-import { ListPlantsQuery, limits, NewPlant, Plant, PlantIdParam, StoredPlant } from "@plant-store/contracts";
+import {
+  CreatedToken,
+  ListPlantsQuery,
+  limits,
+  NewPlant,
+  NewToken,
+  Plant,
+  PlantIdParam,
+  StoredPlant,
+  TokenRecord,
+} from "@plant-store/contracts";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { toPlantResponse } from "./plants/store.js";
-import { authedProcedure, router } from "./trpc.js";
+import { authorizedProcedure, type Context, router } from "./trpc.js";
 
 const common = { tags: ["plants"], protect: true };
 const errors = {
   400: "The request is not valid (the message says which field and rule)",
-  401: "Missing or invalid bearer token",
+  401: "Missing, invalid, expired or revoked bearer token",
+  403: "The token lacks the scope this operation needs",
+  429: "Too many requests for this token, or too many failed authentications from this address (see Retry-After)",
   500: "Unexpected server fault",
   503: "The store is temporarily unavailable; the request can be retried",
 } as const;
@@ -31,8 +43,9 @@ const PageHeaders = z.object({
 
 export const appRouter = router({
   plants: router({
-    create: authedProcedure
+    create: authorizedProcedure
       .meta({
+        scope: "plants:write",
         openapi: {
           ...common,
           method: "POST",
@@ -55,15 +68,16 @@ export const appRouter = router({
       .input(NewPlant)
       .output(Plant)
       .mutation(async ({ input, ctx }) => {
-        const outcome = await ctx.store.create(input, { actor: ctx.actor.id, requestId: ctx.requestId });
+        const outcome = await ctx.store.create(input, { actor: ctx.principal.id, requestId: ctx.requestId });
         if (outcome === "conflict") {
           throw new TRPCError({ code: "CONFLICT", message: `A different plant already has id ${input.id}` });
         }
         return toPlantResponse(input);
       }),
 
-    get: authedProcedure
+    get: authorizedProcedure
       .meta({
+        scope: "plants:read",
         openapi: {
           ...common,
           method: "GET",
@@ -83,8 +97,9 @@ export const appRouter = router({
         return plant;
       }),
 
-    list: authedProcedure
+    list: authorizedProcedure
       .meta({
+        scope: "plants:read",
         openapi: {
           ...common,
           method: "GET",
@@ -111,7 +126,8 @@ export const appRouter = router({
       }),
 
     /** tRPC only: the same pages, with the next cursor in the body (tRPC clients do not see headers). */
-    page: authedProcedure
+    page: authorizedProcedure
+      .meta({ scope: "plants:read" })
       .input(ListPlantsQuery)
       .output(z.object({ plants: z.array(StoredPlant), nextCursor: z.string().optional() }))
       .query(async ({ input, ctx }) => {
@@ -119,8 +135,9 @@ export const appRouter = router({
         return page.nextCursor ? page : { plants: page.plants };
       }),
 
-    delete: authedProcedure
+    delete: authorizedProcedure
       .meta({
+        scope: "plants:write",
         successStatus: 204,
         openapi: {
           ...common,
@@ -138,10 +155,82 @@ export const appRouter = router({
       .input(ById)
       .output(z.void())
       .mutation(async ({ input, ctx }) => {
-        const deleted = await ctx.store.delete(input.id, { actor: ctx.actor.id, requestId: ctx.requestId });
+        const deleted = await ctx.store.delete(input.id, { actor: ctx.principal.id, requestId: ctx.requestId });
         if (!deleted) throw new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${input.id}` });
       }),
   }),
+
+  admin: router({
+    tokens: router({
+      create: authorizedProcedure
+        .meta({
+          scope: "admin",
+          successStatus: 201,
+          openapi: {
+            method: "POST",
+            path: "/admin/tokens",
+            operationId: "createToken",
+            summary: "Issue a token",
+            description: "Issues a bearer token with the given scopes. The token is in this response only; only its hash is stored.",
+            tags: ["admin"],
+            protect: true,
+            successDescription: "The token (shown once) and its record",
+            errorResponses: { ...errors, 413: "The request body is too large", 415: "The request body is not application/json" },
+          },
+        })
+        .input(NewToken)
+        .output(CreatedToken)
+        .mutation(async ({ input, ctx }) => tokenStore(ctx).create(input)),
+
+      list: authorizedProcedure
+        .meta({
+          scope: "admin",
+          openapi: {
+            method: "GET",
+            path: "/admin/tokens",
+            operationId: "listTokens",
+            summary: "List tokens",
+            description: "Every issued token, oldest first, revoked ones included; never a token or its hash.",
+            tags: ["admin"],
+            protect: true,
+            successDescription: "The token records",
+            errorResponses: errors,
+          },
+        })
+        .input(z.object({}))
+        .output(z.array(TokenRecord))
+        .query(async ({ ctx }) => tokenStore(ctx).list()),
+
+      revoke: authorizedProcedure
+        .meta({
+          scope: "admin",
+          successStatus: 204,
+          openapi: {
+            method: "DELETE",
+            path: "/admin/tokens/{id}",
+            operationId: "revokeToken",
+            summary: "Revoke a token",
+            description: "Revokes the token: every api instance refuses it within a second. It stays listed.",
+            tags: ["admin"],
+            protect: true,
+            successDescription: "The token is revoked",
+            errorResponses: { ...errors, 404: "There is no token with this id" },
+          },
+        })
+        .input(z.object({ id: z.string().max(64).meta({ description: "Token id" }) }))
+        .output(z.void())
+        .mutation(async ({ input, ctx }) => {
+          if (!(await tokenStore(ctx).revoke(input.id))) {
+            throw new TRPCError({ code: "NOT_FOUND", message: `There is no token with id ${input.id}` });
+          }
+        }),
+    }),
+  }),
 });
+
+function tokenStore(ctx: Context) {
+  if (!ctx.tokens) throw new TRPCError({ code: "NOT_IMPLEMENTED", message: "This server has no token store" });
+  return ctx.tokens;
+}
 
 export type AppRouter = typeof appRouter;

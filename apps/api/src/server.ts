@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { cachedVerifier, createTokenStore } from "@plant-store/tokens";
 import { Redis } from "ioredis";
 import { buildApp } from "./app.js";
 import type { ApiConfig } from "./config.js";
@@ -34,18 +35,21 @@ export async function startApi(config: ApiConfig) {
   redis.on("error", () => {}); // reconnects by itself; failed commands report the outage
   await connect(redis, config.redisUrl);
   // BullMQ (dashboard) wants a connection that waits out outages instead.
-  const dashboardConnection = config.adminToken
-    ? new Redis(config.redisUrl, { maxRetriesPerRequest: null, connectionName: "plant-store-dashboard" })
-    : undefined;
-  dashboardConnection?.on("error", () => {});
+  const dashboardConnection = new Redis(config.redisUrl, {
+    maxRetriesPerRequest: null,
+    connectionName: "plant-store-dashboard",
+  });
+  dashboardConnection.on("error", () => {});
+  const tokenStore = createTokenStore(redis);
 
   const app = await buildApp({
     redis,
     apiTokens: config.apiTokens,
-    dashboard:
-      config.adminToken && dashboardConnection
-        ? { adminToken: config.adminToken, connection: dashboardConnection }
-        : undefined,
+    adminToken: config.adminToken,
+    // Each instance asks Redis about a token at most once a second: revocations hold within 1 s.
+    tokens: { store: tokenStore, verify: cachedVerifier((token) => tokenStore.verify(token), 1000) },
+    limits: config.limits,
+    dashboardConnection,
     logLevel: config.logLevel,
   });
   await app.listen({ port: config.port, host: config.host });
@@ -56,7 +60,7 @@ export async function startApi(config: ApiConfig) {
     url: `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`,
     async close() {
       await app.close();
-      await Promise.allSettled([redis.quit(), dashboardConnection?.quit()]);
+      await Promise.allSettled([redis.quit(), dashboardConnection.quit()]);
     },
   };
 }

@@ -1,7 +1,9 @@
 import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
+import type { TokenScope } from "@plant-store/contracts";
+import type { TokenStore } from "@plant-store/tokens";
 import type { OpenApiMeta } from "trpc-to-openapi";
-import { type Actor, type AuthResult, authChallenge } from "./auth.js";
+import { type AuthResult, authChallenge, hasScope, scopeChallenge } from "./auth.js";
 import { toApiError } from "./errors.js";
 import { type PlantStore, StoreUnavailableError } from "./plants/store.js";
 
@@ -10,12 +12,16 @@ export type Context = {
   auth: AuthResult;
   requestId: string;
   store: PlantStore;
-  /** Headers a procedure adds to its successful response (REST), e.g. `Link`. */
+  tokens: TokenStore | undefined;
+  /** Headers a procedure adds to its response, e.g. `Link`, or a `WWW-Authenticate` challenge. */
   responseHeaders: Record<string, string>;
 };
 
-/** Procedure meta: the OpenAPI operation, and its success status when it is not 200. */
-export type Meta = OpenApiMeta<{ successStatus?: 200 | 204 }>;
+/**
+ * Procedure meta: the scope it needs (checked by the middleware for tRPC and, before the body is
+ * read, by the HTTP guard for REST), its OpenAPI operation, and its success status when not 200.
+ */
+export type Meta = OpenApiMeta<{ scope: TokenScope; successStatus?: 200 | 201 | 204 }>;
 
 const t = initTRPC
   .context<Context>()
@@ -38,12 +44,22 @@ const t = initTRPC
 export const router = t.router;
 
 /**
- * Rejects requests without a valid bearer token, before their input is validated; turns a store
+ * Checks the token and the procedure's scope before its input is validated, and turns a store
  * outage into 503 (retrying is safe: creates are idempotent, reads and deletes repeatable).
  */
-export const authedProcedure = t.procedure.use(async ({ ctx, next }) => {
-  if (!ctx.auth.ok) throw new TRPCError({ code: "UNAUTHORIZED", message: authChallenge(ctx.auth.reason).message });
-  const result = await next({ ctx: { actor: ctx.auth.actor as Actor } });
+export const authorizedProcedure = t.procedure.use(async ({ ctx, meta, next }) => {
+  if (!ctx.auth.ok) {
+    const challenge = authChallenge(ctx.auth.reason);
+    ctx.responseHeaders["www-authenticate"] = challenge.wwwAuthenticate;
+    throw new TRPCError({ code: "UNAUTHORIZED", message: challenge.message });
+  }
+  const scope = meta?.scope;
+  if (!scope || !hasScope(ctx.auth.principal, scope)) {
+    const challenge = scopeChallenge(scope ?? "admin");
+    ctx.responseHeaders["www-authenticate"] = challenge.wwwAuthenticate;
+    throw new TRPCError({ code: "FORBIDDEN", message: challenge.message });
+  }
+  const result = await next({ ctx: { principal: ctx.auth.principal } });
   if (!result.ok && result.error.cause instanceof StoreUnavailableError) {
     throw new TRPCError({
       code: "SERVICE_UNAVAILABLE",

@@ -62,10 +62,13 @@ describe("GET /openapi.json", () => {
         }),
       ]);
     }
-    expect(Object.keys(list.responses).sort()).toEqual(["200", "400", "401", "500", "503"]);
-    expect(Object.keys(get.responses).sort()).toEqual(["200", "400", "401", "404", "500", "503"]);
-    expect(Object.keys(remove.responses).sort()).toEqual(["204", "400", "401", "404", "500", "503"]);
+    expect(Object.keys(list.responses).sort()).toEqual(["200", "400", "401", "403", "429", "500", "503"]);
+    expect(Object.keys(get.responses).sort()).toEqual(["200", "400", "401", "403", "404", "429", "500", "503"]);
+    expect(Object.keys(remove.responses).sort()).toEqual(["204", "400", "401", "403", "404", "429", "500", "503"]);
     expect(remove.responses["204"].content).toBeUndefined();
+    const issue = document.paths["/admin/tokens"].post;
+    expect(issue.responses["201"].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/CreatedToken" });
+    expect(document.paths["/admin/tokens/{id}"].delete.responses["204"].content).toBeUndefined();
     for (const operation of [list, get, remove]) {
       for (const [status, response] of Object.entries<any>(operation.responses)) {
         if (Number(status) >= 400)
@@ -76,7 +79,7 @@ describe("GET /openapi.json", () => {
 
   it("documents POST /plants with every status the service returns, errors as Error", () => {
     const operation = document.paths["/plants"].post;
-    expect(Object.keys(document.paths).sort()).toEqual(["/plants", "/plants/{id}"]);
+    expect(Object.keys(document.paths).sort()).toEqual(["/admin/tokens", "/admin/tokens/{id}", "/plants", "/plants/{id}"]);
     expect(operation.requestBody).toEqual({
       required: true,
       content: { "application/json": { schema: { $ref: "#/components/schemas/NewPlant" } } },
@@ -84,7 +87,7 @@ describe("GET /openapi.json", () => {
     expect(operation.responses["200"].content["application/json"].schema).toEqual({
       $ref: "#/components/schemas/Plant",
     });
-    expect(Object.keys(operation.responses).sort()).toEqual(["200", "400", "401", "409", "413", "415", "500", "503"]);
+    expect(Object.keys(operation.responses).sort()).toEqual(["200", "400", "401", "403", "409", "413", "415", "429", "500", "503"]);
     for (const [status, response] of Object.entries<any>(operation.responses)) {
       if (status === "200") continue;
       expect(response.content["application/json"].schema).toEqual({ $ref: "#/components/schemas/Error" });

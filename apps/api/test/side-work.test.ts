@@ -44,7 +44,7 @@ describe("side work of an accepted create (real worker)", () => {
     expect(entry).toMatchObject({
       type: "plant.created",
       plantId: "2",
-      actor: `token-${fingerprint}`,
+      actor: `config-${fingerprint}`,
       requestId: "req-daisy-1",
     });
     expect(Date.parse(entry?.at ?? "")).not.toBeNaN();

@@ -1,39 +1,39 @@
-import { timingSafeEqual } from "node:crypto";
 import { createBullBoard } from "@bull-board/api";
 import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
 import { FastifyAdapter } from "@bull-board/fastify";
 import { queueNames } from "@plant-store/contracts";
 import { Queue } from "bullmq";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
 import { apiError } from "../errors.js";
+import type { Guard } from "./guard.js";
 
 export const DASHBOARD_PATH = "/admin/queues";
-export const DASHBOARD_USER = "admin";
 
-const REALM = 'Basic realm="Plant Store queues", charset="UTF-8"';
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 
-const sameText = (a: string, b: string) => {
-  const left = Buffer.from(a);
-  const right = Buffer.from(b);
-  return left.length === right.length && timingSafeEqual(left, right);
-};
-
-/** Checks `Authorization: Basic base64(admin:<ADMIN_TOKEN>)`; user and password are both always compared. */
-function isAdmin(authorization: string | undefined, adminToken: string) {
-  const encoded = /^Basic +([A-Za-z0-9+/]+=*) *$/i.exec(authorization ?? "")?.[1];
-  const decoded = encoded ? Buffer.from(encoded, "base64").toString("utf8") : "";
-  const separator = decoded.indexOf(":");
-  const userMatches = sameText(decoded.slice(0, Math.max(separator, 0)), DASHBOARD_USER);
-  const passwordMatches = sameText(separator < 0 ? "" : decoded.slice(separator + 1), adminToken);
-  return separator >= 0 && userMatches && passwordMatches;
+/**
+ * Whether a state-changing request comes from the dashboard's own pages. Browsers send
+ * Sec-Fetch-Site or Origin with every cross-site POST/PUT/DELETE, and the Basic credential is sent
+ * along automatically, so without this check another site could retry or remove jobs.
+ */
+function isSameOrigin(request: FastifyRequest) {
+  const site = request.headers["sec-fetch-site"];
+  if (site !== undefined) return site === "same-origin";
+  const origin = request.headers.origin;
+  if (origin === undefined) return false;
+  try {
+    return new URL(origin).host === request.headers.host;
+  } catch {
+    return false;
+  }
 }
 
 /**
- * Bull Board for the worker's queues, behind HTTP Basic auth (user `admin`, password ADMIN_TOKEN)
- * so a browser can log in. Bull Board has no auth of its own: the hook guards its whole scope.
+ * Bull Board for the worker's queues. It has no auth of its own: the guard asks for a token with
+ * the admin scope, as the Basic password (so a browser can log in) or as a Bearer token.
  */
-export async function queueDashboard(app: FastifyInstance, options: { connection: Redis; adminToken: string }) {
+export async function queueDashboard(app: FastifyInstance, options: { connection: Redis; guard: Guard }) {
   const queues = Object.values(queueNames).map((name) => new Queue(name, { connection: options.connection }));
   // The connection reconnects by itself; an outage is reported by /readyz, not as noise here.
   for (const queue of queues) queue.on("error", (error) => app.log.debug({ err: error }, "dashboard queue error"));
@@ -42,13 +42,12 @@ export async function queueDashboard(app: FastifyInstance, options: { connection
   createBullBoard({ queues: queues.map((queue) => new BullMQAdapter(queue)), serverAdapter });
 
   await app.register(async (scope) => {
-    // Answers directly: Bull Board installs its own error handler, which would reshape a thrown 401.
+    // Answers directly: Bull Board installs its own error handler, which would reshape a thrown error.
     scope.addHook("onRequest", async (request, reply) => {
-      if (isAdmin(request.headers.authorization, options.adminToken)) return;
-      return reply
-        .code(401)
-        .header("www-authenticate", REALM)
-        .send(apiError(401, "The queue dashboard needs the admin credential (user admin, password ADMIN_TOKEN)"));
+      if (!(await options.guard.check(request, reply, { scope: "admin", basic: true }))) return reply;
+      if (!SAFE_METHODS.has(request.method) && !isSameOrigin(request)) {
+        return reply.code(403).send(apiError(403, "Dashboard actions are accepted only from the dashboard's own pages"));
+      }
     });
     await scope.register(serverAdapter.registerPlugin(), { prefix: DASHBOARD_PATH });
   });

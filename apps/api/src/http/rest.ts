@@ -4,10 +4,10 @@ import type { ResponseMetaFn } from "@trpc/server/http";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { stringify } from "lossless-json";
 import { fastifyTRPCOpenApiPlugin } from "trpc-to-openapi";
-import { authChallenge } from "../auth.js";
 import { apiError, toApiError } from "../errors.js";
 import type { AppRouter } from "../router.js";
 import type { Context } from "../trpc.js";
+import type { Guard } from "./guard.js";
 import { useExactJsonBodies } from "./json-body.js";
 import { type RouteMatcher, replyRouteMiss, restRoutesOf } from "./routes.js";
 
@@ -22,8 +22,9 @@ const takesBody = (method: string) => method === "POST" || method === "PUT" || m
 
 export type RestOptions = {
   router: AppRouter;
-  createContext: (opts: { req: FastifyRequest }) => Context;
+  createContext: (opts: { req: FastifyRequest }) => Promise<Context>;
   matchRoute: RouteMatcher;
+  guard: Guard;
 };
 
 /**
@@ -31,7 +32,7 @@ export type RestOptions = {
  * exact routing (404/405), authentication before the body is read, exact JSON bodies, and every
  * error in the `Error` shape. The adapter's own error bodies are replaced in onSend.
  */
-export async function restApi(scope: FastifyInstance, { router, createContext, matchRoute }: RestOptions) {
+export async function restApi(scope: FastifyInstance, { router, createContext, matchRoute, guard }: RestOptions) {
   const successStatus = new Map(restRoutesOf(router).map((route) => [route.procedure, route.successStatus]));
   // A success gets its operation's status (204 for deletes) and the headers its procedure set.
   const responseMeta: ResponseMetaFn<AppRouter> = ({ ctx, paths, errors }) =>
@@ -44,15 +45,7 @@ export async function restApi(scope: FastifyInstance, { router, createContext, m
   scope.addHook("onRequest", async (request, reply) => {
     const match = matchRoute(request.method, request.url);
     if (match.kind !== "found") return replyRouteMiss(reply, request.method, match);
-    if (!match.route.protect) return;
-    const { auth } = createContext({ req: request });
-    if (!auth.ok) {
-      const challenge = authChallenge(auth.reason);
-      return reply
-        .code(401)
-        .header("www-authenticate", challenge.wwwAuthenticate)
-        .send(apiError(401, challenge.message));
-    }
+    if (!(await guard.check(request, reply, { scope: match.route.scope }))) return reply;
   });
 
   // The adapter spreads the body into the input, so anything but an object must stop here.

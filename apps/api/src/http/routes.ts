@@ -1,10 +1,11 @@
+import type { TokenScope } from "@plant-store/contracts";
 import type { AnyRouter } from "@trpc/server";
 import type { FastifyReply } from "fastify";
 import { apiError } from "../errors.js";
 import type { Meta } from "../trpc.js";
 
 /** A REST operation of the router, matched exactly (letter case and trailing slash count). */
-type RestRoute = { method: string; pattern: RegExp; protect: boolean; procedure: string; successStatus: number };
+type RestRoute = { method: string; pattern: RegExp; scope: TokenScope; procedure: string; successStatus: number };
 
 export type RouteMatch =
   | { kind: "found"; route: RestRoute }
@@ -17,12 +18,12 @@ export function restRoutesOf(router: AnyRouter): RestRoute[] {
   const procedures = Object.entries(router._def.procedures) as [string, { _def: { meta?: Meta } }][];
   for (const [procedure, { _def }] of procedures) {
     const openapi = _def.meta?.openapi;
-    if (!openapi || openapi.enabled === false) continue;
+    if (!openapi || openapi.enabled === false || !_def.meta) continue;
     const source = openapi.path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\\?\{[^}]+\\?\}/g, "[^/]+");
     routes.push({
       method: openapi.method,
       pattern: new RegExp(`^${source}$`),
-      protect: openapi.protect !== false,
+      scope: _def.meta.scope,
       procedure,
       successStatus: _def.meta?.successStatus ?? 200,
     });

@@ -1,25 +1,26 @@
 import { type FastifyTRPCPluginOptions, fastifyTRPCPlugin } from "@trpc/server/adapters/fastify";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { authChallenge } from "../auth.js";
 import type { AppRouter } from "../router.js";
 import type { Context } from "../trpc.js";
+import type { Guard } from "./guard.js";
 
 /** The router as native tRPC (superjson wire format) for TypeScript clients, at /trpc. */
 export async function trpcApi(
   scope: FastifyInstance,
-  options: { router: AppRouter; createContext: (opts: { req: FastifyRequest }) => Context },
+  options: { router: AppRouter; createContext: (opts: { req: FastifyRequest }) => Promise<Context>; guard: Guard },
 ) {
+  // Throttling and per-token limits at the HTTP layer; the token and scope are checked per
+  // procedure by the middleware, which answers in tRPC's own error envelope.
+  scope.addHook("onRequest", async (request, reply) => {
+    if (!request.url.startsWith("/trpc/")) return;
+    if (!(await options.guard.check(request, reply, { rejectFailures: false }))) return reply;
+  });
   await scope.register(fastifyTRPCPlugin, {
     prefix: "/trpc",
     trpcOptions: {
       router: options.router,
       createContext: options.createContext,
-      responseMeta: ({ ctx, errors }) => {
-        const unauthorized = ctx && !ctx.auth.ok && errors.some((error) => error.code === "UNAUTHORIZED");
-        return unauthorized && !ctx.auth.ok
-          ? { headers: { "www-authenticate": authChallenge(ctx.auth.reason).wwwAuthenticate } }
-          : {};
-      },
+      responseMeta: ({ ctx }) => ({ headers: ctx?.responseHeaders ?? {} }),
       onError: ({ error, req }) => {
         if (error.code === "INTERNAL_SERVER_ERROR") req.log.error({ err: error.cause ?? error }, "tRPC call failed");
       },

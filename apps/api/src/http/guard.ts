@@ -1,0 +1,125 @@
+import { redisKeys, type TokenScope } from "@plant-store/contracts";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { type Redis, ReplyError } from "ioredis";
+import {
+  type AuthFailure,
+  type AuthResult,
+  type Authenticator,
+  authChallenge,
+  basicPassword,
+  hasScope,
+  scopeChallenge,
+} from "../auth.js";
+import { apiError } from "../errors.js";
+import type { RateLimiter, Window } from "./rate-limit.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** Result of checking the credentials; computed once per request. */
+    auth: Promise<AuthResult> | null;
+  }
+}
+
+export type Limits = {
+  /** Requests per minute per token. */
+  perToken: number;
+  /** Failed or missing authentications per minute per client address; past it, 429. */
+  authFailures: number;
+};
+
+export type GuardOptions = {
+  authenticate: Authenticator;
+  limiter: RateLimiter;
+  limits: Limits;
+  /** For counting failures across instances (stats:auth-failures). */
+  redis: Redis;
+};
+
+export type GuardCheck = {
+  /** The scope the route needs; none: any valid credential (tRPC checks scopes per procedure). */
+  scope?: TokenScope;
+  /** Browser dashboard: also take the token as a Basic password, and challenge with Basic. */
+  basic?: boolean;
+  /** false: leave an authentication failure to the caller (tRPC answers in its own envelope). */
+  rejectFailures?: boolean;
+};
+
+const setWindowHeaders = (reply: FastifyReply, window: Window, windowSeconds: number) =>
+  reply.headers({
+    "ratelimit-limit": window.limit,
+    "ratelimit-remaining": window.remaining,
+    "ratelimit-reset": window.resetSeconds,
+    "ratelimit-policy": `${window.limit};w=${windowSeconds}`,
+  });
+
+const tooMany = (reply: FastifyReply, window: Window, message: string) =>
+  reply.code(429).header("retry-after", window.resetSeconds).send(apiError(429, message));
+
+/**
+ * The one gate in front of every protected route: throttles addresses that keep failing to
+ * authenticate (checked before a token is even looked at, so guessing is slow), authenticates,
+ * counts and logs failures without secrets, checks the scope, and applies the per-token limit.
+ * Answers the request itself (401/403/429) and returns false when it must not go on.
+ */
+export function createGuard({ authenticate, limiter, limits, redis }: GuardOptions) {
+  const authOf = (request: FastifyRequest, basic: boolean) => {
+    if (request.auth) return request.auth;
+    const header = request.headers.authorization;
+    const password = basic ? basicPassword(header) : undefined;
+    request.auth = authenticate(password === undefined ? header : `Bearer ${password}`);
+    return request.auth;
+  };
+
+  async function recordFailure(request: FastifyRequest, reason: AuthFailure) {
+    request.log.warn({ reason, ip: request.ip }, "authentication failed");
+    await Promise.all([
+      redis.hincrby(redisKeys.authFailures, reason, 1),
+      limiter.hit(`auth-failures:${request.ip}`, limits.authFailures),
+    ]).catch((error: unknown) => request.log.warn({ err: error }, "could not count an authentication failure"));
+  }
+
+  return {
+    /** Resolves the request's credentials (memoized), e.g. for tRPC's context. */
+    authOf,
+
+    async check(request: FastifyRequest, reply: FastifyReply, check: GuardCheck = {}): Promise<boolean> {
+      try {
+        return await guard(request, reply, check);
+      } catch (error) {
+        // Counters and stored tokens live in Redis: an outage is a 503, a script error a bug.
+        if (error instanceof ReplyError) throw error;
+        throw Object.assign(new Error("Redis is unreachable", { cause: error }), { statusCode: 503 });
+      }
+    },
+  };
+
+  async function guard(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean> {
+    {
+      const throttled = await limiter.peek(`auth-failures:${request.ip}`, limits.authFailures);
+      if (throttled.exceeded) {
+        return !tooMany(reply, throttled, "Too many failed authentication attempts from this address; retry later");
+      }
+      const auth = await authOf(request, check.basic === true);
+      if (!auth.ok) {
+        await recordFailure(request, auth.reason);
+        if (check.rejectFailures === false) return true;
+        const challenge = authChallenge(auth.reason);
+        const wwwAuthenticate = check.basic ? 'Basic realm="Plant Store admin", charset="UTF-8"' : challenge.wwwAuthenticate;
+        reply.code(401).header("www-authenticate", wwwAuthenticate).send(apiError(401, challenge.message));
+        return false;
+      }
+      if (check.scope && !hasScope(auth.principal, check.scope)) {
+        const challenge = scopeChallenge(check.scope);
+        request.log.warn({ principal: auth.principal.id, scope: check.scope }, "insufficient scope");
+        reply.code(403).header("www-authenticate", challenge.wwwAuthenticate).send(apiError(403, challenge.message));
+        return false;
+      }
+      const window = await limiter.hit(`token:${auth.principal.id}`, limits.perToken);
+      setWindowHeaders(reply, window, limiter.windowSeconds);
+      if (window.exceeded) return !tooMany(reply, window, "Rate limit exceeded for this token; retry later");
+      return true;
+    }
+  }
+}
+
+export type Guard = ReturnType<typeof createGuard>;
