@@ -17,6 +17,13 @@ import { createPlantStore } from "./plants/store.js";
 import { appRouter } from "./router.js";
 import type { Context } from "./trpc.js";
 
+declare module "fastify" {
+  interface FastifyInstance {
+    /** Every route registered, as `METHOD url`: the security suite checks each has an entry. */
+    routeList: string[];
+  }
+}
+
 export type AppOptions = {
   /** Connection for plants, tokens and counters: fail fast (no offline queue) so an outage is a quick 503. */
   redis: Redis;
@@ -68,6 +75,10 @@ export async function buildApp(options: AppOptions) {
     responseHeaders: {},
   });
 
+  app.decorate("routeList", [] as string[]);
+  app.addHook("onRoute", (route) => {
+    for (const method of [route.method].flat()) app.routeList.push(`${method} ${route.url}`);
+  });
   securityHeaders(app);
   let closing = false;
   app.addHook("preClose", async () => {

@@ -171,11 +171,16 @@ export const appRouter = router({
             path: "/admin/tokens",
             operationId: "createToken",
             summary: "Issue a token",
-            description: "Issues a bearer token with the given scopes. The token is in this response only; only its hash is stored.",
+            description:
+              "Issues a bearer token with the given scopes. The token is in this response only; only its hash is stored.",
             tags: ["admin"],
             protect: true,
             successDescription: "The token (shown once) and its record",
-            errorResponses: { ...errors, 413: "The request body is too large", 415: "The request body is not application/json" },
+            errorResponses: {
+              ...errors,
+              413: "The request body is too large",
+              415: "The request body is not application/json",
+            },
           },
         })
         .input(NewToken)

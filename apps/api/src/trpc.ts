@@ -1,7 +1,7 @@
-import { initTRPC, TRPCError } from "@trpc/server";
-import superjson from "superjson";
 import type { TokenScope } from "@plant-store/contracts";
 import type { TokenStore } from "@plant-store/tokens";
+import { initTRPC, TRPCError } from "@trpc/server";
+import superjson from "superjson";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import { type AuthResult, authChallenge, hasScope, scopeChallenge } from "./auth.js";
 import { toApiError } from "./errors.js";

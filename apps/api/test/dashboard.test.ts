@@ -16,7 +16,11 @@ const dashboard = (path: string, authorization?: string) =>
 
 describe("queue dashboard at /admin/queues", () => {
   it("asks a browser for a token with the admin scope and refuses others with an Error", async () => {
-    for (const authorization of [undefined, basic("admin", "wrong-password-0123456789"), "Bearer wrong-token-0123456789"]) {
+    for (const authorization of [
+      undefined,
+      basic("admin", "wrong-password-0123456789"),
+      "Bearer wrong-token-0123456789",
+    ]) {
       const result = await dashboard("/admin/queues", authorization);
       expectError(result, 401);
       expect(result.headers.get("www-authenticate")).toMatch(/^Basic realm="Plant Store admin"/);

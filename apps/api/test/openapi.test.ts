@@ -67,7 +67,9 @@ describe("GET /openapi.json", () => {
     expect(Object.keys(remove.responses).sort()).toEqual(["204", "400", "401", "403", "404", "429", "500", "503"]);
     expect(remove.responses["204"].content).toBeUndefined();
     const issue = document.paths["/admin/tokens"].post;
-    expect(issue.responses["201"].content["application/json"].schema).toEqual({ $ref: "#/components/schemas/CreatedToken" });
+    expect(issue.responses["201"].content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/CreatedToken",
+    });
     expect(document.paths["/admin/tokens/{id}"].delete.responses["204"].content).toBeUndefined();
     for (const operation of [list, get, remove]) {
       for (const [status, response] of Object.entries<any>(operation.responses)) {
@@ -79,7 +81,12 @@ describe("GET /openapi.json", () => {
 
   it("documents POST /plants with every status the service returns, errors as Error", () => {
     const operation = document.paths["/plants"].post;
-    expect(Object.keys(document.paths).sort()).toEqual(["/admin/tokens", "/admin/tokens/{id}", "/plants", "/plants/{id}"]);
+    expect(Object.keys(document.paths).sort()).toEqual([
+      "/admin/tokens",
+      "/admin/tokens/{id}",
+      "/plants",
+      "/plants/{id}",
+    ]);
     expect(operation.requestBody).toEqual({
       required: true,
       content: { "application/json": { schema: { $ref: "#/components/schemas/NewPlant" } } },
@@ -87,7 +94,18 @@ describe("GET /openapi.json", () => {
     expect(operation.responses["200"].content["application/json"].schema).toEqual({
       $ref: "#/components/schemas/Plant",
     });
-    expect(Object.keys(operation.responses).sort()).toEqual(["200", "400", "401", "403", "409", "413", "415", "429", "500", "503"]);
+    expect(Object.keys(operation.responses).sort()).toEqual([
+      "200",
+      "400",
+      "401",
+      "403",
+      "409",
+      "413",
+      "415",
+      "429",
+      "500",
+      "503",
+    ]);
     for (const [status, response] of Object.entries<any>(operation.responses)) {
       if (status === "200") continue;
       expect(response.content["application/json"].schema).toEqual({ $ref: "#/components/schemas/Error" });

@@ -10,7 +10,7 @@ export const ADMIN_TOKEN = "admin-token-0123456789abcdef";
 type Worker = { close(): Promise<void> };
 
 /** A private redis-server, the real API on a free port and, on demand, the real worker. */
-export async function startStack(options: { worker?: boolean } = {}) {
+export async function startStack(options: { worker?: boolean; env?: Record<string, string> } = {}) {
   const redisServer = await startRedisServer();
   const api = await startApi(
     loadApiConfig({
@@ -21,6 +21,7 @@ export async function startStack(options: { worker?: boolean } = {}) {
       ADMIN_TOKEN,
       REDIS_COMMAND_TIMEOUT_MS: "1000",
       LOG_LEVEL: "silent",
+      ...options.env,
     }),
   );
   const redis = new Redis(redisServer.url, { maxRetriesPerRequest: 1 });

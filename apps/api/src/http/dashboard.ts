@@ -46,7 +46,9 @@ export async function queueDashboard(app: FastifyInstance, options: { connection
     scope.addHook("onRequest", async (request, reply) => {
       if (!(await options.guard.check(request, reply, { scope: "admin", basic: true }))) return reply;
       if (!SAFE_METHODS.has(request.method) && !isSameOrigin(request)) {
-        return reply.code(403).send(apiError(403, "Dashboard actions are accepted only from the dashboard's own pages"));
+        return reply
+          .code(403)
+          .send(apiError(403, "Dashboard actions are accepted only from the dashboard's own pages"));
       }
     });
     await scope.register(serverAdapter.registerPlugin(), { prefix: DASHBOARD_PATH });

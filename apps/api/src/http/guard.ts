@@ -2,9 +2,9 @@ import { redisKeys, type TokenScope } from "@plant-store/contracts";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { type Redis, ReplyError } from "ioredis";
 import {
+  type Authenticator,
   type AuthFailure,
   type AuthResult,
-  type Authenticator,
   authChallenge,
   basicPassword,
   hasScope,
@@ -104,7 +104,9 @@ export function createGuard({ authenticate, limiter, limits, redis }: GuardOptio
         await recordFailure(request, auth.reason);
         if (check.rejectFailures === false) return true;
         const challenge = authChallenge(auth.reason);
-        const wwwAuthenticate = check.basic ? 'Basic realm="Plant Store admin", charset="UTF-8"' : challenge.wwwAuthenticate;
+        const wwwAuthenticate = check.basic
+          ? 'Basic realm="Plant Store admin", charset="UTF-8"'
+          : challenge.wwwAuthenticate;
         reply.code(401).header("www-authenticate", wwwAuthenticate).send(apiError(401, challenge.message));
         return false;
       }
