@@ -36,6 +36,8 @@ export type AppOptions = {
   /** BullMQ connection of the queue dashboard; the dashboard is off without it. */
   dashboardConnection?: Redis | undefined;
   logLevel?: string;
+  /** Where log lines go (default stdout); tests read them to check no secret is logged. */
+  logStream?: NodeJS.WritableStream;
 };
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -43,7 +45,7 @@ const REQUEST_ID = /^[\w.:-]{1,128}$/;
 /** Builds the HTTP service: REST at the root, native tRPC at /trpc, the document, the dashboard. */
 export async function buildApp(options: AppOptions) {
   const app = Fastify({
-    logger: { level: options.logLevel ?? "info" },
+    logger: { level: options.logLevel ?? "info", ...(options.logStream ? { stream: options.logStream } : {}) },
     bodyLimit: limits.bodyMaxBytes,
     // Keep a caller's request id when it is sane, so logs and the audit log can be correlated.
     genReqId: (req) => {

@@ -25,6 +25,12 @@ type Issue = { message: string; path: PropertyKey[] };
 const isZodError = (cause: unknown): cause is Error & { issues: Issue[] } =>
   cause instanceof Error && cause.name === "ZodError" && Array.isArray((cause as { issues?: unknown }).issues);
 
+/** An issue as a sentence naming its field (the contracts' own messages already do). */
+const describeIssue = ({ message, path }: Issue) => {
+  const field = path.map(String).join(".");
+  return field === "" || message.startsWith(String(path[0])) ? message : `${field}: ${message}`;
+};
+
 /**
  * The specification's Error for any tRPC error, on REST and tRPC alike. The contracts' schemas
  * phrase each issue as a sentence naming its field; internal errors never show their message.
@@ -33,7 +39,7 @@ export function toApiError(error: TRPCError): ApiError {
   const status = getHTTPStatusCodeFromError(error);
   if (status >= 500 && error.code !== "SERVICE_UNAVAILABLE") return apiError(500);
   if (error.code === "BAD_REQUEST" && isZodError(error.cause)) {
-    return apiError(400, error.cause.issues.map((issue) => issue.message).join("; "));
+    return apiError(400, error.cause.issues.map(describeIssue).join("; "));
   }
   return apiError(status, error.message);
 }
