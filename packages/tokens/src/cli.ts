@@ -1,0 +1,293 @@
+#!/usr/bin/env node
+// Token administration: `node packages/tokens/dist/cli.js <command>` (`npm run tokens -- <command>`).
+import { type ParseArgsConfig, parseArgs } from "node:util";
+import { NewToken, type TokenRecord, TokenScope } from "@plant-store/contracts";
+import { Redis } from "ioredis";
+import { z } from "zod";
+import { createTokenStore, type TokenStore } from "./store.js";
+
+const USAGE = `Usage: npm run tokens -- <command> [options]
+       node packages/tokens/dist/cli.js <command> [options]
+
+Commands:
+  create --name <name> --scopes <scopes> [--expires-in <duration>] [--json]
+      Issues a token and prints it. It is shown only this once: Redis keeps only its SHA-256.
+        --scopes      comma-separated: ${TokenScope.options.join(", ")}
+        --expires-in  a number and a unit: s, m (minutes), h, d, w - e.g. 3600s, 12h, 30d.
+                      Default: the token does not expire.
+        --json        print the created token as JSON
+  list [--json]
+      Every token, revoked ones included: id, name, scopes, created, expires, last used, revoked.
+  revoke <id>
+      Revokes a token (within a second on every api instance). Revoked tokens stay listed.
+
+Environment:
+  REDIS_URL   redis:// or rediss:// URL of the store's Redis (default redis://127.0.0.1:6379)
+
+Exit status: 0 success, 1 failure (e.g. Redis unreachable, unknown id), 2 bad arguments or REDIS_URL.
+`;
+
+const unsetIfEmpty = (value: unknown) => (value === "" ? undefined : value);
+const Env = z.object({
+  REDIS_URL: z.preprocess(
+    unsetIfEmpty,
+    z
+      .url({ protocol: /^rediss?$/, error: "REDIS_URL must be a redis:// or rediss:// URL" })
+      .default("redis://127.0.0.1:6379"),
+  ),
+});
+
+/** Bad command line: usage on stderr, exit 2. */
+class UsageError extends Error {}
+
+const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 };
+
+function parseDuration(text: string): number {
+  const match = /^(\d{1,10})([smhdw])$/.exec(text.trim());
+  if (!match) throw new UsageError(`--expires-in must be a number and a unit (s, m, h, d, w), e.g. 30d; got "${text}"`);
+  return Number(match[1]) * (UNITS[match[2] as string] as number);
+}
+
+function parseScopes(text: string) {
+  const scopes = text
+    .split(",")
+    .map((scope) => scope.trim())
+    .filter((scope) => scope !== "");
+  for (const scope of scopes) {
+    if (!TokenScope.safeParse(scope).success) {
+      throw new UsageError(`unknown scope "${scope}"; scopes are ${TokenScope.options.join(", ")}`);
+    }
+  }
+  return scopes as TokenScope[];
+}
+
+type Command =
+  | { kind: "help" }
+  | { kind: "create"; input: NewToken; json: boolean }
+  | { kind: "list"; json: boolean }
+  | { kind: "revoke"; id: string };
+
+/** parseArgs, its errors (unknown option, missing value...) as a UsageError. */
+function parseOrUsage<T extends ParseArgsConfig>(config: T) {
+  try {
+    return parseArgs(config);
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error));
+  }
+}
+
+function parseCommand(argv: readonly string[]): Command {
+  const [command, ...rest] = argv;
+  if (command === undefined) throw new UsageError("a command is required");
+  if (command === "--help" || command === "-h" || command === "help") return { kind: "help" };
+  switch (command) {
+    case "create": {
+      const { values } = parseOrUsage({
+        args: rest,
+        options: {
+          name: { type: "string" },
+          scopes: { type: "string" },
+          "expires-in": { type: "string" },
+          json: { type: "boolean" },
+          help: { type: "boolean", short: "h" },
+        },
+        strict: true,
+        allowPositionals: false,
+      });
+      if (values.help) return { kind: "help" };
+      if (typeof values.name !== "string") throw new UsageError("create needs --name <name>");
+      if (typeof values.scopes !== "string") throw new UsageError("create needs --scopes <scopes>");
+      const expires = values["expires-in"];
+      const candidate = {
+        name: values.name,
+        scopes: parseScopes(values.scopes),
+        ...(typeof expires === "string" ? { expiresInSeconds: parseDuration(expires) } : {}),
+      };
+      const parsed = NewToken.safeParse(candidate);
+      if (!parsed.success) {
+        const message = parsed.error.issues
+          .map((issue) =>
+            issue.message.replace("expiresInSeconds", "--expires-in").replace("at least 60", "at least 60s (1m)"),
+          )
+          .join("; ");
+        throw new UsageError(message);
+      }
+      return { kind: "create", input: parsed.data, json: values.json === true };
+    }
+    case "list": {
+      const { values } = parseOrUsage({
+        args: rest,
+        options: { json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+        strict: true,
+        allowPositionals: false,
+      });
+      if (values.help) return { kind: "help" };
+      return { kind: "list", json: values.json === true };
+    }
+    case "revoke": {
+      const { values, positionals } = parseOrUsage({
+        args: rest,
+        options: { help: { type: "boolean", short: "h" } },
+        strict: true,
+        allowPositionals: true,
+      });
+      if (values.help) return { kind: "help" };
+      if (positionals.length !== 1)
+        throw new UsageError("revoke needs exactly one token id, e.g. revoke tok_0123456789ab");
+      return { kind: "revoke", id: positionals[0] as string };
+    }
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+/** The URL without its password, for messages. */
+function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return "(REDIS_URL)";
+  }
+}
+
+/** Names are free text: keep one line per token in the table. */
+const oneLine = (text: string) => text.replace(/\p{Cc}/gu, " ");
+
+function table(records: readonly TokenRecord[]): string {
+  const header = ["ID", "NAME", "SCOPES", "CREATED", "EXPIRES", "LAST USED", "REVOKED"];
+  const rows = records.map((record) => [
+    record.id,
+    oneLine(record.name),
+    record.scopes.join(","),
+    record.createdAt,
+    record.expiresAt ?? "never",
+    record.lastUsedAt ?? "-",
+    record.revokedAt ?? "-",
+  ]);
+  const widths = header.map((title, column) => Math.max(title.length, ...rows.map((row) => row[column]?.length ?? 0)));
+  return [header, ...rows]
+    .map((row) =>
+      row
+        .map((cell, column) => cell.padEnd(widths[column] as number))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n");
+}
+
+async function execute(store: TokenStore, command: Exclude<Command, { kind: "help" }>): Promise<number> {
+  switch (command.kind) {
+    case "create": {
+      const created = await store.create(command.input);
+      if (command.json) {
+        process.stdout.write(`${JSON.stringify(created, null, 2)}\n`);
+        return 0;
+      }
+      process.stdout.write(
+        [
+          "Token created. Copy it now: it is shown only this once and cannot be recovered.",
+          "",
+          `    ${created.token}`,
+          "",
+          `id:       ${created.id}`,
+          `name:     ${oneLine(created.name)}`,
+          `scopes:   ${created.scopes.join(", ")}`,
+          `created:  ${created.createdAt}`,
+          `expires:  ${created.expiresAt ?? "never"}`,
+          "",
+          `Revoke it with: npm run tokens -- revoke ${created.id}`,
+          "",
+        ].join("\n"),
+      );
+      return 0;
+    }
+    case "list": {
+      const records = await store.list();
+      if (command.json) process.stdout.write(`${JSON.stringify(records, null, 2)}\n`);
+      else if (records.length === 0) process.stdout.write("No tokens.\n");
+      else process.stdout.write(`${table(records)}\n`);
+      return 0;
+    }
+    case "revoke": {
+      const before = await store.get(command.id);
+      if (!before) {
+        process.stderr.write(`error: no token with id "${oneLine(command.id)}" (see: list)\n`);
+        return 1;
+      }
+      if (before.revokedAt) {
+        process.stdout.write(`${before.id} (${oneLine(before.name)}) was already revoked at ${before.revokedAt}\n`);
+        return 0;
+      }
+      await store.revoke(command.id);
+      const after = await store.get(command.id);
+      process.stdout.write(
+        `Revoked ${before.id} (${oneLine(before.name)}) at ${after?.revokedAt}. ` +
+          "API instances caching verifications (cachedVerifier, 1 s) refuse it within a second.\n",
+      );
+      return 0;
+    }
+  }
+}
+
+async function run(command: Exclude<Command, { kind: "help" }>, redisUrl: string): Promise<number> {
+  const redis = new Redis(redisUrl, {
+    lazyConnect: true,
+    connectTimeout: 5_000,
+    commandTimeout: 10_000,
+    // Fail instead of waiting for a reconnect that may never come.
+    retryStrategy: () => null,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    // ioredis keeps a failed connection's 2 s "destroy the stream" timer alive otherwise.
+    disconnectTimeout: 100,
+    connectionName: "plant-store-tokens-cli",
+  });
+  let lastError: unknown;
+  redis.on("error", (error) => {
+    lastError = error;
+  });
+  try {
+    try {
+      await redis.connect();
+    } catch (error) {
+      const reason = lastError ?? error;
+      process.stderr.write(
+        `error: cannot reach Redis at ${redactUrl(redisUrl)}: ${reason instanceof Error ? reason.message : String(reason)}\n` +
+          "Is it running? Set REDIS_URL to the store's Redis.\n",
+      );
+      return 1;
+    }
+    return await execute(createTokenStore(redis), command);
+  } catch (error) {
+    process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 1;
+  } finally {
+    if (redis.status === "ready") await redis.quit().catch(() => redis.disconnect());
+    else redis.disconnect();
+  }
+}
+
+async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let command: Command;
+  try {
+    command = parseCommand(argv);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`error: ${error.message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (command.kind === "help") {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const parsedEnv = Env.safeParse(env);
+  if (!parsedEnv.success) {
+    process.stderr.write(`error: ${parsedEnv.error.issues.map((issue) => issue.message).join("; ")}\n`);
+    return 2;
+  }
+  return run(command, parsedEnv.data.REDIS_URL);
+}
+
+process.exitCode = await main(process.argv.slice(2), process.env);

@@ -1,0 +1,182 @@
+// Runs the built CLI (packages/tokens/dist/cli.js) as a child process against a private redis-server.
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import type { TokenRecord } from "@plant-store/contracts";
+import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTokenStore, type TokenStore } from "../src/index.js";
+
+const cliJs = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
+let server: RedisServer;
+let redis: Redis;
+let store: TokenStore;
+
+type Run = { code: number | null; stdout: string; stderr: string; ms: number };
+
+function cli(args: string[], env: Record<string, string> = { REDIS_URL: server.url }): Promise<Run> {
+  const started = Date.now();
+  const child = spawn(process.execPath, [cliJs, ...args], {
+    env: { PATH: process.env.PATH ?? "", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`cli ${args.join(" ")} did not exit within 15 s\n${stdout}\n${stderr}`));
+    }, 15_000);
+    child.once("error", reject);
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
+beforeAll(async () => {
+  if (!existsSync(cliJs))
+    throw new Error(`${cliJs} is missing: build first (npx tsc -p packages/tokens/tsconfig.json)`);
+  server = await startRedisServer({ appendfsync: "no" });
+  redis = new Redis(server.url);
+  store = createTokenStore(redis);
+});
+afterAll(async () => {
+  redis.disconnect();
+  await server.stop();
+});
+
+describe("tokens CLI (dist/cli.js)", () => {
+  it("create prints a token once that verify accepts; list shows it; revoke makes it revoked", async () => {
+    const created = await cli([
+      "create",
+      "--name",
+      "ci deploys",
+      "--scopes",
+      "plants:read,plants:write",
+      "--expires-in",
+      "30d",
+    ]);
+    expect(created.stderr).toBe("");
+    expect(created.code).toBe(0);
+    const tokens = created.stdout.match(/ps_[A-Za-z0-9_-]{43}/g) ?? [];
+    expect(tokens).toHaveLength(1);
+    const token = tokens[0] as string;
+    expect(created.stdout).toMatch(/shown only this once/);
+    const id = /^id:\s+(tok_[0-9a-f]{12})$/m.exec(created.stdout)?.[1] as string;
+    expect(id).toBeDefined();
+    expect(created.stdout).toMatch(/^scopes:\s+plants:read, plants:write$/m);
+    expect(created.stdout).toMatch(/^expires:\s+\d{4}-\d\d-\d\dT/m);
+
+    const verified = await store.verify(token);
+    expect(verified.ok && verified.record).toMatchObject({
+      id,
+      name: "ci deploys",
+      scopes: ["plants:read", "plants:write"],
+    });
+    const expiresAt = verified.ok ? Date.parse(verified.record.expiresAt as string) : 0;
+    expect(Math.abs(expiresAt - (Date.now() + 30 * 86_400_000))).toBeLessThan(60_000);
+
+    const listed = await cli(["list"]);
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(/^ID\s+NAME\s+SCOPES\s+CREATED\s+EXPIRES\s+LAST USED\s+REVOKED$/m);
+    const row = listed.stdout.split("\n").find((line) => line.startsWith(id)) ?? "";
+    expect(row).toContain("ci deploys");
+    expect(row).toContain("plants:read,plants:write");
+    expect(row).not.toContain(token);
+
+    const json = await cli(["list", "--json"]);
+    expect(json.code).toBe(0);
+    const records = JSON.parse(json.stdout) as TokenRecord[];
+    const record = records.find((entry) => entry.id === id);
+    expect(record?.lastUsedAt).toBeDefined();
+    expect(record?.revokedAt).toBeUndefined();
+    expect(record).not.toHaveProperty("hash");
+    expect(json.stdout).not.toContain(token.slice(3));
+
+    const revoked = await cli(["revoke", id]);
+    expect(revoked.stderr).toBe("");
+    expect(revoked.code).toBe(0);
+    expect(revoked.stdout).toContain(`Revoked ${id}`);
+    expect(await store.verify(token)).toEqual({ ok: false, reason: "revoked" });
+
+    const again = await cli(["revoke", id]);
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain("already revoked");
+
+    const afterRevoke = await cli(["list", "--json"]);
+    expect((JSON.parse(afterRevoke.stdout) as TokenRecord[]).find((entry) => entry.id === id)?.revokedAt).toBeDefined();
+  });
+
+  it("create --json prints the CreatedToken; without --expires-in the token does not expire", async () => {
+    const created = await cli(["create", "--name", "admin tool", "--scopes", "admin", "--json"]);
+    expect(created.code).toBe(0);
+    const body = JSON.parse(created.stdout) as TokenRecord & { token: string };
+    expect(body).toMatchObject({ name: "admin tool", scopes: ["admin"] });
+    expect(body.expiresAt).toBeUndefined();
+    expect((await store.verify(body.token)).ok).toBe(true);
+  });
+
+  it("revoke of an unknown id fails with exit 1", async () => {
+    const run = await cli(["revoke", "tok_000000000000"]);
+    expect(run.code).toBe(1);
+    expect(run.stderr).toMatch(/no token with id "tok_000000000000"/);
+  });
+
+  it.each([
+    [[]],
+    [["frobnicate"]],
+    [["create"]],
+    [["create", "--name", "x"]],
+    [["create", "--scopes", "admin"]],
+    [["create", "--name", "x", "--scopes", "root"]],
+    [["create", "--name", "x", "--scopes", ","]],
+    [["create", "--name", "", "--scopes", "admin"]],
+    [["create", "--name", "x", "--scopes", "admin", "--expires-in", "soon"]],
+    [["create", "--name", "x", "--scopes", "admin", "--expires-in", "30"]],
+    [["create", "--name", "x", "--scopes", "admin", "--expires-in", "10s"]],
+    [["create", "--name", "x", "--scopes", "admin", "--bogus"]],
+    [["create", "--name"]],
+    [["list", "extra"]],
+    [["list", "--verbose"]],
+    [["revoke"]],
+    [["revoke", "a", "b"]],
+  ])("bad arguments %j exit 2 with the usage", async (args) => {
+    const before = await redis.zcard("tokens:ids");
+    const run = await cli(args);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toMatch(/^error: /);
+    expect(run.stderr).toContain("Usage:");
+    expect(run.stdout).toBe("");
+    expect(await redis.zcard("tokens:ids")).toBe(before);
+  });
+
+  it("--help prints the usage and exits 0", async () => {
+    for (const args of [["--help"], ["-h"], ["create", "--help"]]) {
+      const run = await cli(args, {});
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain("Usage:");
+      expect(run.stdout).toContain("--expires-in");
+    }
+  });
+
+  it("a bad REDIS_URL exits 2; an unreachable Redis exits 1 quickly, saying so", async () => {
+    const bad = await cli(["list"], { REDIS_URL: "http://example.com" });
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/REDIS_URL must be a redis:\/\//);
+
+    const down = await cli(["list"], { REDIS_URL: "redis://:hunter2@127.0.0.1:1" });
+    expect(down.code).toBe(1);
+    expect(down.stderr).toMatch(/cannot reach Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:1/);
+    expect(down.stderr).not.toContain("hunter2");
+    expect(down.ms).toBeLessThan(10_000);
+  });
+});
