@@ -82,7 +82,7 @@ describe("GET /plants", () => {
     await indexed("124", "walk");
     const first = await get("/plants?tag=walk&limit=10");
     expect(first.headers.get("link")).toBe(
-      "</plants?limit=10&tag=walk&cursor=" + (await stack.redis.hget(redisKeys.plant("109"), "seq")) + '>; rel="next"',
+      `</plants?limit=10&tag=walk&cursor=${await stack.redis.hget(redisKeys.plant("109"), "seq")}>; rel="next"`,
     );
     const pages = await walk("/plants?tag=walk&limit=10");
     expect(pages.map((page) => page.length)).toEqual([10, 10, 5]);

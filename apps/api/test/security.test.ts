@@ -299,7 +299,12 @@ describe("queue dashboard routes", () => {
     const unsafe = probes().filter(({ method }) => !["GET", "HEAD"].includes(method));
     expect(unsafe.length).toBeGreaterThan(10);
     for (const { method, path } of unsafe) {
-      for (const headers of [{}, { "sec-fetch-site": "cross-site" }, { origin: "https://evil.example" }]) {
+      const foreign: Record<string, string>[] = [
+        {},
+        { "sec-fetch-site": "cross-site" },
+        { origin: "https://evil.example" },
+      ];
+      for (const headers of foreign) {
         const result = await call(stack.url, {
           method,
           path,

@@ -11,12 +11,17 @@ export const TOKEN_PREFIX = "ps_";
 /** A token as stored and listed: never the token itself, nor its hash. */
 export const TokenRecord = z
   .object({
-    id: z.string().meta({ description: "Token id (not secret): how the token is named in logs, the audit log and revocation" }),
+    id: z
+      .string()
+      .meta({ description: "Token id (not secret): how the token is named in logs, the audit log and revocation" }),
     name: z.string().meta({ description: "What the token is for" }),
     scopes: z.array(TokenScope),
     createdAt: z.string().meta({ description: "ISO-8601 creation time" }),
     expiresAt: z.string().optional().meta({ description: "ISO-8601 expiry time; none: it does not expire" }),
-    lastUsedAt: z.string().optional().meta({ description: "ISO-8601 time of last use (updated at most once a minute)" }),
+    lastUsedAt: z
+      .string()
+      .optional()
+      .meta({ description: "ISO-8601 time of last use (updated at most once a minute)" }),
     revokedAt: z.string().optional().meta({ description: "ISO-8601 revocation time" }),
   })
   .meta({ id: "TokenRecord" });
