@@ -1,9 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { freePort, type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { Redis } from "ioredis";
 import { closeClient, TOKEN } from "./http.js";
 
@@ -71,19 +70,6 @@ export async function startStack(options: { appendfsync: "always" | "everysec" |
 /** The process entry of an app: `main.js` next to its package entry `dist/index.js`. */
 function entryOf(pkg: "@plant-store/api" | "@plant-store/worker"): string {
   return fileURLToPath(new URL("./main.js", import.meta.resolve(pkg)));
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
-      );
-    });
-  });
 }
 
 function spawnService(name: string, entry: string, env: Record<string, string>): Service {

@@ -41,7 +41,8 @@ export function redisServerBinary(binary = process.env.REDIS_SERVER_BIN ?? "redi
   return probe.status === 0 ? binary : undefined;
 }
 
-async function freePort(): Promise<number> {
+/** A port the OS reports free on 127.0.0.1 (it can be taken again before it is used). */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);
