@@ -1,6 +1,7 @@
-import { ApiError, limits, NewPlant, Plant, StoredPlant } from "@plant-store/contracts";
+import { ApiError, limits } from "@plant-store/contracts";
 import type { AnyRouter } from "@trpc/server";
 import { generateOpenApiDocument } from "trpc-to-openapi";
+import { globalRegistry, type ZodType } from "zod";
 import { createSchema } from "zod-openapi";
 import { statusMessages } from "./errors.js";
 import type { Meta } from "./trpc.js";
@@ -43,23 +44,39 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
     securitySchemes: { bearerAuth: { type: "http", scheme: "bearer" } },
   }) as unknown as Json & { paths: Record<string, Record<string, Json>>; components: Json };
 
-  // Operations that answer another success status than 200 (creations of tokens: 201; deletes: 204, no body).
-  for (const { _def } of Object.values(router._def.procedures) as { _def: { meta?: Meta } }[]) {
+  // Named schemas of the responses, as generated; the trpc-style error schemas are replaced by Error.
+  const schemas: Json = Object.fromEntries(
+    Object.entries((generated.components.schemas ?? {}) as Json).filter(([name]) => !name.startsWith("error.")),
+  );
+
+  for (const { _def } of Object.values(router._def.procedures) as { _def: { meta?: Meta; inputs: ZodType[] } }[]) {
     const { openapi, successStatus } = _def.meta ?? {};
-    const operation = openapi && successStatus && generated.paths[openapi.path]?.[openapi.method.toLowerCase()];
+    const operation = openapi && generated.paths[openapi.path]?.[openapi.method.toLowerCase()];
     if (!operation) continue;
-    const responses = operation.responses as Record<string, Json>;
-    const { content, ...success } = responses["200"] ?? {};
-    delete responses["200"];
-    operation.responses = { [successStatus]: successStatus === 204 ? success : { ...success, content }, ...responses };
+    // The generator inlines request bodies: refer to the input's named schema instead.
+    const body = operation.requestBody as { content?: Record<string, { schema: unknown }> } | undefined;
+    const input = _def.inputs[0];
+    const name = input && globalRegistry.get(input)?.id;
+    if (body?.content?.["application/json"] && input && name) {
+      body.content["application/json"].schema = ref(name);
+      Object.assign(schemas, component(input, "input"));
+    }
+    // Another success status than 200: token issue 201; deletes 204, no body.
+    if (successStatus) {
+      const responses = operation.responses as Record<string, Json>;
+      const { content, ...success } = responses["200"] ?? {};
+      delete responses["200"];
+      operation.responses = {
+        [successStatus]: successStatus === 204 ? success : { ...success, content },
+        ...responses,
+      };
+    }
   }
 
   for (const operations of Object.values(generated.paths)) {
     for (const operation of Object.values(operations)) {
       delete operation.security; // declared once, globally, as in the specification
       if (Array.isArray(operation.parameters) && operation.parameters.length === 0) delete operation.parameters;
-      const body = operation.requestBody as { content?: Record<string, { schema: unknown }> } | undefined;
-      if (body?.content?.["application/json"]) body.content["application/json"].schema = ref("NewPlant");
       const responses = operation.responses as Record<string, Json>;
       for (const [status, response] of Object.entries(responses)) {
         if (Number(status) < 400) continue;
@@ -80,12 +97,7 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
     ],
     paths: generated.paths,
     components: {
-      schemas: {
-        ...component(NewPlant, "input"),
-        ...component(Plant, "output"),
-        ...component(StoredPlant, "output"),
-        ...component(ApiError, "output"),
-      },
+      schemas: { ...schemas, ...component(ApiError, "output") },
       securitySchemes: (generated.components as { securitySchemes: Json }).securitySchemes,
     },
   };

@@ -18,6 +18,18 @@ describe("GET /openapi.json", () => {
     await expect(`${JSON.stringify(document, null, 2)}\n`).toMatchFileSnapshot("../openapi.json");
   });
 
+  it("resolves every $ref, and each JSON request body names its own input schema", () => {
+    const refs = [...JSON.stringify(document).matchAll(/"\$ref":"#\/components\/schemas\/([^"]+)"/g)].map((m) => m[1]);
+    expect(refs.length).toBeGreaterThan(10);
+    for (const name of refs) expect(document.components.schemas, name).toHaveProperty(name as string);
+    expect(document.paths["/plants"].post.requestBody.content["application/json"].schema.$ref).toBe(
+      "#/components/schemas/NewPlant",
+    );
+    expect(document.paths["/admin/tokens"].post.requestBody.content["application/json"].schema.$ref).toBe(
+      "#/components/schemas/NewToken",
+    );
+  });
+
   it("describes the specification's interface", () => {
     expect(document.openapi).toBe("3.1.0");
     expect(document.info).toMatchObject({ title: "OpenAPI Plant Store", version: "1.0.0", license: { name: "MIT" } });
