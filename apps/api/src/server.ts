@@ -4,6 +4,12 @@ import { Redis } from "ioredis";
 import { buildApp } from "./app.js";
 import type { ApiConfig } from "./config.js";
 
+/**
+ * How long an instance trusts its last answer about a token. Half a second, so a revocation holds
+ * on every instance well within the promised second, request latency included.
+ */
+export const TOKEN_CACHE_TTL_MS = 500;
+
 /** Waits for the first connection so the service never listens before its store is reachable. */
 async function connect(redis: Redis, url: string, timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
@@ -46,8 +52,7 @@ export async function startApi(config: ApiConfig) {
     redis,
     apiTokens: config.apiTokens,
     adminToken: config.adminToken,
-    // Each instance asks Redis about a token at most once a second: revocations hold within 1 s.
-    tokens: { store: tokenStore, verify: cachedVerifier((token) => tokenStore.verify(token), 1000) },
+    tokens: { store: tokenStore, verify: cachedVerifier((token) => tokenStore.verify(token), TOKEN_CACHE_TTL_MS) },
     limits: config.limits,
     dashboardConnection,
     logLevel: config.logLevel,

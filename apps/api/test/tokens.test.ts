@@ -4,6 +4,7 @@ import { cachedVerifier, createTokenStore } from "@plant-store/tokens";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
+import { TOKEN_CACHE_TTL_MS } from "../src/server.js";
 import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 
 let stack: Stack;
@@ -26,7 +27,7 @@ async function secondInstance(limits = { perToken: 6000, authFailures: 100000 })
     redis,
     apiTokens: [TOKEN],
     adminToken: ADMIN_TOKEN,
-    tokens: { store, verify: cachedVerifier((token) => store.verify(token), 1000) },
+    tokens: { store, verify: cachedVerifier((token) => store.verify(token), TOKEN_CACHE_TTL_MS) },
     limits,
     logLevel: "info",
     logStream,
@@ -110,7 +111,9 @@ describe("token lifecycle through the admin API", () => {
         const result = await call(other.url, { method: "GET", path: "/plants", token });
         return result.status === 401 ? result : undefined;
       }, 1500);
-      expect(Date.now() - revokedAt).toBeLessThanOrEqual(1100);
+      const propagationMs = Date.now() - revokedAt;
+      console.info(`revocation refused by the other instance after ${propagationMs} ms`);
+      expect(propagationMs).toBeLessThan(1000);
       expectError(refused, 401, /revoked/);
       expect(refused.headers.get("www-authenticate")).toContain('error="invalid_token"');
       const listed = (await call(stack.url, { method: "GET", path: "/admin/tokens", token: ADMIN_TOKEN })).json as {

@@ -1,0 +1,755 @@
+/**
+ * Property-based bad-input suite: random and adversarial requests, generated from the zod
+ * contracts, against the running service over real HTTP (node:http, raw bytes), with Redis
+ * watched through keyspace notifications. Case counts scale with PROPERTY_RUNS_SCALE (default 1,
+ * a few thousand cases); PROPERTY_SEED replays a run (every run prints its seed).
+ */
+import { ListPlantsQuery, limits, NewPlant, PlantIdParam } from "@plant-store/contracts";
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, it } from "vitest";
+import {
+  authorization,
+  contentType,
+  expectedAuth,
+  goodAuthorization,
+  int64,
+  integerText,
+  mutatedBody,
+  otherHeaders,
+  structuralBody,
+  unicodeText,
+  validPlant,
+} from "./properties/arbitraries.js";
+import { createHttpClient, type HttpClient, type RawRequest, type RawResponse } from "./properties/http.js";
+import {
+  checkCreateWrites,
+  checkErrorBody,
+  checkNoWrites,
+  checkWellFormed,
+  PropertyViolation,
+  parseExact,
+} from "./properties/oracle.js";
+import { type KeyEvent, type RedisWatch, watchRedis } from "./properties/redis-watch.js";
+import { type Stack, startStack, TOKEN } from "./stack.js";
+
+const SCALE = Number(process.env.PROPERTY_RUNS_SCALE ?? "1");
+const SEED = process.env.PROPERTY_SEED
+  ? Number(process.env.PROPERTY_SEED)
+  : (Date.now() ^ (Math.random() * 2 ** 31)) | 0;
+const runs = (base: number) => Math.max(1, Math.round(base * SCALE));
+/** Generous: a case takes a few milliseconds; the default 30 s would stop a scaled-up run. */
+const timeoutFor = (base: number) => 60_000 + runs(base) * 100;
+
+const counts = new Map<string, number>();
+const startedAt = Date.now();
+
+let stack: Stack;
+let http: HttpClient;
+let watch: RedisWatch;
+
+beforeAll(async () => {
+  stack = await startStack({ env: { AUTH_FAILURES_PER_MINUTE: "100000000", RATE_LIMIT_PER_MINUTE: "100000000" } });
+  http = createHttpClient(stack.url, 5000);
+  watch = await watchRedis(stack.redisServer.url, stack.redis);
+  // The watcher must see writes, or "no writes" would prove nothing.
+  const { writes } = await watch.during(() => stack.redis.set("properties:self-test", "1"));
+  if (!writes.some((w) => w.key === "properties:self-test")) throw new Error("keyspace notifications are not arriving");
+  await stack.redis.del("properties:self-test");
+});
+
+afterAll(async () => {
+  const total = [...counts.values()].reduce((a, b) => a + b, 0);
+  const per = [...counts].map(([name, n]) => `${name}: ${n}`).join(", ");
+  console.log(
+    `property cases run: ${total} (${per}); HTTP requests: ${http?.sent ?? 0}; ` +
+      `seed ${SEED}; scale ${SCALE}; ${((Date.now() - startedAt) / 1000).toFixed(1)} s`,
+  );
+  http?.close();
+  await watch?.close();
+  await stack?.stop();
+});
+
+/** Runs a property with the run's seed, stopping at the first failure (fast-check prints seed and path). */
+async function property<T>(
+  name: string,
+  base: number,
+  arbitrary: fc.Arbitrary<T>,
+  predicate: (value: T) => Promise<void>,
+) {
+  counts.set(name, 0);
+  await fc.assert(
+    fc.asyncProperty(arbitrary, async (value) => {
+      counts.set(name, (counts.get(name) ?? 0) + 1);
+      await predicate(value);
+    }),
+    { numRuns: runs(base), seed: SEED, endOnFailure: true },
+  );
+}
+
+/** Sends a request and returns the answer with the Redis writes it caused; checks what holds for every answer. */
+async function send(req: RawRequest): Promise<{ res: RawResponse; writes: KeyEvent[] }> {
+  let res: RawResponse;
+  let writes: KeyEvent[];
+  try {
+    ({ result: res, writes } = await watch.during(() => http.send(req)));
+  } catch (error) {
+    throw new PropertyViolation(`no answer: ${(error as Error).message}`, req);
+  }
+  checkWellFormed(req, res);
+  if (res.status >= 300) checkNoWrites(req, res, writes);
+  return { res, writes };
+}
+
+const jsonHeaders = (auth: Record<string, string | string[]> = { authorization: `Bearer ${TOKEN}` }) => ({
+  ...auth,
+  "content-type": "application/json",
+});
+
+const fail = (problem: string, req: RawRequest, res?: RawResponse): never => {
+  throw new PropertyViolation(problem, req, res);
+};
+
+/** The stored plant as Redis has it (the ground truth for 200 / 409). */
+async function stored(id: bigint | string) {
+  const hash = await stack.redis.hgetall(`plant:${id}`);
+  return hash.name === undefined ? undefined : { name: hash.name, tag: hash.tag };
+}
+
+const plantBody = (plant: { name: string; tag?: string | undefined }) =>
+  plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
+
+/** The create answered 200: the body is exactly the Plant, and GET /plants/{id} gives it back exactly. */
+async function checkCreated(
+  req: RawRequest,
+  res: RawResponse,
+  id: bigint,
+  sent: { name: string; tag?: string | undefined },
+) {
+  const body = parseExact(res.text);
+  if (JSON.stringify(body) !== JSON.stringify(plantBody(sent)))
+    fail("the 200 body is not exactly {name, tag?} as sent", req, res);
+  const getReq: RawRequest = { method: "GET", path: `/plants/${id}`, headers: { authorization: `Bearer ${TOKEN}` } };
+  const { res: got } = await send(getReq);
+  if (got.status !== 200) fail(`GET after a 200 create answered ${got.status}`, getReq, got);
+  const expected = { id: String(id), ...plantBody(sent) };
+  if (JSON.stringify(parseExact(got.text)) !== JSON.stringify(expected)) {
+    fail(`GET returned something else than was created: expected ${JSON.stringify(expected)}`, getReq, got);
+  }
+}
+
+/** The create of a valid NewPlant: 200 and created, 200 and unchanged, or 409 — as Redis held it before. */
+async function checkValidCreate(req: RawRequest, id: bigint, plant: { name: string; tag?: string | undefined }) {
+  const before = await stored(id);
+  const { res, writes } = await send(req);
+  const same = before && before.name === plant.name && before.tag === plant.tag;
+  if (before && !same) {
+    if (res.status !== 409) fail(`a different plant is stored under ${id}: expected 409`, req, res);
+    checkErrorBody(req, res, 409);
+    return;
+  }
+  if (res.status !== 200) fail("a valid NewPlant was not accepted", req, res);
+  checkCreateWrites(req, res, writes, String(id));
+  if (same && writes.length > 0) fail(`an identical repeat wrote ${JSON.stringify(writes)}`, req, res);
+  if (!same && !writes.some((w) => w.key === `plant:${id}`)) fail("a 200 create stored nothing", req, res);
+  await checkCreated(req, res, id, plant);
+}
+
+/** Every zod issue of the contract must appear in the 400's message (which names the field). */
+function checkIssues(req: RawRequest, res: RawResponse, issues: { message: string }[]) {
+  const { message } = checkErrorBody(req, res, 400);
+  for (const issue of issues) {
+    if (!message.includes(issue.message)) fail(`the 400 message does not say "${issue.message}"`, req, res);
+  }
+}
+
+describe("properties", () => {
+  it(
+    "valid NewPlants from the contract: 200 with exactly {name, tag?}; GET returns exactly what was sent",
+    async () => {
+      const arbitrary = fc.record({
+        plant: validPlant,
+        auth: goodAuthorization,
+        type: fc.constantFrom("application/json", "Application/JSON; charset=UTF-8", "application/json;charset=utf8"),
+        bom: fc.boolean(),
+      });
+      await property("valid-roundtrip", 500, arbitrary, async ({ plant, auth, type, bom }) => {
+        const text = Buffer.from(plant.body.text, "utf8");
+        const req: RawRequest = {
+          method: "POST",
+          path: "/plants",
+          headers: { ...auth, "content-type": type },
+          body: bom ? Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), text]) : text,
+        };
+        if (!NewPlant.safeParse(plant.body.value).success) fail("generator: not a valid NewPlant", req);
+        await checkValidCreate(req, plant.id, plant);
+      });
+    },
+    timeoutFor(500),
+  );
+
+  it(
+    "structurally wrong bodies (wrong types, nulls, missing fields, extras, duplicate keys, non-objects): the contract decides",
+    async () => {
+      await property("structural", 700, structuralBody, async (body) => {
+        const req: RawRequest = {
+          method: "POST",
+          path: "/plants",
+          headers: jsonHeaders(),
+          body: Buffer.from(body.text, "utf8"),
+        };
+        if (req.body && req.body.length > limits.bodyMaxBytes) {
+          const { res } = await send(req);
+          checkErrorBody(req, res, 413);
+          return;
+        }
+        if (body.kind === "not-object") {
+          const { res } = await send(req);
+          const { message } = checkErrorBody(req, res, 400);
+          if (!/JSON object/.test(message)) fail("a non-object body is refused for another reason", req, res);
+          return;
+        }
+        if (body.duplicate) {
+          const { res } = await send(req);
+          const { message } = checkErrorBody(req, res, 400);
+          if (!/[Dd]uplicate key/.test(message)) fail("a duplicate key is not refused as one", req, res);
+          return;
+        }
+        const parsed = NewPlant.safeParse(body.value);
+        if (parsed.success) {
+          await checkValidCreate(req, parsed.data.id, parsed.data);
+          return;
+        }
+        const { res } = await send(req);
+        checkIssues(req, res, parsed.error.issues);
+      });
+    },
+    timeoutFor(700),
+  );
+
+  it(
+    "raw-byte mutations of valid bodies (invalid UTF-8, BOM, controls, truncation, nesting, sizes around 16 384): never 5xx, 413 exactly above the limit, rejected means untouched",
+    async () => {
+      const utf8 = new TextDecoder("utf-8", { fatal: true });
+      await property("raw-bytes", 700, mutatedBody, async ({ body }) => {
+        const req: RawRequest = { method: "POST", path: "/plants", headers: jsonHeaders(), body };
+        const { res, writes } = await send(req);
+        if (body.length > limits.bodyMaxBytes) {
+          checkErrorBody(req, res, 413);
+          return;
+        }
+        if (res.status === 413) fail(`413 for ${body.length} bytes, within the limit`, req, res);
+        if (![200, 400, 409].includes(res.status)) fail(`status ${res.status} for a create`, req, res);
+        let text: string | undefined;
+        try {
+          text = utf8.decode(body);
+        } catch {
+          if (res.status !== 400) fail("invalid UTF-8 was not refused with 400", req, res);
+          return;
+        }
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          if (res.status !== 400) fail("a body that is not JSON (RFC 8259) was not refused with 400", req, res);
+          return;
+        }
+        if ((typeof json !== "object" || json === null || Array.isArray(json)) && res.status !== 400) {
+          fail("a non-object body was accepted", req, res);
+        }
+        if (res.status === 200) {
+          checkCreateWrites(req, res, writes);
+          const answer = parseExact(res.text) as Record<string, unknown>;
+          const keys = Object.keys(answer).sort().join(",");
+          if (keys !== "name" && keys !== "name,tag") fail("a 200 body that is not a Plant", req, res);
+        }
+      });
+    },
+    timeoutFor(700),
+  );
+
+  it(
+    "header sets (Authorization missing/garbled/repeated, Content-Type casing/params/charsets, odd extras): auth first, then media type",
+    async () => {
+      const arbitrary = fc.record({
+        id: fc.bigInt({ min: 10n ** 15n, max: 2n * 10n ** 15n }),
+        name: unicodeText(limits.nameMaxLength),
+        auth: authorization,
+        type: contentType,
+        other: otherHeaders,
+      });
+      await property("headers", 600, arbitrary, async ({ id, name, auth, type, other }) => {
+        const headers: Record<string, string | string[]> = { ...other, ...auth };
+        if (type.value !== undefined) headers["content-type"] = type.value;
+        const req: RawRequest = {
+          method: "POST",
+          path: "/plants",
+          headers,
+          body: Buffer.from(JSON.stringify({ id: Number(id), name })),
+        };
+        const plantId = id;
+        const expectAuth = expectedAuth(auth);
+        if (expectAuth !== "ok") {
+          const { res } = await send(req);
+          checkErrorBody(req, res, 401);
+          const challenge = String(res.headers["www-authenticate"] ?? "");
+          const missing = challenge === 'Bearer realm="plant-store"';
+          const invalid = challenge.startsWith('Bearer realm="plant-store", error="invalid_token"');
+          if (expectAuth === "missing" && !missing)
+            fail("a missing credential without the bare Bearer challenge", req, res);
+          if (expectAuth === "invalid" && !invalid) fail('a bad credential without error="invalid_token"', req, res);
+          if (!missing && !invalid) fail("a 401 without a Bearer challenge", req, res);
+          return;
+        }
+        const requestId = other["x-request-id"];
+        if (type.expect === "other") {
+          const { res } = await send(req);
+          checkErrorBody(req, res, 415);
+          checkRequestId(req, res, requestId);
+          return;
+        }
+        if (type.expect === "json") {
+          await checkValidCreate(req, plantId, { name });
+          return;
+        }
+        const before = await stored(plantId);
+        const { res } = await send(req);
+        checkRequestId(req, res, requestId);
+        if (![200, 400, 409, 415].includes(res.status)) fail(`status ${res.status}`, req, res);
+        if (res.status === 200 && !before) await checkCreated(req, res, plantId, { name });
+      });
+    },
+    timeoutFor(600),
+  );
+
+  it(
+    "well-formed request targets: any method on known, near-miss and unknown paths; exact 404/405 routing",
+    async () => {
+      await property("routes", 500, routeCase, async ({ method, path, auth, body }) => {
+        const req: RawRequest = {
+          method,
+          path,
+          headers: body ? { ...auth, "content-type": "application/json" } : auth,
+          body,
+        };
+        const before = routeOracle(method, path);
+        const { res } = await send(req);
+        if (before === "404" && res.status !== 404) fail("an unknown path that is not a 404", req, res);
+        if (before === "405") {
+          if (res.status !== 405)
+            fail("a known path with another method is not a 405 (routing comes before auth)", req, res);
+          if (res.status === 405 && !res.headers.allow) fail("a 405 without Allow", req, res);
+        }
+      });
+    },
+    timeoutFor(500),
+  );
+
+  it(
+    "malformed request targets and unknown methods (bad %-escapes, raw bytes ≥ 0x80, unregistered methods): still an Error",
+    async () => {
+      await property("malformed-targets", 200, malformedCase, async ({ method, path }) => {
+        await send({ method, path, headers: { authorization: `Bearer ${TOKEN}` } });
+      });
+    },
+    timeoutFor(200),
+  );
+
+  it(
+    "path ids and list queries: the contract's PlantIdParam and ListPlantsQuery decide 400 vs 200/404",
+    async () => {
+      await property("ids-and-queries", 500, fc.oneof(pathIdCase, listQueryCase), async (c) => {
+        const req: RawRequest = { method: c.method, path: c.path, headers: { authorization: `Bearer ${TOKEN}` } };
+        if (c.kind === "id") {
+          const parsed = PlantIdParam.safeParse(c.decoded);
+          const before = parsed.success ? await stored(parsed.data) : undefined;
+          const { res, writes } = await send(req);
+          if (!parsed.success) return checkIssues(req, res, parsed.error.issues);
+          if (!before) {
+            checkErrorBody(req, res, 404);
+            return;
+          }
+          if (c.method === "DELETE") {
+            if (res.status !== 204 || res.body.length > 0) fail("DELETE of a stored plant is not a bare 204", req, res);
+            const keys = new Set(writes.map((w) => w.key));
+            if (
+              !keys.has(`plant:${parsed.data}`) ||
+              [...keys].some((k) => k !== `plant:${parsed.data}` && k !== "plants:outbox")
+            ) {
+              fail(`DELETE wrote ${JSON.stringify(writes)}`, req, res);
+            }
+            return;
+          }
+          if (res.status !== 200) fail("GET of a stored plant is not a 200", req, res);
+          const expected = { id: String(parsed.data), ...plantBody(before) };
+          if (JSON.stringify(parseExact(res.text)) !== JSON.stringify(expected))
+            fail("GET is not the stored plant", req, res);
+          return;
+        }
+        const parsed = ListPlantsQuery.safeParse(c.query);
+        const { res, writes } = await send(req);
+        if (writes.length > 0) fail(`a list wrote ${JSON.stringify(writes)}`, req, res);
+        if (!parsed.success) return checkIssues(req, res, parsed.error.issues);
+        if (res.status !== 200 || !Array.isArray(JSON.parse(res.text)))
+          fail("a valid list query is not a 200 array", req, res);
+      });
+    },
+    timeoutFor(500),
+  );
+
+  it(
+    "native tRPC at /trpc with random procedures, inputs, batches and credentials: never 5xx, a JSON envelope, rejected means untouched",
+    async () => {
+      await property("trpc", 300, trpcCase, async (req) => {
+        await send(req);
+      });
+    },
+    timeoutFor(300),
+  );
+});
+
+function checkRequestId(req: RawRequest, res: RawResponse, sent: string | undefined) {
+  const got = res.headers["x-request-id"];
+  if (sent !== undefined && /^[\w.:-]{1,128}$/.test(sent.replace(/^[ \t]+|[ \t]+$/g, ""))) {
+    if (got !== sent.replace(/^[ \t]+|[ \t]+$/g, "")) fail("a sane X-Request-Id was not kept", req, res);
+  } else if (typeof got !== "string" || !/^[0-9a-f-]{36}$/.test(got)) fail("no generated X-Request-Id", req, res);
+}
+
+/* ---------- routes ---------- */
+
+const KNOWN_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"];
+/** Methods Node's HTTP parser knows but the service has no route for. */
+const RARE_METHODS = [
+  "PROPFIND",
+  "PROPPATCH",
+  "MKCOL",
+  "COPY",
+  "MOVE",
+  "LOCK",
+  "UNLOCK",
+  "SEARCH",
+  "PURGE",
+  "REPORT",
+  "NOTIFY",
+  "SUBSCRIBE",
+  "LINK",
+  "UNLINK",
+  "ACL",
+  "BIND",
+  "MKCALENDAR",
+];
+
+/** Exact REST routes (raw path, no %-escapes) → methods; the oracle for 404/405. */
+const REST_ROUTES: [RegExp, string[]][] = [
+  [/^\/plants$/, ["GET", "POST"]],
+  [/^\/plants\/[^/]+$/, ["DELETE", "GET"]],
+  [/^\/admin\/tokens$/, ["GET", "POST"]],
+  [/^\/admin\/tokens\/[^/]+$/, ["DELETE"]],
+  [/^\/openapi\.json$/, ["GET", "HEAD"]],
+  [/^\/healthz$/, ["GET", "HEAD"]],
+  [/^\/readyz$/, ["GET", "HEAD"]],
+];
+
+function routeOracle(method: string, path: string): "404" | "405" | "any" {
+  const bare = path.split("?", 1)[0] as string;
+  if (bare.includes("%") || bare.startsWith("/trpc") || bare.startsWith("/admin/queues")) return "any";
+  const route = REST_ROUTES.find(([pattern]) => pattern.test(bare));
+  if (!route) return "404";
+  return route[1].includes(method) ? "any" : "405";
+}
+
+const segment = fc.oneof(
+  fc.constantFrom(
+    "plants",
+    "Plants",
+    "PLANTS",
+    "plant",
+    "plants.",
+    "openapi.json",
+    "healthz",
+    "readyz",
+    "admin",
+    "tokens",
+    "queues",
+    "trpc",
+    "..",
+    ".",
+    "",
+    "1",
+    "-1",
+    "9223372036854775808",
+    "%70lants",
+    "%2F",
+    "%00",
+    "%F0%9F%8C%B5",
+    "%2e%2e",
+  ),
+  fc.stringMatching(/^[A-Za-z0-9._~!$&'()*+,;=:@-]{1,12}$/),
+  int64.map(String),
+);
+
+const routeCase = fc.record({
+  method: fc.oneof(
+    { weight: 4, arbitrary: fc.constantFrom(...KNOWN_METHODS) },
+    { weight: 1, arbitrary: fc.constantFrom(...RARE_METHODS) },
+  ),
+  path: fc
+    .oneof(
+      fc.constantFrom(
+        "/plants",
+        "/plants/1",
+        "/plants/",
+        "//plants",
+        "/plants//1",
+        "/plants/1/",
+        "/openapi.json",
+        "/healthz",
+        "/readyz",
+        "/admin/tokens",
+        "/admin/tokens/tok_x",
+        "/admin/queues",
+        "/",
+        "*",
+        "/trpc",
+        "/trpc/",
+      ),
+      fc.array(segment, { minLength: 1, maxLength: 4 }).map((parts) => `/${parts.join("/")}`),
+    )
+    .chain((path) =>
+      fc
+        .option(
+          fc.stringMatching(/^[A-Za-z0-9=&%._~-]{0,30}$/).filter((q) => !/%(?![0-9A-Fa-f]{2})/.test(q)),
+          { freq: 3 },
+        )
+        .map((q) => (q === null ? path : `${path}?${q}`)),
+    ),
+  auth: fc.oneof(
+    { weight: 5, arbitrary: fc.constant<Record<string, string>>({ authorization: `Bearer ${TOKEN}` }) },
+    { weight: 1, arbitrary: fc.constant<Record<string, string>>({}) },
+  ),
+  body: fc.option(
+    fc.oneof(
+      validPlant.map((p) => Buffer.from(p.body.text)),
+      structuralBody.map((b) => Buffer.from(b.text)),
+    ),
+    { freq: 2, nil: undefined },
+  ),
+});
+
+/** Request targets a strict HTTP parser or URL decoder refuses, and methods nobody registered. */
+const malformedCase = fc.oneof(
+  fc.record({
+    method: fc.constantFrom("GET", "POST", "DELETE"),
+    path: fc.oneof(
+      fc.constantFrom(
+        "/plants/%",
+        "/plants/%Z1",
+        "/plants/%E0%A4%A",
+        "/plants/%C0%80",
+        "/plants/%ED%A0%80",
+        "/plants/%FF",
+        "/plants?tag=%",
+        "/plants?tag=%ZZ",
+        "/%",
+        "/admin/queues/%ZZ",
+        "/trpc/plants.get%ZZ",
+      ),
+      fc
+        .tuple(
+          fc.constantFrom("/plants/", "/", "/plants?tag=", "/trpc/"),
+          fc.string({
+            unit: fc.integer({ min: 0x80, max: 0xff }).map((c) => String.fromCharCode(c)),
+            minLength: 1,
+            maxLength: 4,
+          }),
+        )
+        .map(([a, b]) => a + b),
+    ),
+  }),
+  fc.record({
+    method: fc
+      .stringMatching(/^[A-Z]{3,10}$/)
+      .filter(
+        (m) =>
+          ![
+            ...KNOWN_METHODS,
+            ...RARE_METHODS,
+            "CONNECT",
+            "CHECKOUT",
+            "MERGE",
+            "MKACTIVITY",
+            "MSEARCH",
+            "REBIND",
+            "SOURCE",
+            "UNBIND",
+            "UNSUBSCRIBE",
+            "QUERY",
+            "PRI",
+            "DESCRIBE",
+            "ANNOUNCE",
+            "SETUP",
+            "PLAY",
+            "PAUSE",
+            "TEARDOWN",
+            "GET_PARAMETER",
+            "SET_PARAMETER",
+            "REDIRECT",
+            "RECORD",
+            "FLUSH",
+          ].includes(m),
+      ),
+    path: fc.constantFrom("/plants", "/plants/1", "/nope"),
+  }),
+);
+
+/* ---------- path ids and list queries ---------- */
+
+/** Percent-encodes some characters of a text (valid UTF-8 escapes), leaving the rest as URL-safe as needed. */
+const encodeSome = (text: string) =>
+  fc
+    .array(fc.boolean(), { minLength: text.length, maxLength: text.length })
+    .map((flags) =>
+      [...text]
+        .map((char, i) =>
+          flags[i] || !/^[A-Za-z0-9._~!$'()*,:@-]$/.test(char)
+            ? [...Buffer.from(char, "utf8")].map((b) => `%${b.toString(16).toUpperCase().padStart(2, "0")}`).join("")
+            : char,
+        )
+        .join(""),
+    );
+
+type IdCase = { kind: "id"; method: string; path: string; decoded: string };
+type QueryCase = { kind: "query"; method: string; path: string; query: Record<string, string | string[]> };
+
+const idText = fc.oneof(
+  int64.map(String),
+  fc.constantFrom(
+    "0",
+    "-0",
+    "007",
+    "-9223372036854775808",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775809",
+    "99999999999999999999",
+    "1e3",
+    "1.0",
+    "+5",
+    " 5",
+    "5 ",
+    "0x10",
+    "-",
+    "１２",
+    "١",
+    "NaN",
+    "Infinity",
+    "5n",
+    "\u0000",
+  ),
+  int64.map((n) => `0${n < 0n ? -n : n}`),
+  fc.string({ unit: "binary", minLength: 1, maxLength: 25 }),
+);
+
+const pathIdCase: fc.Arbitrary<IdCase | QueryCase> = fc
+  .record({
+    method: fc.oneof({ weight: 5, arbitrary: fc.constant("GET") }, { weight: 1, arbitrary: fc.constant("DELETE") }),
+    text: idText,
+  })
+  .filter(({ text }) => text.isWellFormed())
+  .chain(({ method, text }) =>
+    encodeSome(text).map((encoded): IdCase => ({ kind: "id", method, path: `/plants/${encoded}`, decoded: text })),
+  );
+
+const queryValue = fc.oneof(
+  fc.constantFrom(
+    "",
+    "0",
+    "1",
+    "20",
+    "100",
+    "101",
+    "001",
+    "1.0",
+    "-1",
+    "1e2",
+    "abc",
+    "99999999999999999999",
+    "12345678901234567",
+    "1234567890123456",
+  ),
+  fc.integer({ min: -5, max: 200 }).map(String),
+  unicodeText(limits.tagMaxLength + 2),
+);
+
+const listQueryCase: fc.Arbitrary<IdCase | QueryCase> = fc
+  .array(fc.tuple(fc.constantFrom("limit", "tag", "cursor", "other", "LIMIT"), queryValue), { maxLength: 4 })
+  .chain((pairs) =>
+    fc.tuple(...pairs.map(([k, v]) => encodeSome(v).map((e) => `${k}=${e}`))).map((parts): QueryCase => {
+      const query: Record<string, string | string[]> = {};
+      for (const [k, v] of pairs) {
+        const existing = query[k];
+        query[k] = existing === undefined ? v : [...[existing].flat(), v];
+      }
+      return { kind: "query", method: "GET", path: parts.length ? `/plants?${parts.join("&")}` : "/plants", query };
+    }),
+  );
+
+/* ---------- tRPC ---------- */
+
+const PROCEDURES = [
+  "plants.create",
+  "plants.get",
+  "plants.list",
+  "plants.page",
+  "plants.delete",
+  "admin.tokens.list",
+  "admin.tokens.revoke",
+  "nope",
+  "plants",
+  "plants.create,plants.get",
+  "plants.get,plants.page",
+];
+
+const trpcInput = fc.oneof(
+  validPlant.map((p) => p.body.text),
+  structuralBody.map((b) => b.text),
+  int64.chain(integerText).map((id) => `{"id":${id.text}}`),
+  fc.constantFrom("{", "null", "[]", '{"json":null}', '{"json":{"id":{"$bigint":"1"}}}', '{"0":{"json":{"id":1}}}'),
+);
+
+const trpcCase: fc.Arbitrary<RawRequest> = fc
+  .record({
+    procedure: fc.oneof(fc.constantFrom(...PROCEDURES), fc.stringMatching(/^[a-zA-Z.,]{1,20}$/)),
+    method: fc.constantFrom("GET", "POST", "PUT", "DELETE", "HEAD"),
+    batch: fc.boolean(),
+    wrap: fc.constantFrom("json", "raw", "superjson-bigint"),
+    input: trpcInput,
+    auth: fc.oneof(
+      { weight: 4, arbitrary: fc.constant<Record<string, string>>({ authorization: `Bearer ${TOKEN}` }) },
+      { weight: 1, arbitrary: authorization },
+    ),
+  })
+  .chain(({ procedure, method, batch, wrap, input, auth }) => {
+    const wrapped =
+      wrap === "json"
+        ? `{"json":${input}}`
+        : wrap === "raw"
+          ? input
+          : `{"json":${input},"meta":{"values":{"id":["bigint"]}}}`;
+    const payload = batch ? `{"0":${wrapped}}` : wrapped;
+    const query = batch ? "?batch=1" : "";
+    if (method === "GET" || method === "HEAD") {
+      return encodeSome(payload).map(
+        (encoded): RawRequest => ({
+          method,
+          path: `/trpc/${procedure}${query}${query ? "&" : "?"}input=${encoded}`,
+          headers: auth,
+        }),
+      );
+    }
+    return fc.constant<RawRequest>({
+      method,
+      path: `/trpc/${procedure}${query}`,
+      headers: { ...auth, "content-type": "application/json" },
+      body: Buffer.from(payload),
+    });
+  });
