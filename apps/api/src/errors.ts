@@ -6,11 +6,13 @@ import { getHTTPStatusCodeFromError } from "@trpc/server/http";
 export const statusMessages: Record<number, string> = {
   400: "The request is not valid",
   401: "Authentication required",
+  403: "This token may not do this",
   404: "No such resource",
   405: "Method not allowed",
   409: "Conflict with the stored state",
   413: "The request body is too large",
   415: "Unsupported media type",
+  429: "Too many requests; retry later",
   500: "Internal server error",
   503: "The service is temporarily unavailable; retry later",
 };

@@ -11,6 +11,7 @@ import {
 } from "@plant-store/contracts";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
+import { reach } from "./outage.js";
 import { toPlantResponse } from "./plants/store.js";
 import { authorizedProcedure, type Context, router } from "./trpc.js";
 
@@ -185,7 +186,7 @@ export const appRouter = router({
         })
         .input(NewToken)
         .output(CreatedToken)
-        .mutation(async ({ input, ctx }) => tokenStore(ctx).create(input)),
+        .mutation(async ({ input, ctx }) => reach(() => tokenStore(ctx).create(input))),
 
       list: authorizedProcedure
         .meta({
@@ -204,7 +205,7 @@ export const appRouter = router({
         })
         .input(z.object({}))
         .output(z.array(TokenRecord))
-        .query(async ({ ctx }) => tokenStore(ctx).list()),
+        .query(async ({ ctx }) => reach(() => tokenStore(ctx).list())),
 
       revoke: authorizedProcedure
         .meta({
@@ -225,7 +226,7 @@ export const appRouter = router({
         .input(z.object({ id: z.string().max(64).meta({ description: "Token id" }) }))
         .output(z.void())
         .mutation(async ({ input, ctx }) => {
-          if (!(await tokenStore(ctx).revoke(input.id))) {
+          if (!(await reach(() => tokenStore(ctx).revoke(input.id)))) {
             throw new TRPCError({ code: "NOT_FOUND", message: `There is no token with id ${input.id}` });
           }
         }),

@@ -5,7 +5,8 @@ import superjson from "superjson";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import { type AuthResult, authChallenge, hasScope, scopeChallenge } from "./auth.js";
 import { toApiError } from "./errors.js";
-import { type PlantStore, StoreUnavailableError } from "./plants/store.js";
+import { StoreUnavailableError } from "./outage.js";
+import type { PlantStore } from "./plants/store.js";
 
 /** Per-request context, built the same way for REST and native tRPC. */
 export type Context = {

@@ -358,42 +358,64 @@ describe("properties", () => {
     "path ids and list queries: the contract's PlantIdParam and ListPlantsQuery decide 400 vs 200/404",
     async () => {
       await property("ids-and-queries", 500, fc.oneof(pathIdCase, listQueryCase), async (c) => {
-        const req: RawRequest = { method: c.method, path: c.path, headers: { authorization: `Bearer ${TOKEN}` } };
-        if (c.kind === "id") {
-          const parsed = PlantIdParam.safeParse(c.decoded);
-          const before = parsed.success ? await stored(parsed.data) : undefined;
-          const { res, writes } = await send(req);
-          if (!parsed.success) return checkIssues(req, res, parsed.error.issues);
-          if (!before) {
-            checkErrorBody(req, res, 404);
-            return;
-          }
-          if (c.method === "DELETE") {
-            if (res.status !== 204 || res.body.length > 0) fail("DELETE of a stored plant is not a bare 204", req, res);
-            const keys = new Set(writes.map((w) => w.key));
-            if (
-              !keys.has(`plant:${parsed.data}`) ||
-              [...keys].some((k) => k !== `plant:${parsed.data}` && k !== "plants:outbox")
-            ) {
-              fail(`DELETE wrote ${JSON.stringify(writes)}`, req, res);
-            }
-            return;
-          }
-          if (res.status !== 200) fail("GET of a stored plant is not a 200", req, res);
-          const expected = { id: String(parsed.data), ...plantBody(before) };
-          if (JSON.stringify(parseExact(res.text)) !== JSON.stringify(expected))
-            fail("GET is not the stored plant", req, res);
-          return;
-        }
-        const parsed = ListPlantsQuery.safeParse(c.query);
-        const { res, writes } = await send(req);
-        if (writes.length > 0) fail(`a list wrote ${JSON.stringify(writes)}`, req, res);
-        if (!parsed.success) return checkIssues(req, res, parsed.error.issues);
-        if (res.status !== 200 || !Array.isArray(JSON.parse(res.text)))
-          fail("a valid list query is not a 200 array", req, res);
+        if (c.kind === "id") return checkIdCase(c);
+        return checkQueryCase(c);
       });
     },
     timeoutFor(500),
+  );
+
+  it(
+    "empty list parameters (limit=, tag=, cursor=) are refused like any other value outside the contract",
+    async () => {
+      await property("empty-query", 100, emptyQueryCase, checkQueryCase);
+    },
+    timeoutFor(100),
+  );
+
+  it(
+    "duplicate keys are refused (README: duplicate keys → 400), also when both values are equal",
+    async () => {
+      const arbitrary = fc.record({ plant: validPlant, key: fc.constantFrom("id", "name", "extra") });
+      await property("duplicate-keys", 100, arbitrary, async ({ plant, key }) => {
+        const value = key === "id" ? String(plant.id) : key === "name" ? JSON.stringify(plant.name) : '"same"';
+        const inner = plant.body.text.trim().slice(1, -1).trim();
+        const text = key === "extra" ? `{"extra":"same",${inner},"extra":"same"}` : `{"${key}":${value},${inner}}`;
+        const req: RawRequest = { method: "POST", path: "/plants", headers: jsonHeaders(), body: Buffer.from(text) };
+        const { res } = await send(req);
+        const { message } = checkErrorBody(req, res, 400);
+        if (!/[Dd]uplicate key/.test(message)) fail("a duplicate key is not refused as one", req, res);
+      });
+    },
+    timeoutFor(100),
+  );
+
+  it(
+    "unknown paths answer 404 whatever the body (routing comes before the body, README step 1)",
+    async () => {
+      const arbitrary = fc.record({
+        method: fc.constantFrom("POST", "PUT", "PATCH", "DELETE", "OPTIONS"),
+        path: fc.constantFrom("/nope", "/plants/", "/plants/1/", "/PLANTS", "/plants/1/leaves", "/trpc"),
+        body: fc.oneof(
+          structuralBody.map((b) => b.text),
+          fc.constantFrom("{", "[", '{"__proto__":{}}', "nul"),
+        ),
+      });
+      await property("unknown-path-bodies", 100, arbitrary, async ({ method, path, body }) => {
+        const req: RawRequest = { method, path, headers: jsonHeaders(), body: Buffer.from(body) };
+        const { res } = await send(req);
+        checkErrorBody(req, res, 404);
+      });
+    },
+    timeoutFor(100),
+  );
+
+  it(
+    "percent-encoded path ids mean the id they encode (RFC 3986 §6.2.2.2: /plants/%31 is /plants/1)",
+    async () => {
+      await property("encoded-ids", 200, encodedIdCase, checkIdCase);
+    },
+    timeoutFor(200),
   );
 
   it(
@@ -406,6 +428,44 @@ describe("properties", () => {
     timeoutFor(300),
   );
 });
+
+/** GET /plants?…: ListPlantsQuery decides 400 vs 200 (query parsed as a server parses it: repeats make arrays). */
+async function checkQueryCase(c: QueryCase) {
+  const req: RawRequest = { method: c.method, path: c.path, headers: { authorization: `Bearer ${TOKEN}` } };
+  const parsed = ListPlantsQuery.safeParse(c.query);
+  const { res, writes } = await send(req);
+  if (writes.length > 0) fail(`a list wrote ${JSON.stringify(writes)}`, req, res);
+  if (!parsed.success) return checkIssues(req, res, parsed.error.issues);
+  if (res.status !== 200 || !Array.isArray(JSON.parse(res.text)))
+    fail("a valid list query is not a 200 array", req, res);
+}
+
+/** GET/DELETE /plants/{id}: PlantIdParam decides 400; then Redis decides 200/204 or 404. */
+async function checkIdCase(c: IdCase) {
+  const req: RawRequest = { method: c.method, path: c.path, headers: { authorization: `Bearer ${TOKEN}` } };
+  const parsed = PlantIdParam.safeParse(c.decoded);
+  const before = parsed.success ? await stored(parsed.data) : undefined;
+  const { res, writes } = await send(req);
+  if (!parsed.success) return checkIssues(req, res, parsed.error.issues);
+  if (!before) {
+    checkErrorBody(req, res, 404);
+    return;
+  }
+  if (c.method === "DELETE") {
+    if (res.status !== 204 || res.body.length > 0) fail("DELETE of a stored plant is not a bare 204", req, res);
+    const keys = new Set(writes.map((w) => w.key));
+    if (
+      !keys.has(`plant:${parsed.data}`) ||
+      [...keys].some((k) => k !== `plant:${parsed.data}` && k !== "plants:outbox")
+    ) {
+      fail(`DELETE wrote ${JSON.stringify(writes)}`, req, res);
+    }
+    return;
+  }
+  if (res.status !== 200) fail("GET of a stored plant is not a 200", req, res);
+  const expected = { id: String(parsed.data), ...plantBody(before) };
+  if (JSON.stringify(parseExact(res.text)) !== JSON.stringify(expected)) fail("GET is not the stored plant", req, res);
+}
 
 function checkRequestId(req: RawRequest, res: RawResponse, sent: string | undefined) {
   const got = res.headers["x-request-id"];
@@ -526,10 +586,11 @@ const routeCase = fc.record({
     { weight: 5, arbitrary: fc.constant<Record<string, string>>({ authorization: `Bearer ${TOKEN}` }) },
     { weight: 1, arbitrary: fc.constant<Record<string, string>>({}) },
   ),
+  // Plain JSON objects here; odd bodies on unknown paths have a property of their own.
   body: fc.option(
     fc.oneof(
-      validPlant.map((p) => Buffer.from(p.body.text)),
-      structuralBody.map((b) => Buffer.from(b.text)),
+      fc.record({ id: fc.maxSafeInteger(), name: fc.string() }).map((b) => Buffer.from(JSON.stringify(b))),
+      fc.constant(Buffer.from("{}")),
     ),
     { freq: 2, nil: undefined },
   ),
@@ -603,17 +664,19 @@ const malformedCase = fc.oneof(
 
 /* ---------- path ids and list queries ---------- */
 
+const percent = (char: string) =>
+  [...Buffer.from(char, "utf8")].map((b) => `%${b.toString(16).toUpperCase().padStart(2, "0")}`).join("");
+/** Percent-encodes what a path segment or query value cannot carry as is (valid UTF-8 escapes). */
+const encodeNeeded = (text: string) =>
+  [...text].map((char) => (/^[A-Za-z0-9._~!$'()*,:@-]$/.test(char) ? char : percent(char))).join("");
+
 /** Percent-encodes some characters of a text (valid UTF-8 escapes), leaving the rest as URL-safe as needed. */
 const encodeSome = (text: string) =>
   fc
     .array(fc.boolean(), { minLength: text.length, maxLength: text.length })
     .map((flags) =>
       [...text]
-        .map((char, i) =>
-          flags[i] || !/^[A-Za-z0-9._~!$'()*,:@-]$/.test(char)
-            ? [...Buffer.from(char, "utf8")].map((b) => `%${b.toString(16).toUpperCase().padStart(2, "0")}`).join("")
-            : char,
-        )
+        .map((char, i) => (flags[i] || !/^[A-Za-z0-9._~!$'()*,:@-]$/.test(char) ? percent(char) : char))
         .join(""),
     );
 
@@ -655,8 +718,18 @@ const pathIdCase: fc.Arbitrary<IdCase | QueryCase> = fc
     text: idText,
   })
   .filter(({ text }) => text.isWellFormed())
-  .chain(({ method, text }) =>
-    encodeSome(text).map((encoded): IdCase => ({ kind: "id", method, path: `/plants/${encoded}`, decoded: text })),
+  .map(({ method, text }): IdCase => ({ kind: "id", method, path: `/plants/${encodeNeeded(text)}`, decoded: text }));
+
+/** Valid ids with some digits percent-encoded: `/plants/%31` is `/plants/1` (RFC 3986 §2.3, §6.2.2.2). */
+const encodedIdCase: fc.Arbitrary<IdCase> = fc
+  .record({
+    method: fc.oneof({ weight: 5, arbitrary: fc.constant("GET") }, { weight: 1, arbitrary: fc.constant("DELETE") }),
+    id: int64,
+  })
+  .chain(({ method, id }) =>
+    encodeSome(String(id))
+      .filter((encoded) => encoded.includes("%"))
+      .map((encoded): IdCase => ({ kind: "id", method, path: `/plants/${encoded}`, decoded: String(id) })),
   );
 
 const queryValue = fc.oneof(
@@ -680,18 +753,32 @@ const queryValue = fc.oneof(
   unicodeText(limits.tagMaxLength + 2),
 );
 
-const listQueryCase: fc.Arbitrary<IdCase | QueryCase> = fc
-  .array(fc.tuple(fc.constantFrom("limit", "tag", "cursor", "other", "LIMIT"), queryValue), { maxLength: 4 })
-  .chain((pairs) =>
-    fc.tuple(...pairs.map(([k, v]) => encodeSome(v).map((e) => `${k}=${e}`))).map((parts): QueryCase => {
-      const query: Record<string, string | string[]> = {};
-      for (const [k, v] of pairs) {
-        const existing = query[k];
-        query[k] = existing === undefined ? v : [...[existing].flat(), v];
-      }
-      return { kind: "query", method: "GET", path: parts.length ? `/plants?${parts.join("&")}` : "/plants", query };
-    }),
-  );
+const queryCase = (value: fc.Arbitrary<string>) =>
+  fc
+    .array(fc.tuple(fc.constantFrom("limit", "tag", "cursor", "other", "LIMIT"), value), { maxLength: 4 })
+    .chain((pairs) =>
+      fc.tuple(...pairs.map(([k, v]) => encodeSome(v).map((e) => `${k}=${e}`))).map((parts): QueryCase => {
+        const query: Record<string, string | string[]> = {};
+        for (const [k, v] of pairs) {
+          const existing = query[k];
+          query[k] = existing === undefined ? v : [...[existing].flat(), v];
+        }
+        return { kind: "query", method: "GET", path: parts.length ? `/plants?${parts.join("&")}` : "/plants", query };
+      }),
+    );
+
+/** List queries without empty values (`limit=`): those have a property of their own. */
+const listQueryCase: fc.Arbitrary<IdCase | QueryCase> = queryCase(queryValue.filter((v) => v !== ""));
+
+/** List queries with at least one empty value: the contract refuses "" for limit, tag and cursor alike. */
+const emptyQueryCase: fc.Arbitrary<QueryCase> = fc
+  .tuple(queryCase(queryValue), fc.constantFrom("limit", "tag", "cursor"))
+  .map(([c, key]): QueryCase => {
+    const query = c.kind === "query" ? { ...c.query } : {};
+    const existing = query[key];
+    query[key] = existing === undefined ? "" : [...[existing].flat(), ""];
+    return { kind: "query", method: "GET", path: `${c.path}${c.path.includes("?") ? "&" : "?"}${key}=`, query };
+  });
 
 /* ---------- tRPC ---------- */
 

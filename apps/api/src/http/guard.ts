@@ -1,6 +1,6 @@
 import { redisKeys, type TokenScope } from "@plant-store/contracts";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { type Redis, ReplyError } from "ioredis";
+import type { Redis } from "ioredis";
 import {
   type Authenticator,
   type AuthFailure,
@@ -11,6 +11,7 @@ import {
   scopeChallenge,
 } from "../auth.js";
 import { apiError } from "../errors.js";
+import { reach, StoreUnavailableError } from "../outage.js";
 import type { RateLimiter, Window } from "./rate-limit.js";
 
 declare module "fastify" {
@@ -86,20 +87,20 @@ export function createGuard({ authenticate, limiter, limits, redis }: GuardOptio
       try {
         return await guard(request, reply, check);
       } catch (error) {
-        // Counters and stored tokens live in Redis: an outage is a 503, a script error a bug.
-        if (error instanceof ReplyError) throw error;
-        throw Object.assign(new Error("Redis is unreachable", { cause: error }), { statusCode: 503 });
+        // Counters and stored tokens live in Redis: an outage there is a 503.
+        if (error instanceof StoreUnavailableError) throw Object.assign(error, { statusCode: 503 });
+        throw error;
       }
     },
   };
 
   async function guard(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean> {
     {
-      const throttled = await limiter.peek(`auth-failures:${request.ip}`, limits.authFailures);
+      const throttled = await reach(() => limiter.peek(`auth-failures:${request.ip}`, limits.authFailures));
       if (throttled.exceeded) {
         return !tooMany(reply, throttled, "Too many failed authentication attempts from this address; retry later");
       }
-      const auth = await authOf(request, check.basic === true);
+      const auth = await reach(() => authOf(request, check.basic === true));
       if (!auth.ok) {
         await recordFailure(request, auth.reason);
         if (check.rejectFailures === false) return true;
@@ -116,7 +117,7 @@ export function createGuard({ authenticate, limiter, limits, redis }: GuardOptio
         reply.code(403).header("www-authenticate", challenge.wwwAuthenticate).send(apiError(403, challenge.message));
         return false;
       }
-      const window = await limiter.hit(`token:${auth.principal.id}`, limits.perToken);
+      const window = await reach(() => limiter.hit(`token:${auth.principal.id}`, limits.perToken));
       setWindowHeaders(reply, window, limiter.windowSeconds);
       if (window.exceeded) return !tooMany(reply, window, "Rate limit exceeded for this token; retry later");
       return true;

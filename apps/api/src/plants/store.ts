@@ -1,5 +1,6 @@
 import { type NewPlant, outboxFields, type Plant, redisKeys, type StoredPlant } from "@plant-store/contracts";
-import { type Redis, ReplyError, type Result } from "ioredis";
+import type { Redis, Result } from "ioredis";
+import { reach } from "../outage.js";
 
 /**
  * One atomic step commits a create: the plant hash and its outbox entry are written together,
@@ -95,24 +96,6 @@ type PageReply = [flat: (string | null)[], more: number];
 export type Page = { plants: StoredPlant[]; nextCursor: string | undefined };
 
 export type CreateOutcome = "created" | "unchanged" | "conflict";
-
-/** Raised when Redis cannot be reached in time: the request may be retried safely. */
-export class StoreUnavailableError extends Error {
-  constructor(cause: unknown) {
-    super("the plant store is unavailable", { cause });
-    this.name = "StoreUnavailableError";
-  }
-}
-
-/** Runs a Redis call; an outage becomes StoreUnavailableError, a reply error stays a bug. */
-async function reach<T>(call: () => Promise<T>): Promise<T> {
-  try {
-    return await call();
-  } catch (error) {
-    if (error instanceof ReplyError) throw error;
-    throw new StoreUnavailableError(error);
-  }
-}
 
 const storedPlant = (id: bigint, name: string, tag: string | null | undefined): StoredPlant =>
   tag == null ? { id, name } : { id, name, tag };

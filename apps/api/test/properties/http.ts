@@ -42,6 +42,8 @@ export function createHttpClient(baseUrl: string, timeoutMs = 5000) {
         agent: fresh ? false : agent,
       });
       for (const [name, value] of Object.entries(raw.headers)) req.setHeader(name, value);
+      // Node sends a GET/HEAD/DELETE/OPTIONS body unframed unless told its length.
+      if (raw.body !== undefined) req.setHeader("content-length", raw.body.length);
       const timer = setTimeout(() => {
         req.destroy(
           new RequestTimeout(`no complete answer within ${timeoutMs} ms to ${raw.method} ${JSON.stringify(raw.path)}`),
