@@ -1,12 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { limits } from "@plant-store/contracts";
 import type { TokenStore } from "@plant-store/tokens";
-import Fastify, { type FastifyRequest } from "fastify";
+import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
 import { createAuthenticator, type StoredTokenCheck } from "./auth.js";
 import { apiError } from "./errors.js";
 import { queueDashboard } from "./http/dashboard.js";
 import { createGuard, type Limits } from "./http/guard.js";
+import { clientErrorHandler, frameworkErrors } from "./http/low-level-errors.js";
 import { createRateLimiter } from "./http/rate-limit.js";
 import { restApi } from "./http/rest.js";
 import { createRouteMatcher, replyRouteMiss, restRoutesOf } from "./http/routes.js";
@@ -55,6 +56,9 @@ export async function buildApp(options: AppOptions) {
     routerOptions: { ignoreTrailingSlash: false, caseSensitive: true },
     // Fastify's own 503 while closing is not the Error shape; the onRequest hook below answers instead.
     return503OnClosing: false,
+    // Errors before routing: also in the Error shape.
+    clientErrorHandler,
+    frameworkErrors,
   });
 
   const guard = createGuard({
@@ -93,6 +97,12 @@ export async function buildApp(options: AppOptions) {
       reply.header("connection", "close");
       return reply.code(503).send(apiError(503, "The service is shutting down; retry the request"));
     }
+    // Unknown paths and methods are answered before any body is read.
+    if (request.is404) return routeMiss(request, reply);
+    const encoding = request.headers["content-encoding"];
+    if (encoding !== undefined && encoding.toLowerCase() !== "identity") {
+      return reply.code(415).send(apiError(415, `Content-Encoding ${encoding} is not supported: send the body as is`));
+    }
     // Media types are case-insensitive (RFC 9110); Fastify's parser lookup is not.
     const contentType = request.headers["content-type"];
     if (contentType) request.headers["content-type"] = contentType.toLowerCase();
@@ -114,11 +124,12 @@ export async function buildApp(options: AppOptions) {
     return reply.code(status).send(apiError(status, error.message));
   });
 
-  const matchRoute = createRouteMatcher(restRoutesOf(appRouter), (method, url) => app.hasRoute({ method, url }));
-  app.setNotFoundHandler((request, reply) => {
+  const matchRoute = createRouteMatcher(restRoutesOf(appRouter), app.routeList);
+  function routeMiss(request: FastifyRequest, reply: FastifyReply) {
     const match = matchRoute(request.method, request.url);
     return replyRouteMiss(reply, request.method, match.kind === "found" ? { kind: "not-found" } : match);
-  });
+  }
+  app.setNotFoundHandler(routeMiss);
 
   const document = JSON.stringify(buildOpenApiDocument(appRouter));
   app.get("/openapi.json", (_request, reply) => reply.type("application/json; charset=utf-8").send(document));

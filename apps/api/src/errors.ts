@@ -27,11 +27,14 @@ type Issue = { message: string; path: PropertyKey[] };
 const isZodError = (cause: unknown): cause is Error & { issues: Issue[] } =>
   cause instanceof Error && cause.name === "ZodError" && Array.isArray((cause as { issues?: unknown }).issues);
 
-/** An issue as a sentence naming its field (the contracts' own messages already do). */
-const describeIssue = ({ message, path }: Issue) => {
-  const field = path.map(String).join(".");
-  return field === "" || message.startsWith(String(path[0])) ? message : `${field}: ${message}`;
-};
+/** Issues as sentences naming their fields (the contracts' own messages already do). */
+export const describeIssues = (issues: readonly Issue[]) =>
+  issues
+    .map(({ message, path }) => {
+      const field = path.map(String).join(".");
+      return field === "" || message.startsWith(String(path[0])) ? message : `${field}: ${message}`;
+    })
+    .join("; ");
 
 /**
  * The specification's Error for any tRPC error, on REST and tRPC alike. The contracts' schemas
@@ -41,7 +44,7 @@ export function toApiError(error: TRPCError): ApiError {
   const status = getHTTPStatusCodeFromError(error);
   if (status >= 500 && error.code !== "SERVICE_UNAVAILABLE") return apiError(500);
   if (error.code === "BAD_REQUEST" && isZodError(error.cause)) {
-    return apiError(400, error.cause.issues.map(describeIssue).join("; "));
+    return apiError(400, describeIssues(error.cause.issues));
   }
   return apiError(status, error.message);
 }

@@ -107,7 +107,7 @@ describe("GET /plants", () => {
   });
 
   it("refuses a limit outside 1–100 and a cursor it did not issue", async () => {
-    for (const limit of ["0", "101", "-1", "1.5", "abc", "1e2"]) {
+    for (const limit of ["0", "101", "-1", "1.5", "abc", "1e2", ""]) {
       expectError(await get(`/plants?limit=${limit}`), 400, /limit must be an integer from 1 to 100/);
     }
     expectError(await get("/plants?limit=1&limit=2"), 400, /limit/);

@@ -48,7 +48,13 @@ export function parseJsonBody(raw: Buffer, contentType: string | undefined): unk
   }
   if (text.trim() === "") throw clientError(400, "The request body is empty: a JSON object is required");
   try {
-    return parse(text, null, exactJsonNumber);
+    return parse(text, null, {
+      parseNumber: exactJsonNumber,
+      // Even with equal values: which one counts is ambiguous, so the body is refused.
+      onDuplicateKey: ({ key }) => {
+        throw new SyntaxError(`Duplicate key '${key}'`);
+      },
+    });
   } catch (error) {
     if (error instanceof RangeError) throw clientError(400, "The request body is nested too deeply");
     throw clientError(400, `The request body is not valid JSON: ${(error as Error).message}`);

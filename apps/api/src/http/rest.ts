@@ -4,12 +4,12 @@ import type { ResponseMetaFn } from "@trpc/server/http";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { stringify } from "lossless-json";
 import { fastifyTRPCOpenApiPlugin } from "trpc-to-openapi";
-import { apiError, toApiError } from "../errors.js";
+import { apiError, describeIssues, toApiError } from "../errors.js";
 import type { AppRouter } from "../router.js";
 import type { Context } from "../trpc.js";
 import type { Guard } from "./guard.js";
 import { useExactJsonBodies } from "./json-body.js";
-import { type RouteMatcher, replyRouteMiss, restRoutesOf } from "./routes.js";
+import { decodeUnreserved, type RouteMatcher, replyRouteMiss, restRoutesOf } from "./routes.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -43,8 +43,15 @@ export async function restApi(scope: FastifyInstance, { router, createContext, m
   useExactJsonBodies(scope);
 
   scope.addHook("onRequest", async (request, reply) => {
-    const match = matchRoute(request.method, request.url);
+    const url = decodeUnreserved(request.url);
+    if (url !== request.url) request.raw.url = url; // the adapter reads it too
+    const match = matchRoute(request.method, url);
     if (match.kind !== "found") return replyRouteMiss(reply, request.method, match);
+    // The adapter drops empty query values as if absent: validate them here, as the operation would.
+    const query = request.query as Record<string, unknown>;
+    const hasEmpty = Object.values(query).some((value) => value === "");
+    const checked = hasEmpty ? match.route.query?.partial().safeParse(query) : undefined;
+    if (checked && !checked.success) return reply.code(400).send(apiError(400, describeIssues(checked.error.issues)));
     if (!(await guard.check(request, reply, { scope: match.route.scope }))) return reply;
   });
 

@@ -1,11 +1,20 @@
 import type { TokenScope } from "@plant-store/contracts";
 import type { AnyRouter } from "@trpc/server";
 import type { FastifyReply } from "fastify";
+import { ZodObject, type ZodType } from "zod";
 import { apiError } from "../errors.js";
 import type { Meta } from "../trpc.js";
 
 /** A REST operation of the router, matched exactly (letter case and trailing slash count). */
-type RestRoute = { method: string; pattern: RegExp; scope: TokenScope; procedure: string; successStatus: number };
+type RestRoute = {
+  method: string;
+  pattern: RegExp;
+  scope: TokenScope;
+  procedure: string;
+  successStatus: number;
+  /** The input schema of a GET operation: its query parameters. */
+  query: ZodObject | undefined;
+};
 
 export type RouteMatch =
   | { kind: "found"; route: RestRoute }
@@ -15,7 +24,7 @@ export type RouteMatch =
 /** Reads the REST operations from the procedures' `openapi` meta: the router stays the one source. */
 export function restRoutesOf(router: AnyRouter): RestRoute[] {
   const routes: RestRoute[] = [];
-  const procedures = Object.entries(router._def.procedures) as [string, { _def: { meta?: Meta } }][];
+  const procedures = Object.entries(router._def.procedures) as [string, { _def: { meta?: Meta; inputs: ZodType[] } }][];
   for (const [procedure, { _def }] of procedures) {
     const openapi = _def.meta?.openapi;
     if (!openapi || openapi.enabled === false || !_def.meta) continue;
@@ -26,6 +35,7 @@ export function restRoutesOf(router: AnyRouter): RestRoute[] {
       scope: _def.meta.scope,
       procedure,
       successStatus: _def.meta?.successStatus ?? 200,
+      query: openapi.method === "GET" && _def.inputs[0] instanceof ZodObject ? _def.inputs[0] : undefined,
     });
   }
   return routes;
@@ -34,22 +44,34 @@ export function restRoutesOf(router: AnyRouter): RestRoute[] {
 const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
 /**
- * Matches a request against the REST operations; on a miss, `hasRoute` (the server's own static
- * routes, like /openapi.json) decides between 405 and 404.
+ * Matches a request against the REST operations; on a miss, the server's own static routes (like
+ * /openapi.json, from `routeList`: `METHOD url`) decide between 405 and 404.
  */
-export function createRouteMatcher(routes: readonly RestRoute[], hasRoute: (method: string, path: string) => boolean) {
+export function createRouteMatcher(routes: readonly RestRoute[], routeList: readonly string[]) {
   return (method: string, url: string): RouteMatch => {
     const path = url.split("?", 1)[0] as string;
     const onPath = routes.filter((route) => route.pattern.test(path));
     const route = onPath.find((candidate) => candidate.method === method);
     if (route) return { kind: "found", route };
     const allow = new Set(onPath.map((r) => r.method));
-    if (allow.size === 0) for (const other of METHODS) if (hasRoute(other, path)) allow.add(other);
+    // Only static routes: a request path is text, never a pattern (`/*` names no route).
+    const isStatic = !/[:*]/.test(path);
+    if (allow.size === 0 && isStatic)
+      for (const other of METHODS) if (routeList.includes(`${other} ${path}`)) allow.add(other);
     return allow.size > 0 ? { kind: "method-not-allowed", allow: [...allow].sort() } : { kind: "not-found" };
   };
 }
 
 export type RouteMatcher = ReturnType<typeof createRouteMatcher>;
+
+const UNRESERVED = /%(2[DdEe]|3[0-9]|[46][1-9A-Fa-f]|[57][0-9Aa]|5[Ff]|7[Ee])/g;
+
+/**
+ * RFC 3986 §6.2.2.2: a percent-encoded unreserved character (letter, digit, - . _ ~) is the same
+ * character, so `/plants/%31` is `/plants/1`. Other escapes (a slash, say) stay as they are.
+ */
+export const decodeUnreserved = (url: string) =>
+  url.replace(UNRESERVED, (escape) => String.fromCharCode(Number.parseInt(escape.slice(1), 16)));
 
 /** Answers a request that matched no operation: 405 with `Allow` on a known path, else 404. */
 export function replyRouteMiss(reply: FastifyReply, method: string, match: Exclude<RouteMatch, { kind: "found" }>) {

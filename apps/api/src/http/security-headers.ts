@@ -15,7 +15,7 @@ const common = {
   "strict-transport-security": "max-age=31536000; includeSubDomains",
 };
 
-const api = {
+export const API_HEADERS = {
   ...common,
   // JSON only: nothing may run, load or frame it; and nothing in between may keep a copy.
   "content-security-policy": "default-src 'none'; frame-ancestors 'none'",
@@ -32,6 +32,6 @@ const dashboard = {
 
 export function securityHeaders(app: FastifyInstance) {
   app.addHook("onRequest", async (request, reply) => {
-    reply.headers(request.url.startsWith(DASHBOARD_PATH) ? dashboard : api);
+    reply.headers(request.url.startsWith(DASHBOARD_PATH) ? dashboard : API_HEADERS);
   });
 }

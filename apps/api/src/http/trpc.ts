@@ -1,5 +1,6 @@
 import { type FastifyTRPCPluginOptions, fastifyTRPCPlugin } from "@trpc/server/adapters/fastify";
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import { apiError } from "../errors.js";
 import type { AppRouter } from "../router.js";
 import type { Context } from "../trpc.js";
 import type { Guard } from "./guard.js";
@@ -13,6 +14,13 @@ export async function trpcApi(
   // procedure by the middleware, which answers in tRPC's own error envelope.
   scope.addHook("onRequest", async (request, reply) => {
     if (!request.url.startsWith("/trpc/")) return;
+    // tRPC speaks GET (queries) and POST (mutations); its adapter fails on methods like TRACE.
+    if (request.method !== "GET" && request.method !== "POST") {
+      return reply
+        .code(405)
+        .header("allow", "GET, POST")
+        .send(apiError(405, `The method ${request.method} is not allowed on this path; allowed: GET, POST`));
+    }
     if (!(await options.guard.check(request, reply, { rejectFailures: false }))) return reply;
   });
   await scope.register(fastifyTRPCPlugin, {
