@@ -10,6 +10,32 @@ export type LogLevel = (typeof logLevels)[number];
  */
 const unsetIfEmpty = (value: unknown) => (typeof value === "string" && value.trim() === "" ? undefined : value);
 
+/**
+ * Fault points for crash tests (test-only: never set this in production). A fault kills the
+ * worker process on purpose at a precise moment, so a test can prove the recovery path:
+ * - `relay-crash-before-enqueue`: the relay SIGKILLs its own process right after XREADGROUP
+ *   returned outbox entries and before it adds their jobs, leaving the entries read but
+ *   unacknowledged (pending) — what a crash between the commit and the enqueue looks like.
+ */
+export const workerFaults = ["relay-crash-before-enqueue"] as const;
+export type WorkerFault = (typeof workerFaults)[number];
+
+const faultSchema = z.preprocess(unsetIfEmpty, z.enum(workerFaults).optional());
+
+/**
+ * The fault point enabled by `PLANT_STORE_FAULT` (test-only), or undefined. Throws
+ * WorkerConfigError for an unknown value rather than silently running without the fault.
+ */
+export function loadWorkerFault(env: Record<string, string | undefined> = process.env): WorkerFault | undefined {
+  const parsed = faultSchema.safeParse(env.PLANT_STORE_FAULT);
+  if (!parsed.success) {
+    throw new WorkerConfigError(
+      `invalid worker configuration: PLANT_STORE_FAULT: expected one of ${workerFaults.join(", ")} (test-only)`,
+    );
+  }
+  return parsed.data;
+}
+
 const integer = (min: number, fallback: number) =>
   z.preprocess(unsetIfEmpty, z.coerce.number().int().min(min).default(fallback));
 
@@ -36,12 +62,22 @@ const WorkerEnv = z.object({
    * each other (harmless, since job ids dedupe, but wasteful).
    */
   RELAY_CLAIM_IDLE_MS: integer(1, 30_000),
+  /**
+   * How long a worker holds a job's lock (renewed every half of it while the job runs). A job of a
+   * worker that died is taken up again once its lock has expired and a stalled check has run:
+   * BullMQ's defaults (30 s + 30 s) made that a minute; side work here takes milliseconds.
+   */
+  JOB_LOCK_MS: integer(1000, 10_000),
+  /** How often each worker looks for stalled jobs (locks that expired). */
+  STALLED_CHECK_MS: integer(1000, 5_000),
   /** How long a graceful shutdown may wait for active jobs before the process gives up. */
   SHUTDOWN_TIMEOUT_MS: integer(1, 30_000),
   LOG_LEVEL: z.preprocess(
     (value) => (typeof value === "string" ? unsetIfEmpty(value.toLowerCase()) : value),
     z.enum(logLevels).default("info"),
   ),
+  /** Test-only fault point (see `workerFaults`); unset in every real deployment. */
+  PLANT_STORE_FAULT: faultSchema,
 });
 
 export interface WorkerConfig {
@@ -51,8 +87,12 @@ export interface WorkerConfig {
   jobBackoffMs: number;
   relayBatchSize: number;
   relayClaimIdleMs: number;
+  jobLockMs: number;
+  stalledCheckMs: number;
   shutdownTimeoutMs: number;
   logLevel: LogLevel;
+  /** Test-only fault point from `PLANT_STORE_FAULT`; undefined (the normal case) means none. */
+  fault?: WorkerFault;
 }
 
 /** Thrown for an invalid environment; the message lists every offending variable. */
@@ -78,7 +118,10 @@ export function loadWorkerConfig(env: Record<string, string | undefined> = proce
     jobBackoffMs: e.JOB_BACKOFF_MS,
     relayBatchSize: e.RELAY_BATCH_SIZE,
     relayClaimIdleMs: e.RELAY_CLAIM_IDLE_MS,
+    jobLockMs: e.JOB_LOCK_MS,
+    stalledCheckMs: e.STALLED_CHECK_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     logLevel: e.LOG_LEVEL,
+    ...(e.PLANT_STORE_FAULT === undefined ? {} : { fault: e.PLANT_STORE_FAULT }),
   };
 }

@@ -3,6 +3,7 @@ import { hostname } from "node:os";
 import { jobIdFor, type PlantEvent, parseOutboxEntry, redisKeys } from "@plant-store/contracts";
 import type { BulkJobOptions, Queue } from "bullmq";
 import type { Redis } from "ioredis";
+import { loadWorkerFault, type WorkerFault } from "./config.js";
 import type { Logger } from "./logger.js";
 import { luaScript } from "./lua.js";
 import { closeRedis } from "./redis.js";
@@ -67,6 +68,12 @@ export interface RelayOptions {
   blockMs?: number;
   /** Consumer name in the `relay` group; default unique per process (hostname-pid-random). */
   consumer?: string;
+  /**
+   * Test-only fault point. Default: `PLANT_STORE_FAULT` from the environment (validated with the
+   * rest of the configuration at start-up), so the deployed process needs no other wiring.
+   * `relay-crash-before-enqueue` SIGKILLs this process between XREADGROUP and the enqueue.
+   */
+  fault?: WorkerFault | undefined;
 }
 
 export interface Relay {
@@ -104,6 +111,8 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
   const blockMs = options.blockMs ?? 1000;
   const consumer = options.consumer ?? relayConsumerName();
   const log = (fields: Record<string, unknown> = {}) => ({ consumer, ...fields });
+  const fault = "fault" in options ? options.fault : loadWorkerFault(process.env);
+  if (fault !== undefined) logger.warn("TEST-ONLY FAULT POINT ENABLED", log({ fault }));
 
   await ensureOutboxGroup(redis);
   // XREADGROUP BLOCK holds its connection; a dedicated one keeps the command connection free.
@@ -202,6 +211,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
     args.push("STREAMS", redisKeys.outbox, from);
     const reply = (await blocking.call("XREADGROUP", ...args)) as [string, StreamEntry[]][] | null;
     const entries = reply?.[0]?.[1] ?? [];
+    if (entries.length > 0 && fault === "relay-crash-before-enqueue") crashBeforeEnqueue(entries, logger, log());
     if (entries.length > 0) await deliver(entries);
     return entries.length;
   }
@@ -265,6 +275,26 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
       return stopped;
     },
   };
+}
+
+/**
+ * The `relay-crash-before-enqueue` fault point (test-only): the entries are now pending at this
+ * consumer and none of their jobs exists. SIGKILL, not exit(): no handler, no graceful close, no
+ * acknowledgement — exactly a crash. The log line is written synchronously first, so a test can
+ * see which entries were in hand (a logger at level error or below writes it).
+ */
+function crashBeforeEnqueue(entries: StreamEntry[], logger: Logger, fields: Record<string, unknown>): never {
+  const ids = entries.map(([id]) => id);
+  // stdout writes to a pipe or file are synchronous on Linux: the line is out before the kill.
+  logger.error("fault point relay-crash-before-enqueue: killing the process before enqueueing", {
+    ...fields,
+    count: ids.length,
+    firstEntryId: ids[0],
+    lastEntryId: ids.at(-1),
+  });
+  process.kill(process.pid, "SIGKILL");
+  // SIGKILL is delivered before this line runs; should it not be, still never enqueue.
+  throw new Error("fault point relay-crash-before-enqueue: SIGKILL did not stop the process");
 }
 
 /**

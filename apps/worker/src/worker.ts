@@ -120,6 +120,8 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       const worker = new Worker(name, async (job) => processEvent(plantEventOf(job), redis), {
         connection: redis,
         concurrency: config.concurrency,
+        lockDuration: config.jobLockMs,
+        stalledInterval: config.stalledCheckMs,
       });
       worker.on("error", (error) => logError(`worker ${name}`, error));
       worker.on("failed", (job, error) => {

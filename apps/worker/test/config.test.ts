@@ -10,6 +10,8 @@ describe("loadWorkerConfig", () => {
       jobBackoffMs: 1000,
       relayBatchSize: 100,
       relayClaimIdleMs: 30_000,
+      jobLockMs: 10_000,
+      stalledCheckMs: 5_000,
       shutdownTimeoutMs: 30_000,
       logLevel: "info",
     });
@@ -23,6 +25,8 @@ describe("loadWorkerConfig", () => {
       JOB_BACKOFF_MS: "250",
       RELAY_BATCH_SIZE: "10",
       RELAY_CLAIM_IDLE_MS: "5000",
+      JOB_LOCK_MS: "4000",
+      STALLED_CHECK_MS: "2000",
       SHUTDOWN_TIMEOUT_MS: "7000",
       LOG_LEVEL: "DEBUG",
     });
@@ -33,6 +37,8 @@ describe("loadWorkerConfig", () => {
       jobBackoffMs: 250,
       relayBatchSize: 10,
       relayClaimIdleMs: 5000,
+      jobLockMs: 4000,
+      stalledCheckMs: 2000,
       shutdownTimeoutMs: 7000,
       logLevel: "debug",
     });

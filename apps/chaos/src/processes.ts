@@ -1,0 +1,331 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
+import { connect as netConnect } from "node:net";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import { freePort, type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { Redis } from "ioredis";
+
+/** One bearer token per chaos run (API_TOKENS: every scope); at least 16 characters. */
+export const TOKEN = `chaos-${randomBytes(16).toString("hex")}`;
+
+/** The api's REDIS_COMMAND_TIMEOUT_MS in every run (its default, set explicitly so the report can state it). */
+export const REDIS_COMMAND_TIMEOUT_MS = 2000;
+
+/**
+ * The worker's RELAY_CLAIM_IDLE_MS in every run: outbox entries read by a relay that died are
+ * reclaimed after 2 s instead of the default 30 s.
+ */
+export const RELAY_CLAIM_IDLE_MS = 2000;
+
+export interface ExitInfo {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** A spawned `node apps/<x>/dist/main.js`: its output goes to a log file, the tail is kept for reports. */
+export interface Service {
+  readonly name: string;
+  readonly child: ChildProcess;
+  readonly pid: number | undefined;
+  readonly exit: Promise<ExitInfo>;
+  running(): boolean;
+  /** Last lines of output. */
+  tail(): string;
+  /** True once a line containing `text` was written. */
+  saw(text: string): boolean;
+  kill(signal: NodeJS.Signals): void;
+}
+
+/** The process entry of an app: `main.js` next to its package entry `dist/index.js`. */
+function entryOf(pkg: "@plant-store/api" | "@plant-store/worker"): string {
+  return fileURLToPath(new URL("./main.js", import.meta.resolve(pkg)));
+}
+
+function spawnService(name: string, entry: string, env: Record<string, string>, log: WriteStream): Service {
+  // Own processes, as deployed; only the variables given (plus PATH) reach them.
+  const child = spawn(process.execPath, [entry], {
+    env: { PATH: process.env.PATH ?? "", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const tail: string[] = [];
+  const seen: string[] = [];
+  let exited = false;
+  const exit = new Promise<ExitInfo>((resolve) => {
+    child.once("exit", (code, signal) => {
+      exited = true;
+      log.write(`--- ${name} exited: code ${code} signal ${signal}\n`);
+      resolve({ code, signal });
+    });
+    child.once("error", (error) => {
+      tail.push(`spawn failed: ${error.message}`);
+      if (child.pid === undefined) {
+        exited = true;
+        resolve({ code: null, signal: null });
+      }
+    });
+  });
+  let partial = "";
+  const collect = (chunk: Buffer) => {
+    log.write(chunk);
+    const lines = (partial + chunk.toString()).split("\n");
+    partial = lines.pop() ?? "";
+    for (const line of lines) {
+      if (line.trim() === "") continue;
+      tail.push(line);
+      if (tail.length > 30) tail.shift();
+      // Only the lines the scenarios look for are kept in full.
+      if (line.includes('"msg":"worker ready"') || line.includes("fault point") || line.includes("reclaimed outbox")) {
+        seen.push(line);
+      }
+    }
+  };
+  child.stdout?.on("data", collect);
+  child.stderr?.on("data", collect);
+  log.write(`--- ${name} started: pid ${child.pid}\n`);
+  return {
+    name,
+    child,
+    pid: child.pid,
+    exit,
+    running: () => !exited,
+    tail: () => tail.join("\n"),
+    saw: (text) => seen.some((line) => line.includes(text)),
+    kill(signal) {
+      if (!exited) child.kill(signal);
+    },
+  };
+}
+
+function failure(service: Service, problem: string) {
+  return new Error(`${service.name} ${problem}:\n${service.tail()}`);
+}
+
+export interface ApiSlot {
+  readonly index: number;
+  readonly port: number;
+  readonly url: string;
+  service?: Service;
+}
+
+export interface WorkerSlot {
+  readonly index: number;
+  service?: Service;
+}
+
+export interface StackOptions {
+  apis: number;
+  workers: number;
+  /** Folder for the processes' logs. */
+  logDir: string;
+}
+
+/**
+ * A private redis-server (AOF, `appendfsync always`, the documented setting) on a free
+ * 127.0.0.1 port in a temp folder, plus api and worker processes that can be killed and
+ * restarted. APIs keep their port across restarts, so the load client keeps its targets.
+ */
+export class Stack {
+  readonly apis: ApiSlot[] = [];
+  readonly workers: WorkerSlot[] = [];
+  private readonly logs = new Map<string, WriteStream>();
+  private stopped = false;
+
+  private constructor(
+    readonly redisServer: RedisServer,
+    /** Inspection connection: waits out a Redis restart instead of failing. */
+    readonly redis: Redis,
+    private readonly logDir: string,
+  ) {}
+
+  static async start(options: StackOptions): Promise<Stack> {
+    mkdirSync(options.logDir, { recursive: true });
+    const redisServer = await startRedisServer({ appendfsync: "always" });
+    if (redisServer.port === 6379 || !redisServer.url.startsWith("redis://127.0.0.1:")) {
+      await redisServer.stop();
+      throw new Error(`refusing to run against ${redisServer.url}`);
+    }
+    const redis = new Redis(redisServer.url, { maxRetriesPerRequest: null, connectionName: "plant-store-chaos" });
+    redis.on("error", () => {}); // expected while Redis is killed; commands wait for the reconnect
+    const stack = new Stack(redisServer, redis, options.logDir);
+    live.add(stack);
+    try {
+      for (let i = 0; i < options.apis; i++) {
+        const port = await freePort();
+        stack.apis.push({ index: i, port, url: `http://127.0.0.1:${port}` });
+      }
+      for (let i = 0; i < options.workers; i++) stack.workers.push({ index: i });
+      await Promise.all([
+        ...stack.apis.map((api) => stack.startApi(api.index)),
+        ...stack.workers.map((worker) => stack.startWorker(worker.index)),
+      ]);
+    } catch (error) {
+      await stack.stop();
+      throw error;
+    }
+    return stack;
+  }
+
+  private log(name: string): WriteStream {
+    let stream = this.logs.get(name);
+    if (!stream) {
+      stream = createWriteStream(join(this.logDir, `${name}.log`), { flags: "a" });
+      this.logs.set(name, stream);
+    }
+    return stream;
+  }
+
+  api(index: number): ApiSlot {
+    const api = this.apis[index];
+    if (!api) throw new Error(`no api ${index}`);
+    return api;
+  }
+
+  worker(index: number): WorkerSlot {
+    const worker = this.workers[index];
+    if (!worker) throw new Error(`no worker ${index}`);
+    return worker;
+  }
+
+  /** Starts (or restarts) api `index` on its port; resolves once /readyz answers 200. */
+  async startApi(index: number): Promise<Service> {
+    const api = this.api(index);
+    if (api.service?.running()) throw new Error(`api ${index} is still running`);
+    const name = `api${index}`;
+    const service = spawnService(
+      name,
+      entryOf("@plant-store/api"),
+      {
+        PORT: String(api.port),
+        HOST: "127.0.0.1",
+        REDIS_URL: this.redisServer.url,
+        API_TOKENS: TOKEN,
+        // One token makes all the load: lift the per-token budget and the auth-failure throttle out of the way.
+        RATE_LIMIT_PER_MINUTE: "100000000",
+        AUTH_FAILURES_PER_MINUTE: "100000",
+        REDIS_COMMAND_TIMEOUT_MS: String(REDIS_COMMAND_TIMEOUT_MS),
+        LOG_LEVEL: "warn",
+      },
+      this.log(name),
+    );
+    api.service = service;
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline) {
+      if (!service.running()) throw failure(service, "exited during start-up");
+      if ((await readyz(api.url, 1000)) === 200) return service;
+      await sleep(50);
+    }
+    service.kill("SIGKILL");
+    throw failure(service, "was not ready within 20 s");
+  }
+
+  /**
+   * Starts (or restarts) worker `index`; resolves once it logs "worker ready". With
+   * `expectCrash` (a fault point), resolves as soon as the process has exited instead.
+   */
+  async startWorker(index: number, extraEnv: Record<string, string> = {}, expectCrash = false): Promise<Service> {
+    const worker = this.worker(index);
+    if (worker.service?.running()) throw new Error(`worker ${index} is still running`);
+    const name = `worker${index}`;
+    const service = spawnService(
+      name,
+      entryOf("@plant-store/worker"),
+      {
+        REDIS_URL: this.redisServer.url,
+        RELAY_CLAIM_IDLE_MS: String(RELAY_CLAIM_IDLE_MS),
+        // info only for the start-up lines; the worker logs nothing per job at info.
+        LOG_LEVEL: "info",
+        ...extraEnv,
+      },
+      this.log(name),
+    );
+    worker.service = service;
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      if (!service.running()) {
+        if (expectCrash) return service;
+        throw failure(service, "exited during start-up");
+      }
+      if (!expectCrash && service.saw('"msg":"worker ready"')) return service;
+      await sleep(20);
+    }
+    service.kill("SIGKILL");
+    throw failure(service, expectCrash ? "did not crash within 30 s" : "was not ready within 30 s");
+  }
+
+  /** Sends `signal`, waits (bounded) for the exit. SIGKILL after `timeoutMs` if it is still running. */
+  async signal(
+    service: Service | undefined,
+    signal: NodeJS.Signals,
+    timeoutMs = 15_000,
+  ): Promise<ExitInfo & { ms: number; forced: boolean }> {
+    if (!service) throw new Error("no such process");
+    const started = Date.now();
+    service.kill(signal);
+    let forced = false;
+    const timer = setTimeout(() => {
+      forced = true;
+      service.kill("SIGKILL");
+    }, timeoutMs);
+    const info = await service.exit;
+    clearTimeout(timer);
+    return { ...info, ms: Date.now() - started, forced };
+  }
+
+  /** Everything down: processes (SIGKILL — their state is already checked), Redis, its temp folder. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    live.delete(this);
+    const services = [...this.apis, ...this.workers].flatMap((slot) => (slot.service ? [slot.service] : []));
+    for (const service of services) service.kill("SIGKILL");
+    await Promise.all(services.map((service) => service.exit));
+    this.redis.disconnect();
+    await this.redisServer.stop();
+    await Promise.all([...this.logs.values()].map((stream) => new Promise((resolve) => stream.end(resolve))));
+  }
+}
+
+const live = new Set<Stack>();
+
+/** Stops every stack still running: on Ctrl-C and on the overall time limit. */
+export async function stopAll(): Promise<void> {
+  await Promise.allSettled([...live].map((stack) => stack.stop()));
+}
+
+/** Status of GET /readyz on a fresh connection, or 0 when there was no answer within `timeoutMs`. */
+export async function readyz(url: string, timeoutMs: number): Promise<number> {
+  try {
+    const response = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(timeoutMs) });
+    await response.arrayBuffer();
+    return response.status;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Opens a TCP connection to 127.0.0.1:`port`: "refused" is what a stopped server must give
+ * (fast), "connected" means something still listens, "timeout" is a hang.
+ */
+export function probeConnect(
+  port: number,
+  timeoutMs = 2000,
+): Promise<{ outcome: "refused" | "connected" | "timeout" | string; ms: number }> {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const socket = netConnect({ host: "127.0.0.1", port });
+    const done = (outcome: string) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ outcome, ms: Math.round(performance.now() - started) });
+    };
+    const timer = setTimeout(() => done("timeout"), timeoutMs);
+    socket.once("connect", () => done("connected"));
+    socket.once("error", (error: NodeJS.ErrnoException) =>
+      done(error.code === "ECONNREFUSED" ? "refused" : (error.code ?? error.message)),
+    );
+  });
+}

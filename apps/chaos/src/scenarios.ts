@@ -1,0 +1,515 @@
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { jobIdFor, queueNames, redisKeys } from "@plant-store/contracts";
+import { type AckedPlant, type Attempt, Load, outcomeCounts, raceCreates } from "./load.js";
+import { probeConnect, REDIS_COMMAND_TIMEOUT_MS, readyz, Stack, TOKEN } from "./processes.js";
+import {
+  duplicatesOf,
+  type ExpectedPlant,
+  lostOf,
+  problemsOf,
+  type Verification,
+  verify,
+  waitQuiet,
+  waitSideWork,
+} from "./verify.js";
+
+export interface RunSettings {
+  run: number;
+  /** Load per run. */
+  durationMs: number;
+  concurrency: number;
+  /** Folder for this run's process logs. */
+  logDir: string;
+  /** Longest wait for the side work (and, separately, for the queues to drain) after the load. */
+  recoveryTimeoutMs: number;
+}
+
+export interface RunResult {
+  scenario: string;
+  run: number;
+  sent: number;
+  acknowledged: number;
+  lost: number;
+  duplicated: number;
+  /** From the fault's end (restart done) until every plant acknowledged by then is indexed and audited. */
+  recoverMs?: number;
+  /** What `recoverMs` is measured from. */
+  recoverFrom: "fault end" | "load end";
+  /** Until the outbox and both queues were empty, after the load ended. */
+  quietMs?: number;
+  ok: boolean;
+  problems: string[];
+  notes: string[];
+  outcomes: Record<string, number>;
+  verification?: Verification;
+  wallMs: number;
+}
+
+/** What a fault did, returned by a scenario's fault step. */
+interface FaultOutcome {
+  /** When the fault was over (the restart done); undefined = no fault: recovery counts from the load's end. */
+  faultEnd?: number;
+  notes: string[];
+  problems: string[];
+  /** Plants beyond the load's acknowledged ones that must be stored (a race's winner). */
+  expected?: ExpectedPlant[];
+  /** Checks that need the whole load (every attempt) or the recovered state: run after the recovery. */
+  after?: (load: Load) => Promise<void> | void;
+}
+
+interface Scenario {
+  name: string;
+  description: string;
+  apis: number;
+  workers: number;
+  /** Where in the load the fault starts, as a fraction of the duration. */
+  faultAt: number;
+  fault(stack: Stack, load: Load, settings: RunSettings): Promise<FaultOutcome>;
+}
+
+const activeJobs = async (stack: Stack) =>
+  (await stack.redis.llen(`bull:${queueNames.index}:active`)) +
+  (await stack.redis.llen(`bull:${queueNames.audit}:active`));
+
+const outboxPending = async (stack: Stack) =>
+  ((await stack.redis.xpending(redisKeys.outbox, redisKeys.outboxGroup)) as [number])[0];
+
+const describeCounts = (counts: Record<string, number>) =>
+  Object.entries(counts)
+    .map(([key, n]) => `${key}×${n}`)
+    .join(" ") || "none";
+
+const between = (attempts: readonly Attempt[], from: number, to: number) =>
+  attempts.filter((attempt) => attempt.startedAt >= from && attempt.startedAt < to);
+
+export const scenarios: Scenario[] = [
+  {
+    name: "api-kill",
+    description: "kill -9 of the api under load, then restart",
+    apis: 1,
+    workers: 1,
+    faultAt: 0.3,
+    async fault(stack, load) {
+      const inFlight = load.inFlightCount;
+      const killAt = Date.now();
+      const exit = await stack.signal(stack.api(0).service, "SIGKILL");
+      await sleep(500);
+      const restartAt = Date.now();
+      await stack.startApi(0);
+      const faultEnd = Date.now();
+      const notes = [
+        `kill -9 api (${exit.signal}) with ${inFlight} request(s) in flight; api back after ${faultEnd - killAt} ms`,
+      ];
+      return {
+        faultEnd,
+        notes,
+        problems: [],
+        after(load) {
+          const down = between(load.attempts, killAt, restartAt);
+          if (down.length > 0)
+            notes.push(`sent after the kill, before the restart: ${describeCounts(outcomeCounts(down))}`);
+        },
+      };
+    },
+  },
+  {
+    name: "worker-kill",
+    description: "kill -9 of the worker in the middle of jobs, then restart",
+    apis: 1,
+    workers: 1,
+    faultAt: 0.3,
+    async fault(stack) {
+      // In the middle of jobs: wait (bounded) for a moment with jobs active.
+      let active = 0;
+      const deadline = Date.now() + 3000;
+      while (Date.now() < deadline) {
+        active = await activeJobs(stack);
+        if (active > 0) break;
+        await sleep(2);
+      }
+      const pending = await outboxPending(stack);
+      const killAt = Date.now();
+      await stack.signal(stack.worker(0).service, "SIGKILL");
+      await sleep(500);
+      await stack.startWorker(0);
+      const faultEnd = Date.now();
+      const notes = [
+        `kill -9 worker with ${active} job(s) active and ${pending} outbox entr(y/ies) read but unacknowledged; restarted after ${faultEnd - killAt} ms`,
+      ];
+      if (active === 0) notes.push("no job was active at the kill (the queues were idle for 3 s)");
+      return { faultEnd, notes, problems: [] };
+    },
+  },
+  {
+    name: "relay-crash",
+    description: "crash between the commit and the enqueue (fault point), restart without the fault",
+    apis: 1,
+    workers: 1,
+    faultAt: 0.3,
+    async fault(stack) {
+      const problems: string[] = [];
+      const stop = await stack.signal(stack.worker(0).service, "SIGTERM", 35_000);
+      if (stop.code !== 0) problems.push(`worker SIGTERM before the fault: exit ${stop.code ?? stop.signal}`);
+      const faulty = await stack.startWorker(0, { PLANT_STORE_FAULT: "relay-crash-before-enqueue" }, true);
+      const crash = await faulty.exit;
+      if (crash.signal !== "SIGKILL")
+        problems.push(`faulty worker ended with ${crash.code ?? crash.signal}, not SIGKILL`);
+      if (!faulty.saw("fault point relay-crash-before-enqueue")) problems.push("the fault point's log line is missing");
+      // The crash left the entries read but unacknowledged, with none of their jobs added.
+      const pendingEntries = (await stack.redis.xpending(
+        redisKeys.outbox,
+        redisKeys.outboxGroup,
+        "-",
+        "+",
+        10_000,
+      )) as [string, ...unknown[]][];
+      const ids = pendingEntries.map(([id]) => id);
+      let enqueued = 0;
+      for (const id of ids) {
+        enqueued += await stack.redis.exists(
+          `bull:${queueNames.index}:${jobIdFor(id)}`,
+          `bull:${queueNames.audit}:${jobIdFor(id)}`,
+        );
+      }
+      if (ids.length === 0) problems.push("no outbox entry was pending after the crash");
+      if (enqueued > 0)
+        problems.push(`${enqueued} job(s) of the crashed batch exist: the crash was not before the enqueue`);
+      const restarted = await stack.startWorker(0);
+      const faultEnd = Date.now();
+      return {
+        faultEnd,
+        notes: [
+          `relay SIGKILLed itself after XREADGROUP with ${ids.length} entr(y/ies) pending, ${enqueued} job(s) of them enqueued`,
+        ],
+        problems,
+        after() {
+          if (ids.length > 0 && !restarted.saw("reclaimed outbox entries")) {
+            problems.push("the restarted worker never logged a reclaim of the pending entries");
+          }
+        },
+      };
+    },
+  },
+  {
+    name: "redis-kill",
+    description: "kill -9 of Redis under load, restart on the same folder and port",
+    apis: 1,
+    workers: 1,
+    faultAt: 0.3,
+    async fault(stack, load) {
+      const problems: string[] = [];
+      const api = stack.api(0);
+      const apiPid = api.service?.pid;
+      const workerPid = stack.worker(0).service?.pid;
+      const ackedBeforeKill = [...load.acked.values()];
+      const killAt = Date.now();
+      await stack.redisServer.kill();
+      // Down for 3 s: /readyz must say so, quickly.
+      const ready: number[] = [];
+      while (Date.now() - killAt < 3000) {
+        ready.push(await readyz(api.url, REDIS_COMMAND_TIMEOUT_MS + 1000));
+        await sleep(250);
+      }
+      const restartAt = Date.now();
+      await stack.redisServer.restart();
+      const faultEnd = Date.now();
+      // The api reconnects by itself: /readyz 200 again, same process.
+      let reconnectMs: number | undefined;
+      while (Date.now() - faultEnd < 15_000) {
+        if ((await readyz(api.url, 1000)) === 200) {
+          reconnectMs = Date.now() - faultEnd;
+          break;
+        }
+        await sleep(50);
+      }
+      if (reconnectMs === undefined) problems.push("api /readyz not 200 within 15 s of the Redis restart");
+      const notReady = ready.filter((status) => status !== 503);
+      if (notReady.length > 0) problems.push(`/readyz during the outage answered ${notReady.join(",")} (want 503)`);
+      const notes = [
+        `Redis down ${restartAt - killAt} ms (restart ${faultEnd - restartAt} ms); /readyz during outage: ${ready.length}× polled, ${ready.filter((s) => s === 503).length}× 503; api /readyz 200 again ${reconnectMs ?? "—"} ms after restart`,
+      ];
+      return {
+        faultEnd,
+        notes,
+        problems,
+        expected: [],
+        async after(load) {
+          if (api.service?.pid !== apiPid || !api.service?.running())
+            problems.push("the api process was replaced or died");
+          const worker = stack.worker(0).service;
+          if (worker?.pid !== workerPid || !worker?.running()) problems.push("the worker process was replaced or died");
+          // Requests sent while Redis was down: fast 503 Errors, none hanging.
+          const during = between(load.attempts, killAt, restartAt);
+          const maxMs = Math.max(0, ...during.map((attempt) => attempt.ms));
+          const bad = during.filter((attempt) => !(attempt.status === 503 && attempt.errorShape));
+          const hung = during.filter((attempt) => attempt.ms > REDIS_COMMAND_TIMEOUT_MS + 1000);
+          notes.push(
+            `during the outage: ${during.length} request(s): ${describeCounts(outcomeCounts(during))}; max latency ${Math.round(maxMs)} ms (REDIS_COMMAND_TIMEOUT_MS ${REDIS_COMMAND_TIMEOUT_MS}, limit ${REDIS_COMMAND_TIMEOUT_MS + 1000})`,
+          );
+          if (during.length === 0) problems.push("no request was sent during the outage");
+          if (bad.length > 0)
+            problems.push(
+              `${bad.length} request(s) during the outage were not 503 Error: ${describeCounts(outcomeCounts(bad))}`,
+            );
+          if (hung.length > 0)
+            problems.push(
+              `${hung.length} request(s) during the outage took longer than ${REDIS_COMMAND_TIMEOUT_MS + 1000} ms`,
+            );
+          const after = load.attempts.filter(
+            (attempt) => attempt.startedAt >= faultEnd && attempt.status === 200,
+          ).length;
+          if (after === 0) problems.push("no create succeeded after the Redis restart");
+          notes.push(
+            `${ackedBeforeKill.length} plant(s) acknowledged before the kill (checked like all others); ${after} acknowledged after the restart`,
+          );
+        },
+      };
+    },
+  },
+  {
+    name: "sigterm",
+    description:
+      "SIGTERM of the api under load (drain, refuse, restart), then SIGTERM of the worker (finish jobs, exit 0, restart)",
+    apis: 1,
+    workers: 1,
+    faultAt: 0.25,
+    async fault(stack, load) {
+      const problems: string[] = [];
+      const api = stack.api(0);
+      const inFlight = load.inFlightCount;
+      const sigAt = Date.now();
+      const apiExit = await stack.signal(api.service, "SIGTERM", 15_000);
+      const exitAt = Date.now();
+      if (apiExit.code !== 0 || apiExit.forced)
+        problems.push(`api exit after SIGTERM: ${apiExit.code ?? apiExit.signal}`);
+      const probe = await probeConnect(api.port);
+      if (probe.outcome !== "refused")
+        problems.push(`a new connection after the api exited: ${probe.outcome} (want refused)`);
+      await sleep(300);
+      const restartAt = Date.now();
+      await stack.startApi(0);
+
+      await sleep(1500);
+      const active = await activeJobs(stack);
+      const workerExit = await stack.signal(stack.worker(0).service, "SIGTERM", 35_000);
+      if (workerExit.code !== 0 || workerExit.forced) {
+        problems.push(
+          `worker exit after SIGTERM: ${workerExit.code ?? workerExit.signal}${workerExit.forced ? " (forced)" : ""}`,
+        );
+      }
+      const activeAfter = await activeJobs(stack);
+      if (activeAfter > 0) problems.push(`${activeAfter} job(s) left active by the stopped worker (would stall)`);
+      const pendingAfter = await outboxPending(stack);
+      if (pendingAfter > 0) problems.push(`${pendingAfter} outbox entr(y/ies) left pending by the stopped worker`);
+      await stack.startWorker(0);
+      const faultEnd = Date.now();
+      const notes = [
+        `api SIGTERM with ${inFlight} in flight: exit ${apiExit.code} after ${apiExit.ms} ms; new connection then: ${probe.outcome} in ${probe.ms} ms`,
+        `worker SIGTERM with ${active} job(s) active: exit ${workerExit.code} after ${workerExit.ms} ms`,
+      ];
+      return {
+        faultEnd,
+        notes,
+        problems,
+        after(load) {
+          // Answered during the drain: 200 or 503 Error only. No answer at all is not an acknowledgement.
+          const drained = load.attempts.filter(
+            (a) => a.endedAt >= sigAt && a.endedAt <= exitAt && a.startedAt < exitAt,
+          );
+          const answered = drained.filter((a) => a.status !== undefined);
+          const wrong = answered.filter((a) => !(a.status === 200 || (a.status === 503 && a.errorShape)));
+          if (wrong.length > 0)
+            problems.push(
+              `${wrong.length} answer(s) during the drain were neither 200 nor 503 Error: ${describeCounts(outcomeCounts(wrong))}`,
+            );
+          notes.push(`ended during the api drain: ${describeCounts(outcomeCounts(drained))}`);
+          // Client view: sent before the signal, answered (or not) after it. A reset here is a request
+          // the server never read (keep-alive socket closed while idle) unless it shows up stored-but-unacked.
+          const inFlightAtSignal = load.attempts.filter((a) => a.startedAt < sigAt && a.endedAt >= sigAt);
+          notes.push(`in flight at SIGTERM (client view): ${describeCounts(outcomeCounts(inFlightAtSignal))}`);
+          // After the exit, before the restart: nothing listens, so every request must fail fast with ECONNREFUSED.
+          const down = between(load.attempts, exitAt, restartAt);
+          notes.push(`sent after the api exited, before its restart: ${describeCounts(outcomeCounts(down))}`);
+          const unclean = down.filter((a) => a.status !== undefined || a.error === "TIMEOUT" || a.ms > 2000);
+          if (unclean.length > 0) {
+            problems.push(
+              `${unclean.length} request(s) to the stopped api were not refused promptly: ${describeCounts(outcomeCounts(unclean))}`,
+            );
+          }
+        },
+      };
+    },
+  },
+  {
+    name: "two-by-two",
+    description:
+      "two apis and two workers on one Redis under load, plus 20 concurrent creates of one id across both apis",
+    apis: 2,
+    workers: 2,
+    faultAt: 0.5,
+    async fault(stack, load, settings) {
+      const problems: string[] = [];
+      const id = (runIdBase(settings) + 999_999n).toString();
+      const results = await raceCreates(
+        stack.apis.map((api) => api.url),
+        TOKEN,
+        id,
+        20,
+        `two-by-two-${settings.run}`,
+      );
+      const winners = results.filter((r) => r.status === 200);
+      const names = new Set(winners.map((r) => r.name));
+      const others = results.filter((r) => r.status !== 200);
+      const not409 = others.filter((r) => r.status !== 409);
+      if (winners.length !== 1 || names.size !== 1)
+        problems.push(`race: ${winners.length} × 200 with ${names.size} distinct name(s) (want exactly 1)`);
+      if (not409.length > 0)
+        problems.push(
+          `race: ${not409.length} answer(s) neither 200 nor 409: ${not409.map((r) => r.status ?? r.error).join(",")}`,
+        );
+      const winner = winners[0];
+      const expected: ExpectedPlant[] = winner ? [{ id, name: winner.name, tag: "race" }] : [];
+      void load;
+      return {
+        notes: [
+          `race of 20 creates of id ${id} over 2 apis: ${winners.length}× 200 (${[...names].join(",")}), ${others.length - not409.length}× 409`,
+        ],
+        problems,
+        expected,
+      };
+    },
+  },
+];
+
+export const scenarioNames = scenarios.map((scenario) => scenario.name);
+
+const idBases = new Map<number, bigint>();
+/** Ids of a run: `Date.now()`-based, beyond 2^53 (int64 exactness is exercised too), unique per run. */
+function runIdBase(settings: RunSettings): bigint {
+  let base = idBases.get(settings.run);
+  if (base === undefined) {
+    base = BigInt(Date.now()) * 1_000_000n;
+    idBases.set(settings.run, base);
+  }
+  return base;
+}
+
+/** Runs one scenario once on a fresh stack: load, fault, recovery, verification. */
+export async function runScenario(name: string, settings: RunSettings): Promise<RunResult> {
+  const scenario = scenarios.find((s) => s.name === name);
+  if (!scenario) throw new Error(`unknown scenario ${name}; known: ${scenarioNames.join(", ")}`);
+  const started = Date.now();
+  idBases.delete(settings.run);
+  const stack = await Stack.start({
+    apis: scenario.apis,
+    workers: scenario.workers,
+    logDir: join(settings.logDir, `${name}-${settings.run}`),
+  });
+  const problems: string[] = [];
+  const notes: string[] = [];
+  let load: Load | undefined;
+  try {
+    load = new Load({
+      targets: stack.apis.map((api) => api.url),
+      token: TOKEN,
+      concurrency: settings.concurrency,
+      durationMs: settings.durationMs,
+      maxRequests: 200_000,
+      label: `${name}-${settings.run}`,
+      idBase: runIdBase(settings),
+      requestTimeoutMs: 10_000,
+      retries: 2,
+    });
+    await sleep(settings.durationMs * scenario.faultAt);
+    const outcome = await scenario.fault(stack, load, settings);
+    const expectedExtra = outcome.expected ?? [];
+    const ackedList = (until: number) =>
+      [...(load as Load).acked.values()].filter((plant) => plant.ackedAt <= until) as (AckedPlant | ExpectedPlant)[];
+
+    // Recovery: every plant acknowledged up to the fault's end indexed and audited.
+    let recoverMs: number | undefined;
+    if (outcome.faultEnd !== undefined) {
+      const before = ackedList(outcome.faultEnd);
+      const recovered = await waitSideWork(stack.redis, () => before, settings.recoveryTimeoutMs);
+      recoverMs = recovered.ms === undefined ? undefined : Date.now() - outcome.faultEnd;
+      if (recovered.ms === undefined) {
+        problems.push(
+          `not recovered within ${settings.recoveryTimeoutMs} ms: ${recovered.missing.length} plant(s) without side work`,
+        );
+      }
+    }
+    await load.done;
+    const loadEnd = Date.now();
+    // Then everything acknowledged during the whole run.
+    const all = [...ackedList(Number.POSITIVE_INFINITY), ...expectedExtra];
+    const final = await waitSideWork(stack.redis, () => all, settings.recoveryTimeoutMs);
+    if (outcome.faultEnd === undefined && final.ms !== undefined) recoverMs = Date.now() - loadEnd;
+    if (final.ms === undefined) {
+      problems.push(
+        `side work incomplete ${settings.recoveryTimeoutMs} ms after the load: ${final.missing.length} plant(s)`,
+      );
+      if (outcome.faultEnd === undefined) recoverMs = undefined;
+    }
+    const quiet = await waitQuiet(stack.redis, settings.recoveryTimeoutMs);
+    if (quiet.ms === undefined) problems.push(`queues not drained after the load: ${JSON.stringify(quiet.backlog)}`);
+    await outcome.after?.(load);
+    // After `after`, which may add to the fault's problems and notes.
+    problems.push(...outcome.problems);
+    notes.push(...outcome.notes);
+
+    const verification = await verify(stack.redis, all);
+    problems.push(...problemsOf(verification));
+    const badBodies = load.attempts.filter((a) => a.status === 200 && a.bodyOk === false).length;
+    if (badBodies > 0) problems.push(`${badBodies} 200 answer(s) without the plant that was sent`);
+    const unexpected = load.attempts.filter(
+      (a) => a.status !== undefined && a.status !== 200 && !(a.status === 503 && a.errorShape),
+    );
+    if (unexpected.length > 0) problems.push(`unexpected answers: ${describeCounts(outcomeCounts(unexpected))}`);
+    const hung = load.attempts.filter((a) => a.error === "TIMEOUT");
+    if (hung.length > 0) problems.push(`${hung.length} request(s) got no answer within 10 s`);
+    notes.push(
+      `outcomes: ${describeCounts(outcomeCounts(load.attempts))}; stored but never acknowledged: ${verification.storedNotAcked}; queues drained ${quiet.ms ?? "—"} ms after the load`,
+    );
+    const lost = lostOf(verification);
+    const duplicated = duplicatesOf(verification);
+    return {
+      scenario: name,
+      run: settings.run,
+      sent: load.sent,
+      acknowledged: load.acked.size,
+      lost,
+      duplicated,
+      ...(recoverMs === undefined ? {} : { recoverMs }),
+      recoverFrom: outcome.faultEnd === undefined ? "load end" : "fault end",
+      ...(quiet.ms === undefined ? {} : { quietMs: quiet.ms }),
+      ok: problems.length === 0 && lost === 0 && duplicated === 0 && recoverMs !== undefined,
+      problems,
+      notes,
+      outcomes: outcomeCounts(load.attempts),
+      verification,
+      wallMs: Date.now() - started,
+    };
+  } catch (error) {
+    load?.stop();
+    await load?.done.catch(() => {});
+    problems.push(`run aborted: ${error instanceof Error ? error.message : String(error)}`);
+    return {
+      scenario: name,
+      run: settings.run,
+      sent: load?.sent ?? 0,
+      acknowledged: load?.acked.size ?? 0,
+      lost: 0,
+      duplicated: 0,
+      recoverFrom: "fault end",
+      ok: false,
+      problems,
+      notes,
+      outcomes: load ? outcomeCounts(load.attempts) : {},
+      wallMs: Date.now() - started,
+    };
+  } finally {
+    load?.stop();
+    await stack.stop();
+  }
+}
