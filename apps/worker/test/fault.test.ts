@@ -1,17 +1,10 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { queueNames, redisKeys } from "@plant-store/contracts";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadWorkerConfig, loadWorkerFault, WorkerConfigError } from "../src/config.js";
-import { connect, createPlantAsApi, outboxPendingCount, waitFor } from "./support.js";
-
-// The built entry point, as deployed (the fault SIGKILLs its own process, so it cannot run in
-// the test's process): run `tsc -p apps/worker/tsconfig.json` first.
-const mainJs = fileURLToPath(new URL("../dist/main.js", import.meta.url));
+import { connect, createPlantAsApi, outboxPendingCount, type SpawnedWorker, spawnWorker, waitFor } from "./support.js";
 
 let server: RedisServer;
 let redis: Redis;
@@ -24,35 +17,6 @@ afterAll(async () => {
   await redis?.quit();
   await server?.stop();
 });
-
-interface Spawned {
-  child: ChildProcess;
-  lines: () => Record<string, unknown>[];
-  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function spawnWorker(env: Record<string, string>): Spawned {
-  if (!existsSync(mainJs)) throw new Error(`${mainJs} is missing: build the worker first`);
-  const child = spawn(process.execPath, [mainJs], {
-    env: { PATH: process.env.PATH ?? "", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  const collect = (chunk: Buffer) => {
-    output += chunk.toString();
-  };
-  child.stdout?.on("data", collect);
-  child.stderr?.on("data", collect);
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once("exit", (code, signal) => resolve({ code, signal })),
-  );
-  const lines = () =>
-    output
-      .split("\n")
-      .filter((line) => line.startsWith("{"))
-      .map((line) => JSON.parse(line) as Record<string, unknown>);
-  return { child, lines, exit };
-}
 
 describe("PLANT_STORE_FAULT (test-only fault point)", () => {
   it("is optional, accepts only the known fault names, and is off by default", () => {
@@ -75,7 +39,7 @@ describe("relay-crash-before-enqueue", { timeout: 30_000 }, () => {
       new Queue(queueNames.index, { connection: redis }),
       new Queue(queueNames.audit, { connection: redis }),
     ];
-    const workers: Spawned[] = [];
+    const workers: SpawnedWorker[] = [];
     try {
       const env = { REDIS_URL: server.url, RELAY_CLAIM_IDLE_MS: "500", LOG_LEVEL: "info" };
       const faulty = spawnWorker({ ...env, PLANT_STORE_FAULT: "relay-crash-before-enqueue" });

@@ -1,15 +1,9 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { queueNames, redisKeys } from "@plant-store/contracts";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, createPlantAsApi, outboxPendingCount, waitFor } from "./support.js";
-
-// The built entry point, exactly as it is deployed: run `tsc -p apps/worker/tsconfig.json` first.
-const mainJs = fileURLToPath(new URL("../dist/main.js", import.meta.url));
+import { connect, createPlantAsApi, outboxPendingCount, spawnWorker, waitFor } from "./support.js";
 
 let server: RedisServer;
 let redis: Redis;
@@ -22,36 +16,6 @@ afterAll(async () => {
   await redis?.quit();
   await server?.stop();
 });
-
-interface Spawned {
-  child: ChildProcess;
-  lines: () => Record<string, unknown>[];
-  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-}
-
-function spawnWorker(env: Record<string, string>): Spawned {
-  if (!existsSync(mainJs)) throw new Error(`${mainJs} is missing: build the worker first`);
-  const child = spawn(process.execPath, [mainJs], {
-    env: { PATH: process.env.PATH ?? "", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  child.stdout?.on("data", (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr?.on("data", (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once("exit", (code, signal) => resolve({ code, signal })),
-  );
-  const lines = () =>
-    stdout
-      .split("\n")
-      .filter((line) => line.startsWith("{"))
-      .map((line) => JSON.parse(line) as Record<string, unknown>);
-  return { child, lines, exit };
-}
 
 describe("worker process (dist/main.js)", { timeout: 20_000 }, () => {
   it("stops gracefully on SIGTERM: exit 0, promptly, no job left active, outbox nothing pending", async () => {

@@ -1,3 +1,6 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { outboxFields, redisKeys } from "@plant-store/contracts";
 import { Redis } from "ioredis";
 import { loadWorkerConfig, type WorkerConfig } from "../src/config.js";
@@ -146,4 +149,39 @@ export function connect(url: string): Redis {
 export async function outboxPendingCount(redis: Redis): Promise<number> {
   const summary = (await redis.xpending(redisKeys.outbox, redisKeys.outboxGroup)) as [number, ...unknown[]];
   return summary[0];
+}
+
+// The built entry point, as deployed (a crash fault SIGKILLs its own process, so it cannot run in
+// the test's process): run `tsc -p apps/worker/tsconfig.json` first.
+const mainJs = fileURLToPath(new URL("../dist/main.js", import.meta.url));
+
+export interface SpawnedWorker {
+  child: ChildProcess;
+  /** The JSON log lines printed so far. */
+  lines: () => Record<string, unknown>[];
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Runs the built worker as its own process with just these environment variables (and PATH). */
+export function spawnWorker(env: Record<string, string>): SpawnedWorker {
+  if (!existsSync(mainJs)) throw new Error(`${mainJs} is missing: build the worker first`);
+  const child = spawn(process.execPath, [mainJs], {
+    env: { PATH: process.env.PATH ?? "", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const collect = (chunk: Buffer) => {
+    output += chunk.toString();
+  };
+  child.stdout?.on("data", collect);
+  child.stderr?.on("data", collect);
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("exit", (code, signal) => resolve({ code, signal })),
+  );
+  const lines = () =>
+    output
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+  return { child, lines, exit };
 }
