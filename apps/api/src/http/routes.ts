@@ -71,7 +71,7 @@ const UNRESERVED = /%(2[DdEe]|3[0-9]|[46][1-9A-Fa-f]|[57][0-9Aa]|5[Ff]|7[Ee])/g;
  * character, so `/plants/%31` is `/plants/1`. Other escapes (a slash, say) stay as they are.
  */
 export const decodeUnreserved = (url: string) =>
-  url.replace(UNRESERVED, (escape) => String.fromCharCode(Number.parseInt(escape.slice(1), 16)));
+  url.replace(UNRESERVED, (encoded) => String.fromCharCode(Number.parseInt(encoded.slice(1), 16)));
 
 /** Answers a request that matched no operation: 405 with `Allow` on a known path, else 404. */
 export function replyRouteMiss(reply: FastifyReply, method: string, match: Exclude<RouteMatch, { kind: "found" }>) {
