@@ -124,7 +124,8 @@ export async function buildApp(options: AppOptions) {
     return reply.code(status).send(apiError(status, error.message));
   });
 
-  const matchRoute = createRouteMatcher(restRoutesOf(appRouter), app.routeList);
+  const restRoutes = restRoutesOf(appRouter);
+  const matchRoute = createRouteMatcher(restRoutes, app.routeList);
   function routeMiss(request: FastifyRequest, reply: FastifyReply) {
     const match = matchRoute(request.method, request.url);
     return replyRouteMiss(reply, request.method, match.kind === "found" ? { kind: "not-found" } : match);
@@ -143,7 +144,7 @@ export async function buildApp(options: AppOptions) {
     }
   });
 
-  await app.register(restApi, { router: appRouter, createContext, matchRoute, guard });
+  await app.register(restApi, { router: appRouter, createContext, routes: restRoutes, matchRoute, guard });
   await app.register(trpcApi, { router: appRouter, createContext, guard });
   if (options.dashboardConnection) await queueDashboard(app, { connection: options.dashboardConnection, guard });
   return app;

@@ -13,7 +13,7 @@ export type StoredTokenCheck =
   | { ok: false; reason: "invalid" | "expired" | "revoked" };
 
 /** Realm of the bearer challenge (RFC 6750). */
-export const REALM = "plant-store";
+const REALM = "plant-store";
 
 const sha256 = (text: string) => createHash("sha256").update(text).digest();
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;

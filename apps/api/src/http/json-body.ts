@@ -11,7 +11,7 @@ const OUT_OF_RANGE = 2n ** 64n;
  * safe integers and a bigint otherwise; fractions stay numbers. A fraction that a double would
  * round to an integer (9007199254740993.5) becomes NaN, so it can never pass as an integer.
  */
-export function exactJsonNumber(text: string): number | bigint {
+function exactJsonNumber(text: string): number | bigint {
   const match = JSON_NUMBER.exec(text);
   if (!match) return Number.NaN;
   const [, sign = "", whole = "", fraction = "", exponent = "0"] = match;
@@ -30,12 +30,12 @@ export function exactJsonNumber(text: string): number | bigint {
 }
 
 /** An error whose message is meant for the client. */
-export const clientError = (statusCode: number, message: string) => Object.assign(new Error(message), { statusCode });
+const clientError = (statusCode: number, message: string) => Object.assign(new Error(message), { statusCode });
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /** Parses a JSON request body exactly: UTF-8 only, numbers lossless, duplicate keys refused. */
-export function parseJsonBody(raw: Buffer, contentType: string | undefined): unknown {
+function parseJsonBody(raw: Buffer, contentType: string | undefined): unknown {
   const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(contentType ?? "")?.[1]?.toLowerCase();
   if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
     throw clientError(415, `The request body must be UTF-8 JSON, not ${charset}`);

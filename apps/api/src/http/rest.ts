@@ -9,7 +9,7 @@ import type { AppRouter } from "../router.js";
 import type { Context } from "../trpc.js";
 import type { Guard } from "./guard.js";
 import { useExactJsonBodies } from "./json-body.js";
-import { decodeUnreserved, type RouteMatcher, replyRouteMiss, restRoutesOf } from "./routes.js";
+import { decodeUnreserved, type RestRoute, type RouteMatcher, replyRouteMiss } from "./routes.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -23,6 +23,8 @@ const takesBody = (method: string) => method === "POST" || method === "PUT" || m
 export type RestOptions = {
   router: AppRouter;
   createContext: (opts: { req: FastifyRequest }) => Promise<Context>;
+  /** The router's REST operations (restRoutesOf) and the matcher built over them. */
+  routes: readonly RestRoute[];
   matchRoute: RouteMatcher;
   guard: Guard;
 };
@@ -32,8 +34,11 @@ export type RestOptions = {
  * exact routing (404/405), authentication before the body is read, exact JSON bodies, and every
  * error in the `Error` shape. The adapter's own error bodies are replaced in onSend.
  */
-export async function restApi(scope: FastifyInstance, { router, createContext, matchRoute, guard }: RestOptions) {
-  const successStatus = new Map(restRoutesOf(router).map((route) => [route.procedure, route.successStatus]));
+export async function restApi(
+  scope: FastifyInstance,
+  { router, createContext, routes, matchRoute, guard }: RestOptions,
+) {
+  const successStatus = new Map(routes.map((route) => [route.procedure, route.successStatus]));
   // A success gets its operation's status (204 for deletes) and the headers its procedure set.
   const responseMeta: ResponseMetaFn<AppRouter> = ({ ctx, paths, errors }) =>
     errors.length > 0 || !ctx

@@ -6,7 +6,7 @@ import { apiError } from "../errors.js";
 import type { Meta } from "../trpc.js";
 
 /** A REST operation of the router, matched exactly (letter case and trailing slash count). */
-type RestRoute = {
+export type RestRoute = {
   method: string;
   pattern: RegExp;
   scope: TokenScope;
