@@ -3,7 +3,7 @@ import { limits } from "@plant-store/contracts";
 import type { TokenStore } from "@plant-store/tokens";
 import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
-import { createAuthenticator, type StoredTokenCheck } from "./auth.js";
+import { createAuthenticator, type StoredTokenVerifier } from "./auth.js";
 import { apiError } from "./errors.js";
 import { queueDashboard } from "./http/dashboard.js";
 import { createGuard, type Limits } from "./http/guard.js";
@@ -32,7 +32,7 @@ export type AppOptions = {
   apiTokens: readonly string[];
   adminToken?: string | undefined;
   /** Issued tokens; absent: only the configured ones are accepted. */
-  tokens?: { store: TokenStore; verify: (token: string) => Promise<StoredTokenCheck> } | undefined;
+  tokens?: { store: TokenStore; verify: StoredTokenVerifier } | undefined;
   limits?: Limits;
   /** BullMQ connection of the queue dashboard; the dashboard is off without it. */
   dashboardConnection?: Redis | undefined;
@@ -62,7 +62,7 @@ export async function buildApp(options: AppOptions) {
   });
 
   const guard = createGuard({
-    authenticate: createAuthenticator({
+    authenticator: createAuthenticator({
       configTokens: options.apiTokens,
       adminToken: options.adminToken,
       verifyStored: options.tokens?.verify,

@@ -24,7 +24,12 @@ export type AuthenticatorOptions = {
   /** ADMIN_TOKEN: the admin scope only (dashboard and token administration). */
   adminToken?: string | undefined;
   /** Tokens issued through the token store; absent: configured tokens only. */
-  verifyStored?: ((token: string) => Promise<StoredTokenCheck>) | undefined;
+  verifyStored?: StoredTokenVerifier | undefined;
+};
+
+/** Looks a token up in the store; `peek` answers from a cache without a lookup, when it can. */
+export type StoredTokenVerifier = ((token: string) => Promise<StoredTokenCheck>) & {
+  peek?: (token: string) => Promise<StoredTokenCheck> | undefined;
 };
 
 /**
@@ -41,21 +46,40 @@ export function createAuthenticator(options: AuthenticatorOptions) {
     return { digest, principal: { id: `config-${digest.toString("hex").slice(0, 12)}`, scopes } };
   });
 
-  return async (authorization: string | undefined): Promise<AuthResult> => {
+  const verifyStored = options.verifyStored;
+  const fromCheck = (check: StoredTokenCheck): AuthResult =>
+    check.ok ? { ok: true, principal: { id: check.record.id, scopes: check.record.scopes } } : check;
+
+  /**
+   * What can be told without a token-store lookup: a missing or malformed header, a configured
+   * token, or a cached answer; `{ token }` when only the store can tell.
+   */
+  function inMemory(authorization: string | undefined): AuthResult | Promise<AuthResult> | { token: string } {
     if (authorization === undefined || authorization.trim() === "") return { ok: false, reason: "missing" };
     const token = BEARER.exec(authorization)?.[1];
-    return token === undefined ? { ok: false, reason: "malformed" } : authenticateToken(token);
-  };
-
-  async function authenticateToken(token: string): Promise<AuthResult> {
+    if (token === undefined) return { ok: false, reason: "malformed" };
     const presented = sha256(token);
     let principal: Principal | undefined;
     for (const entry of configured) if (timingSafeEqual(entry.digest, presented)) principal = entry.principal;
     if (principal) return { ok: true, principal };
-    if (!options.verifyStored) return { ok: false, reason: "invalid" };
-    const check = await options.verifyStored(token);
-    return check.ok ? { ok: true, principal: { id: check.record.id, scopes: check.record.scopes } } : check;
+    if (!verifyStored) return { ok: false, reason: "invalid" };
+    return verifyStored.peek?.(token)?.then(fromCheck) ?? { token };
   }
+
+  const lookUp = async (token: string) => fromCheck(await (verifyStored as StoredTokenVerifier)(token));
+
+  return {
+    /** Authenticates, looking the token up in the store when needed. */
+    async authenticate(authorization: string | undefined): Promise<AuthResult> {
+      const known = inMemory(authorization);
+      return "token" in known ? lookUp(known.token) : known;
+    },
+    /** The result when it needs no token-store lookup; undefined otherwise (nothing is looked up). */
+    async withoutLookup(authorization: string | undefined): Promise<AuthResult | undefined> {
+      const known = inMemory(authorization);
+      return "token" in known ? undefined : known;
+    },
+  };
 }
 
 export type Authenticator = ReturnType<typeof createAuthenticator>;

@@ -35,6 +35,8 @@ export async function startApi(config: ApiConfig) {
     lazyConnect: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
+    // Commands issued in one event-loop turn (many requests' worth under load) leave in one write.
+    enableAutoPipelining: true,
     commandTimeout: config.redisCommandTimeoutMs,
     connectionName: "plant-store-api",
   });

@@ -163,11 +163,23 @@ describe("rate limits, kept in Redis across instances", () => {
     // The counter is per address across all instances: start from a clean one.
     for (const key of await stack.redis.keys("ratelimit:auth-failures:*")) await stack.redis.del(key);
     try {
+      // A stored token this instance has verified and cached: later checks need no lookup.
+      const stored = (await issue({ name: "cached", scopes: ["plants:read"] })).json as { id: string; token: string };
+      expect((await call(throttled.url, { method: "GET", path: "/plants", token: stored.token })).status).toBe(200);
+      const counted = `ratelimit:token:${stored.id}`;
+      expect(await stack.redis.get(counted)).toBe("1");
       for (let i = 0; i < 3; i++)
         expectError(await call(throttled.url, { method: "GET", path: "/plants", token: `ps_guess${i}` }), 401);
       const blocked = await call(throttled.url, { method: "GET", path: "/plants", token: TOKEN });
       expectError(blocked, 429, /failed authentication attempts/);
       expect(Number(blocked.headers.get("retry-after"))).toBeGreaterThan(0);
+      // Valid credentials known in memory (configured, cached) get the same 429 on REST and tRPC,
+      // and nothing is counted against the token.
+      expectError(await call(throttled.url, { method: "GET", path: "/plants", token: stored.token }), 429);
+      expect((await call(throttled.url, { method: "GET", path: "/trpc/plants.list", token: stored.token })).status).toBe(
+        429,
+      );
+      expect(await stack.redis.get(counted)).toBe("1");
       const counts = await stack.redis.hgetall(redisKeys.authFailures);
       expect(Number(counts.invalid)).toBeGreaterThanOrEqual(3);
       // Logged, with the reason and address, never the token.

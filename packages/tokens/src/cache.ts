@@ -13,6 +13,11 @@ export interface CachedVerifier {
   readonly size: number;
   /** Forgets everything (e.g. after a revocation made by this very process). */
   clear(): void;
+  /**
+   * The answer for `token` when the cache holds a fresh one (settled or still in flight), without
+   * starting a lookup; undefined when only the store can tell.
+   */
+  peek(token: string): Promise<VerifyResult> | undefined;
 }
 
 type Entry = { expiresAt: number; result: Promise<VerifyResult> };
@@ -44,12 +49,18 @@ export function cachedVerifier(
   const now = options.now ?? Date.now;
   const entries = new Map<string, Entry>();
 
+  const fresh = (key: string, at: number) => {
+    const hit = entries.get(key);
+    if (hit && hit.expiresAt > at) return hit;
+    if (hit) entries.delete(key);
+    return undefined;
+  };
+
   const cached = (token: string): Promise<VerifyResult> => {
     const key = tokenHash(token);
     const started = now();
-    const hit = entries.get(key);
-    if (hit && hit.expiresAt > started) return hit.result;
-    if (hit) entries.delete(key);
+    const hit = fresh(key, started);
+    if (hit) return hit.result;
 
     const entry = { expiresAt: started + ttlMs } as Entry;
     entry.result = verify(token).then(
@@ -74,5 +85,8 @@ export function cachedVerifier(
   };
 
   Object.defineProperty(cached, "size", { get: () => entries.size });
-  return Object.assign(cached, { clear: () => entries.clear() }) as CachedVerifier;
+  return Object.assign(cached, {
+    clear: () => entries.clear(),
+    peek: (token: string) => fresh(tokenHash(token), now())?.result,
+  }) as CachedVerifier;
 }

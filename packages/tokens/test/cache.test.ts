@@ -49,6 +49,20 @@ describe("cachedVerifier (unit)", () => {
     expect(calls).toEqual(["ps_good", "ps_bad", "ps_good", "ps_bad"]);
   });
 
+  it("peeks at a fresh answer without ever starting a lookup", async () => {
+    let now = 0;
+    const { verify, calls } = fake();
+    const cached = cachedVerifier(verify, 1000, { now: () => now });
+    expect(cached.peek("ps_a")).toBeUndefined();
+    expect(calls).toEqual([]);
+    const pending = cached("ps_a");
+    expect(cached.peek("ps_a")).toBe(pending); // in flight: shared
+    expect(await cached.peek("ps_a")).toEqual(OK);
+    now = 1000;
+    expect(cached.peek("ps_a")).toBeUndefined();
+    expect(calls).toEqual(["ps_a"]);
+  });
+
   it("keys entries by SHA-256 of the token, never the token", async () => {
     const { verify } = fake();
     const seen: string[] = [];

@@ -29,7 +29,7 @@ export type Limits = {
 };
 
 export type GuardOptions = {
-  authenticate: Authenticator;
+  authenticator: Authenticator;
   limiter: RateLimiter;
   limits: Limits;
   /** For counting failures across instances (stats:auth-failures). */
@@ -58,16 +58,19 @@ const tooMany = (reply: FastifyReply, window: Window, message: string) =>
 
 /**
  * The one gate in front of every protected route: throttles addresses that keep failing to
- * authenticate (checked before a token is even looked at, so guessing is slow), authenticates,
+ * authenticate (checked before a token is even looked up, so guessing is slow), authenticates,
  * counts and logs failures without secrets, checks the scope, and applies the per-token limit.
  * Answers the request itself (401/403/429) and returns false when it must not go on.
  */
-export function createGuard({ authenticate, limiter, limits, redis }: GuardOptions) {
-  const authOf = (request: FastifyRequest, basic: boolean) => {
-    if (request.auth) return request.auth;
+export function createGuard({ authenticator, limiter, limits, redis }: GuardOptions) {
+  /** The presented credential as a Bearer header (the dashboard also takes it as a Basic password). */
+  const credentialOf = (request: FastifyRequest, basic: boolean) => {
     const header = request.headers.authorization;
     const password = basic ? basicPassword(header) : undefined;
-    request.auth = authenticate(password === undefined ? header : `Bearer ${password}`);
+    return password === undefined ? header : `Bearer ${password}`;
+  };
+  const authOf = (request: FastifyRequest, basic: boolean) => {
+    request.auth ??= authenticator.authenticate(credentialOf(request, basic));
     return request.auth;
   };
 
@@ -79,13 +82,61 @@ export function createGuard({ authenticate, limiter, limits, redis }: GuardOptio
     ]).catch((error: unknown) => request.log.warn({ err: error }, "could not count an authentication failure"));
   }
 
+  const throttledMessage = "Too many failed authentication attempts from this address; retry later";
+
+  /** Per-token limit headers, and 429 once it is used up. */
+  const applyWindow = (reply: FastifyReply, window: Window) => {
+    setWindowHeaders(reply, window, limiter.windowSeconds);
+    return window.exceeded ? !tooMany(reply, window, "Rate limit exceeded for this token; retry later") : true;
+  };
+
+  /**
+   * The usual request: a configured or recently verified token with the scope it needs, known
+   * without a store lookup. The address check and the token's count then take one round trip.
+   * Nothing about the token is revealed before the address check: a throttled address gets 429.
+   */
+  async function admitKnown(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean | undefined> {
+    const known = await authenticator.withoutLookup(credentialOf(request, check.basic === true));
+    if (!known?.ok || (check.scope && !hasScope(known.principal, check.scope))) return undefined;
+    const admitted = await reach(() =>
+      limiter.admit(`auth-failures:${request.ip}`, limits.authFailures, `token:${known.principal.id}`, limits.perToken),
+    );
+    if (admitted.blocked) return !tooMany(reply, admitted.blocked, throttledMessage);
+    request.auth = Promise.resolve(known);
+    return applyWindow(reply, admitted.window);
+  }
+
+  /** Every other case, step by step: address check, then lookup, failures, scope, token count. */
+  async function admitStepwise(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean> {
+    const throttled = await reach(() => limiter.peek(`auth-failures:${request.ip}`, limits.authFailures));
+    if (throttled.exceeded) return !tooMany(reply, throttled, throttledMessage);
+    const auth = await reach(() => authOf(request, check.basic === true));
+    if (!auth.ok) {
+      await recordFailure(request, auth.reason);
+      if (check.rejectFailures === false) return true;
+      const challenge = authChallenge(auth.reason);
+      const wwwAuthenticate = check.basic
+        ? 'Basic realm="Plant Store admin", charset="UTF-8"'
+        : challenge.wwwAuthenticate;
+      reply.code(401).header("www-authenticate", wwwAuthenticate).send(apiError(401, challenge.message));
+      return false;
+    }
+    if (check.scope && !hasScope(auth.principal, check.scope)) {
+      const challenge = scopeChallenge(check.scope);
+      request.log.warn({ principal: auth.principal.id, scope: check.scope }, "insufficient scope");
+      reply.code(403).header("www-authenticate", challenge.wwwAuthenticate).send(apiError(403, challenge.message));
+      return false;
+    }
+    return applyWindow(reply, await reach(() => limiter.hit(`token:${auth.principal.id}`, limits.perToken)));
+  }
+
   return {
     /** Resolves the request's credentials (memoized), e.g. for tRPC's context. */
     authOf,
 
     async check(request: FastifyRequest, reply: FastifyReply, check: GuardCheck = {}): Promise<boolean> {
       try {
-        return await guard(request, reply, check);
+        return (await admitKnown(request, reply, check)) ?? (await admitStepwise(request, reply, check));
       } catch (error) {
         // Counters and stored tokens live in Redis: an outage there is a 503.
         if (error instanceof StoreUnavailableError) throw Object.assign(error, { statusCode: 503 });
@@ -93,36 +144,6 @@ export function createGuard({ authenticate, limiter, limits, redis }: GuardOptio
       }
     },
   };
-
-  async function guard(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean> {
-    {
-      const throttled = await reach(() => limiter.peek(`auth-failures:${request.ip}`, limits.authFailures));
-      if (throttled.exceeded) {
-        return !tooMany(reply, throttled, "Too many failed authentication attempts from this address; retry later");
-      }
-      const auth = await reach(() => authOf(request, check.basic === true));
-      if (!auth.ok) {
-        await recordFailure(request, auth.reason);
-        if (check.rejectFailures === false) return true;
-        const challenge = authChallenge(auth.reason);
-        const wwwAuthenticate = check.basic
-          ? 'Basic realm="Plant Store admin", charset="UTF-8"'
-          : challenge.wwwAuthenticate;
-        reply.code(401).header("www-authenticate", wwwAuthenticate).send(apiError(401, challenge.message));
-        return false;
-      }
-      if (check.scope && !hasScope(auth.principal, check.scope)) {
-        const challenge = scopeChallenge(check.scope);
-        request.log.warn({ principal: auth.principal.id, scope: check.scope }, "insufficient scope");
-        reply.code(403).header("www-authenticate", challenge.wwwAuthenticate).send(apiError(403, challenge.message));
-        return false;
-      }
-      const window = await reach(() => limiter.hit(`token:${auth.principal.id}`, limits.perToken));
-      setWindowHeaders(reply, window, limiter.windowSeconds);
-      if (window.exceeded) return !tooMany(reply, window, "Rate limit exceeded for this token; retry later");
-      return true;
-    }
-  }
 }
 
 export type Guard = ReturnType<typeof createGuard>;
