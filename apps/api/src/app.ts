@@ -11,7 +11,7 @@ import { clientErrorHandler, frameworkErrors } from "./http/low-level-errors.js"
 import { createRateLimiter } from "./http/rate-limit.js";
 import { restApi } from "./http/rest.js";
 import { createRouteMatcher, replyRouteMiss, restRoutesOf } from "./http/routes.js";
-import { securityHeaders } from "./http/security-headers.js";
+import { securityHeadersFor } from "./http/security-headers.js";
 import { trpcApi } from "./http/trpc.js";
 import { buildOpenApiDocument } from "./openapi.js";
 import { createPlantStore } from "./plants/store.js";
@@ -85,17 +85,17 @@ export async function buildApp(options: AppOptions) {
   app.addHook("onRoute", (route) => {
     for (const method of [route.method].flat()) app.routeList.push(`${method} ${route.url}`);
   });
-  securityHeaders(app);
   let closing = false;
   app.addHook("preClose", async () => {
     closing = true;
   });
 
-  app.addHook("onRequest", async (request, reply) => {
-    reply.header("x-request-id", request.id);
+  // Callback style: nothing here waits, and an async hook costs a promise per request.
+  app.addHook("onRequest", (request, reply, done) => {
+    reply.headers(securityHeadersFor(request.url)).header("x-request-id", request.id);
     if (closing) {
-      reply.header("connection", "close");
-      return reply.code(503).send(apiError(503, "The service is shutting down; retry the request"));
+      reply.header("connection", "close").code(503);
+      return reply.send(apiError(503, "The service is shutting down; retry the request"));
     }
     // Unknown paths and methods are answered before any body is read.
     if (request.is404) return routeMiss(request, reply);
@@ -106,6 +106,7 @@ export async function buildApp(options: AppOptions) {
     // Media types are case-insensitive (RFC 9110); Fastify's parser lookup is not.
     const contentType = request.headers["content-type"];
     if (contentType) request.headers["content-type"] = contentType.toLowerCase();
+    done();
   });
 
   // Every error leaves as the specification's Error; 5xx details stay in the log.

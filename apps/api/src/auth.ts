@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { hash, timingSafeEqual } from "node:crypto";
 import { ALL_SCOPES, type TokenRecord, type TokenScope } from "@plant-store/contracts";
 
 /** Who made a request, and what they may do. `id` is safe to log and audit; never the token. */
@@ -15,7 +15,7 @@ export type StoredTokenCheck =
 /** Realm of the bearer challenge (RFC 6750). */
 const REALM = "plant-store";
 
-const sha256 = (text: string) => createHash("sha256").update(text).digest();
+const sha256 = (text: string) => hash("sha256", text, "buffer");
 const BEARER = /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i;
 
 export type AuthenticatorOptions = {

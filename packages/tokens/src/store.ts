@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 import type { CreatedToken } from "@plant-store/contracts";
 import { ALL_SCOPES, NewToken, redisKeys, TOKEN_PREFIX, TokenRecord } from "@plant-store/contracts";
 import type { Redis, Result } from "ioredis";
@@ -35,7 +35,7 @@ const TOKEN_ID = /^tok_[0-9a-f]{12}$/;
 
 /** SHA-256 of the token, in hex: the only form in which a token is stored or used as a key. */
 export function tokenHash(token: string): string {
-  return createHash("sha256").update(token, "utf8").digest("hex");
+  return hash("sha256", token, "hex");
 }
 
 /** True when the text has the shape of a token `create` issues (prefix + 43 base64url characters). */

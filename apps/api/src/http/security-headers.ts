@@ -1,4 +1,3 @@
-import type { FastifyInstance } from "fastify";
 import { DASHBOARD_PATH } from "./dashboard.js";
 
 /**
@@ -30,8 +29,5 @@ const dashboard = {
     "font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'self'",
 };
 
-export function securityHeaders(app: FastifyInstance) {
-  app.addHook("onRequest", async (request, reply) => {
-    reply.headers(request.url.startsWith(DASHBOARD_PATH) ? dashboard : API_HEADERS);
-  });
-}
+/** The security headers of a response to `url`: the dashboard's pages get their own CSP. */
+export const securityHeadersFor = (url: string) => (url.startsWith(DASHBOARD_PATH) ? dashboard : API_HEADERS);
