@@ -176,9 +176,9 @@ describe("rate limits, kept in Redis across instances", () => {
       // Valid credentials known in memory (configured, cached) get the same 429 on REST and tRPC,
       // and nothing is counted against the token.
       expectError(await call(throttled.url, { method: "GET", path: "/plants", token: stored.token }), 429);
-      expect((await call(throttled.url, { method: "GET", path: "/trpc/plants.list", token: stored.token })).status).toBe(
-        429,
-      );
+      expect(
+        (await call(throttled.url, { method: "GET", path: "/trpc/plants.list", token: stored.token })).status,
+      ).toBe(429);
       expect(await stack.redis.get(counted)).toBe("1");
       const counts = await stack.redis.hgetall(redisKeys.authFailures);
       expect(Number(counts.invalid)).toBeGreaterThanOrEqual(3);

@@ -95,7 +95,11 @@ export function createGuard({ authenticator, limiter, limits, redis }: GuardOpti
    * without a store lookup. The address check and the token's count then take one round trip.
    * Nothing about the token is revealed before the address check: a throttled address gets 429.
    */
-  async function admitKnown(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean | undefined> {
+  async function admitKnown(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    check: GuardCheck,
+  ): Promise<boolean | undefined> {
     const known = await authenticator.withoutLookup(credentialOf(request, check.basic === true));
     if (!known?.ok || (check.scope && !hasScope(known.principal, check.scope))) return undefined;
     const admitted = await reach(() =>
