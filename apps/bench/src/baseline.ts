@@ -14,7 +14,10 @@ const redis = new Redis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379", { con
 
 const send = (res: ServerResponse, status: number, body: unknown) => {
   const text = JSON.stringify(body);
-  res.writeHead(status, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) });
+  res.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(text),
+  });
   res.end(text);
 };
 const fail = (res: ServerResponse, status: number, message: string) => send(res, status, { error: status, message });

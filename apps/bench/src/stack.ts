@@ -24,6 +24,8 @@ export interface Stack {
   readonly redis: Redis;
   api?: Service & { url: string };
   worker?: Service;
+  /** The bare comparison server of `throughput` (src/baseline.ts). */
+  baseline?: Service & { url: string };
   stop(): Promise<void>;
 }
 
@@ -56,7 +58,7 @@ export async function startStack(options: { appendfsync: "always" | "everysec" |
     stop() {
       stopping ??= (async () => {
         live.delete(stack);
-        await Promise.allSettled([stack.api?.stop(), stack.worker?.stop()]);
+        await Promise.allSettled([stack.api?.stop(), stack.worker?.stop(), stack.baseline?.stop()]);
         redis.disconnect();
         await redisServer.stop();
       })();
@@ -167,6 +169,25 @@ export async function startWorkerProcess(stack: Stack, env: Record<string, strin
     await sleep(50);
   }
   throw describe(service, "was not ready within 30 s");
+}
+
+/**
+ * Starts the bare baseline server (dist/baseline.js, next to this file) on a free port and
+ * resolves once it prints its ready line.
+ */
+export async function startBaselineProcess(stack: Stack): Promise<Service & { url: string }> {
+  const port = await freePort();
+  const entry = fileURLToPath(new URL("./baseline.js", import.meta.url));
+  const service = spawnService("baseline", entry, { PORT: String(port), REDIS_URL: stack.redisServer.url });
+  const baseline = { ...service, url: `http://127.0.0.1:${port}` };
+  stack.baseline = baseline;
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline) {
+    if (!service.running()) throw describe(service, "exited during start-up");
+    if (service.output.some((line) => line.includes('"msg":"baseline ready"'))) return baseline;
+    await sleep(50);
+  }
+  throw describe(service, "was not ready within 20 s");
 }
 
 /**

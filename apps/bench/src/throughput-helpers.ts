@@ -1,0 +1,134 @@
+/** Helpers of the throughput benchmark, kept apart from it so tests can import them. */
+import type autocannon from "autocannon";
+
+export type Target = "baseline" | "service";
+
+/** Median of the values (mean of the middle two for an even count); NaN when empty. */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  const upper = sorted[middle] as number;
+  return sorted.length % 2 === 1 ? upper : ((sorted[middle - 1] as number) + upper) / 2;
+}
+
+/**
+ * Which side of a pair runs first in a round (1-based): the baseline in odd rounds, the service
+ * in even ones, so a drift on the machine does not always land on the same side.
+ */
+export function pairOrder(round: number): [Target, Target] {
+  return round % 2 === 1 ? ["baseline", "service"] : ["service", "baseline"];
+}
+
+export interface RatioInput {
+  round: number;
+  target: Target;
+  reqPerS: number;
+}
+
+/**
+ * Service req/s ÷ baseline req/s of each round, in round order. A round that lacks either side,
+ * or whose baseline did nothing, has no ratio.
+ */
+export function perRoundRatios(runs: readonly RatioInput[]): { round: number; ratio: number }[] {
+  const rounds = [...new Set(runs.map((run) => run.round))].sort((a, b) => a - b);
+  return rounds.flatMap((round) => {
+    const baseline = runs.find((run) => run.round === round && run.target === "baseline");
+    const service = runs.find((run) => run.round === round && run.target === "service");
+    if (baseline === undefined || service === undefined || !(baseline.reqPerS > 0)) return [];
+    return [{ round, ratio: service.reqPerS / baseline.reqPerS }];
+  });
+}
+
+/** The millisecond part of a Redis stream entry id: "1700000000123-4" → 1700000000123. */
+export function streamIdMs(id: string): number {
+  const match = /^(\d+)-\d+$/.exec(id);
+  if (!match) throw new Error(`not a stream entry id: ${id}`);
+  return Number(match[1]);
+}
+
+/**
+ * The seqs seen so far above a start, as the highest seq up to which every one was seen (`floor`)
+ * plus the ones seen beyond it. Index jobs run concurrently, so a plant can be indexed after one
+ * with a higher seq: polling only above the highest score seen would miss it, polling above the
+ * floor does not.
+ */
+export class SeqFloor {
+  #floor: number;
+  readonly #above = new Set<number>();
+
+  constructor(start: number) {
+    this.#floor = start;
+  }
+
+  get floor(): number {
+    return this.#floor;
+  }
+
+  /** Seqs seen above the floor (their predecessors are not all seen yet). */
+  get waiting(): number {
+    return this.#above.size;
+  }
+
+  add(seq: number): void {
+    if (!Number.isInteger(seq) || seq <= this.#floor) return;
+    this.#above.add(seq);
+    while (this.#above.delete(this.#floor + 1)) this.#floor++;
+  }
+}
+
+/** The most timestamps (ms, ascending) within any window of `windowMs`, as a rate per second. */
+export function peakRate(sortedMs: readonly number[], windowMs: number): number {
+  let most = 0;
+  let first = 0;
+  for (let last = 0; last < sortedMs.length; last++) {
+    while ((sortedMs[last] as number) - (sortedMs[first] as number) >= windowMs) first++;
+    most = Math.max(most, last - first + 1);
+  }
+  return (most * 1000) / windowMs;
+}
+
+/** Share of one core, in percent, from two CPU-seconds readings over `wallS` seconds (NaN if unknown). */
+export function cpuPercent(before: number | undefined, after: number | undefined, wallS: number): number {
+  if (before === undefined || after === undefined || !(wallS > 0)) return Number.NaN;
+  return ((after - before) / wallS) * 100;
+}
+
+/** Per-connection autocannon context: the id of the request in flight. */
+interface IdContext {
+  id?: number;
+}
+
+/**
+ * An autocannon POST /plants request with a new id per request (`nextId`), body
+ * `{"id":n,"name":"Monstera","tag":"tropical"}`; `onResponse` gets the id each answer belongs to.
+ *
+ * autocannon calls `setupRequest` once per request it sends (for a connection's first request
+ * when the connection is set up, then before each next one), so every request has its own id.
+ * The id is kept on the per-connection context: with pipelining 1 a connection has one request
+ * in flight, and autocannon calls `onResponse` before it sets up that connection's next request,
+ * so the context still holds the id of the request answered. (With pipelining > 1 it would hold
+ * the newest id instead; autocannon's own `resp.req` is one shared object per connection and no help.)
+ */
+export function createRequest(
+  headers: Record<string, string>,
+  nextId: () => number,
+  onResponse?: (id: number, status: number, body: string) => void,
+): autocannon.Request {
+  return {
+    method: "POST",
+    path: "/plants",
+    headers,
+    setupRequest: (request, context) => {
+      const id = nextId();
+      (context as IdContext).id = id;
+      return { ...request, body: JSON.stringify({ id, name: "Monstera", tag: "tropical" }) };
+    },
+    ...(onResponse && {
+      onResponse: (status: number, body: string, context: object) => {
+        const id = (context as IdContext).id;
+        if (id !== undefined) onResponse(id, status, body);
+      },
+    }),
+  };
+}

@@ -1,0 +1,800 @@
+/**
+ * throughput (`npm run bench`): req/s of POST /plants and GET /plants/{id} on the service against
+ * a bare node:http + ioredis baseline (src/baseline.ts), and of GET /plants?limit=20; then how fast
+ * the worker drains the side work those creates left in the outbox, and the lag from a create's
+ * 200 to its index entry and its audit entry under a load at half the service's create rate.
+ * A private Redis (AOF fsync always, as deployed); api, baseline and worker as their own processes.
+ * Run `node apps/bench/dist/throughput.js --help` for the options.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { parseArgs } from "node:util";
+import { queueNames, redisKeys } from "@plant-store/contracts";
+import autocannon from "autocannon";
+import { Redis } from "ioredis";
+import { TOKEN } from "./http.js";
+import { environment, machineLine, table, writeResult } from "./report.js";
+import {
+  cpuSecondsOf,
+  runBench,
+  type Service,
+  type Stack,
+  startApiProcess,
+  startBaselineProcess,
+  startStack,
+  startWorkerProcess,
+} from "./stack.js";
+import { ms, round, roundSummary, type Summary, summarize } from "./stats.js";
+import {
+  cpuPercent,
+  createRequest,
+  median,
+  pairOrder,
+  peakRate,
+  perRoundRatios,
+  SeqFloor,
+  streamIdMs,
+  type Target,
+} from "./throughput-helpers.js";
+
+const { values: args } = parseArgs({
+  options: {
+    rounds: { type: "string", default: "3" },
+    duration: { type: "string", default: "5" },
+    connections: { type: "string", default: "10,50" },
+    "lag-duration": { type: "string", default: "10" },
+    warmup: { type: "string", default: "3" },
+    help: { type: "boolean", default: false },
+  },
+});
+if (args.help) {
+  console.log(`usage: node apps/bench/dist/throughput.js [options]
+  --rounds 3          rounds; each runs every (operation, connections) pair once, the pair's order alternating
+  --duration 5        seconds per run
+  --connections 10,50 connection counts, comma-separated; the largest is the one the drain and lag compare with
+  --lag-duration 10   seconds of creates at half the service's POST rate, with the worker running
+  --warmup 3          seconds of POST at 50 connections per target first, not recorded
+Takes about 3–4 minutes with the defaults.`);
+  process.exit(0);
+}
+
+const int = (name: string, text: string, min: number, max: number) => {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min || value > max)
+    throw new Error(`--${name} must be an integer ${min}..${max}`);
+  return value;
+};
+const rounds = int("rounds", args.rounds, 1, 50);
+const durationS = int("duration", args.duration, 1, 120);
+const connectionCounts = [
+  ...new Set(args.connections.split(",").map((text) => int("connections", text.trim(), 1, 1000))),
+];
+const lagDurationS = int("lag-duration", args["lag-duration"], 1, 120);
+const warmupS = int("warmup", args.warmup, 1, 60);
+/** The drain and the lag load compare with the service's POST rate at this many connections. */
+const topConnections = Math.max(...connectionCounts);
+
+const BASELINE_ID_BASE = 1_000_000_000_000;
+const SERVICE_ID_BASE = 2_000_000_000_000;
+const WARMUP_CONNECTIONS = 50;
+/** GET /plants/{id} cycles over at most this many plants created during the warm-up. */
+const GET_IDS = 1000;
+const LIST_PATH = "/plants?limit=20";
+const INDEX_WARMUP_LIMIT_MS = 60_000;
+const DRAIN_LIMIT_MS = 5 * 60_000;
+/**
+ * Every plant created in the lag load must be indexed and audited this long after the load, plus the time
+ * the worker needs for the load's creates at its measured drain rate.
+ */
+const LAG_DEADLINE_MS = 10_000;
+const INDEX_POLL_MS = 2;
+/** Pause before each run, so requests cut off at the end of the previous one have finished. */
+const SETTLE_MS = 250;
+
+const operations = ["POST /plants", "GET /plants/{id}", "GET /plants?limit=20"] as const;
+type Operation = (typeof operations)[number];
+
+/** Wall-clock ms with sub-ms resolution; the Redis server's stream ids use the same (wall) clock. */
+const nowMs = () => performance.timeOrigin + performance.now();
+
+interface TargetState {
+  name: Target;
+  url: string;
+  service: Service;
+  nextId: number;
+  /** Ids whose create answered 200 during the warm-up. */
+  created: number[];
+}
+
+const auth = { authorization: `Bearer ${TOKEN}` };
+
+/** POST /plants with a new id per request, from the target's own id range. */
+function postRequest(target: TargetState, on200?: (id: number) => void): autocannon.Request {
+  return createRequest(
+    { ...auth, "content-type": "application/json" },
+    () => target.nextId++,
+    on200 && ((id, status) => status === 200 && on200(id)),
+  );
+}
+
+/** GET /plants/{id}, cycling over ids that exist on the target. */
+function getByIdRequest(ids: readonly number[]): autocannon.Request {
+  let next = 0;
+  return {
+    method: "GET",
+    path: `/plants/${ids[0]}`,
+    headers: auth,
+    setupRequest: (request) => ({ ...request, path: `/plants/${ids[next++ % ids.length]}` }),
+  };
+}
+
+interface CpuShares {
+  api: number;
+  baseline: number;
+  redis: number;
+  bench: number;
+  worker?: number;
+}
+
+interface RunRecord {
+  round: number;
+  connections: number;
+  operation: Operation;
+  target: Target;
+  reqPerS: number;
+  latencyMs: { p50: number; p99: number; max: number };
+  ok2xx: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  wallS: number;
+  /** Percent of one core per process during the run. */
+  cpu: CpuShares;
+  /** Service POST runs: plants the run added (plants:seq delta). */
+  created?: number;
+}
+
+const pct = (value: number) => (Number.isFinite(value) ? `${Math.round(value)}%` : "-");
+const perS = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : "-");
+const ratioText = (value: number) => (Number.isFinite(value) ? value.toFixed(2) : "-");
+
+await runBench("throughput", limitMs(), async () => {
+  const startedAtWall = Date.now();
+  const before = environment();
+  console.log(machineLine());
+  const failures: string[] = [];
+  const stack = await startStack({ appendfsync: "always" });
+  const { redis } = stack;
+  const api = await startApiProcess(stack);
+  const baselineProcess = await startBaselineProcess(stack);
+  const targets: Record<Target, TargetState> = {
+    baseline: {
+      name: "baseline",
+      url: baselineProcess.url,
+      service: baselineProcess,
+      nextId: BASELINE_ID_BASE,
+      created: [],
+    },
+    service: { name: "service", url: api.url, service: api, nextId: SERVICE_ID_BASE, created: [] },
+  };
+  const seqNow = async () => Number((await redis.get(redisKeys.plantSeq)) ?? 0);
+  const sideWorkDone = async () => {
+    const [seq, indexed, audited] = await Promise.all([
+      seqNow(),
+      redis.zcard(redisKeys.indexByCreation),
+      redis.xlen(redisKeys.audit),
+    ]);
+    return { seq, indexed, audited, done: indexed === seq && audited === seq };
+  };
+  const pids = () => ({
+    api: api.child.pid,
+    baseline: baselineProcess.child.pid,
+    redis: stack.redisServer.process.pid,
+    bench: process.pid,
+    ...(stack.worker?.running() ? { worker: stack.worker.child.pid } : {}),
+  });
+  /** CPU shares of every process over a piece of work. */
+  const withCpu = async <T>(work: () => Promise<T>): Promise<{ value: T; wallS: number; cpu: CpuShares }> => {
+    const processes = pids();
+    const cpuBefore = Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuSecondsOf(pid)]));
+    const started = performance.now();
+    const value = await work();
+    const wallS = (performance.now() - started) / 1000;
+    const cpu = Object.fromEntries(
+      Object.entries(processes).map(([name, pid]) => [name, cpuPercent(cpuBefore[name], cpuSecondsOf(pid), wallS)]),
+    ) as unknown as CpuShares;
+    return { value, wallS, cpu };
+  };
+  const checkResult = (what: string, result: autocannon.Result) => {
+    if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
+      const codes = JSON.stringify(result.statusCodeStats ?? {});
+      failures.push(
+        `${what}: ${result.non2xx} non-2xx (${codes}), ${result.errors} errors, ${result.timeouts} timeouts`,
+      );
+    }
+  };
+
+  // Warm-up: JIT, connections, Redis; its creates give GET /plants/{id} existing ids.
+  console.log(
+    `throughput: warm-up ${warmupS} s of POST /plants at ${WARMUP_CONNECTIONS} connections per target (not recorded)`,
+  );
+  for (const target of Object.values(targets)) {
+    const result = await autocannon({
+      url: target.url,
+      connections: WARMUP_CONNECTIONS,
+      duration: warmupS,
+      requests: [postRequest(target, (id) => target.created.push(id))],
+    });
+    checkResult(`warm-up POST /plants on ${target.name}`, result);
+    if (target.created.length === 0) throw new Error(`the warm-up created no plant on ${target.name}`);
+  }
+
+  // The list reads the index the worker builds: let a worker index the warm-up plants, then stop it.
+  const indexWarmupStarted = performance.now();
+  const warmupWorker = await startWorkerProcess(stack);
+  const warmSeq = await seqNow();
+  const indexedWarm = await waitUntil(INDEX_WARMUP_LIMIT_MS, async () => (await sideWorkDone()).done);
+  await warmupWorker.stop();
+  const warm = await sideWorkDone();
+  if (!indexedWarm || warm.indexed === 0) {
+    throw new Error(
+      `the worker did not index and audit the ${warmSeq} warm-up plants within ${INDEX_WARMUP_LIMIT_MS / 1000} s ` +
+        `(indexed ${warm.indexed}, audited ${warm.audited})`,
+    );
+  }
+  console.log(
+    `worker indexed and audited the ${warm.indexed} warm-up plants in ` +
+      `${((performance.now() - indexWarmupStarted) / 1000).toFixed(1)} s (start-up included), then was stopped`,
+  );
+
+  // The rounds, without the worker.
+  const getIds: Record<Target, number[]> = {
+    baseline: targets.baseline.created.slice(0, GET_IDS),
+    service: targets.service.created.slice(0, GET_IDS),
+  };
+  const requestFor = (operation: Operation, target: TargetState): autocannon.Request => {
+    switch (operation) {
+      case "POST /plants":
+        return postRequest(target);
+      case "GET /plants/{id}":
+        return getByIdRequest(getIds[target.name]);
+      case "GET /plants?limit=20":
+        return { method: "GET", path: LIST_PATH, headers: auth };
+    }
+  };
+  const runs: RunRecord[] = [];
+  const measure = async (roundNo: number, connections: number, operation: Operation, name: Target) => {
+    const target = targets[name];
+    await sleep(SETTLE_MS);
+    const countCreates = operation === "POST /plants" && name === "service";
+    const seqBefore = countCreates ? await seqNow() : 0;
+    const {
+      value: result,
+      wallS,
+      cpu,
+    } = await withCpu(() =>
+      autocannon({ url: target.url, connections, duration: durationS, requests: [requestFor(operation, target)] }),
+    );
+    const run: RunRecord = {
+      round: roundNo,
+      connections,
+      operation,
+      target: name,
+      reqPerS: result.requests.average,
+      latencyMs: { p50: result.latency.p50, p99: result.latency.p99, max: result.latency.max },
+      ok2xx: result["2xx"],
+      non2xx: result.non2xx,
+      errors: result.errors,
+      timeouts: result.timeouts,
+      wallS: round(wallS),
+      cpu,
+    };
+    const what = `round ${roundNo} ${operation} at ${connections} connections on ${name}`;
+    checkResult(what, result);
+    if (countCreates) {
+      // An identical repeat of a create answers 200 without writing: 200s beyond the new plants would be repeats.
+      run.created = (await seqNow()) - seqBefore;
+      if (run.created < run.ok2xx) failures.push(`${what}: ${run.ok2xx} answered 200 but only ${run.created} created`);
+    }
+    runs.push(run);
+  };
+  const aofRewritesBefore = await aofRewrites(redis);
+  for (let roundNo = 1; roundNo <= rounds; roundNo++) {
+    const roundStarted = performance.now();
+    for (const connections of connectionCounts) {
+      for (const operation of operations) {
+        const sides: Target[] = operation === "GET /plants?limit=20" ? ["service"] : pairOrder(roundNo);
+        for (const side of sides) await measure(roundNo, connections, operation, side);
+      }
+    }
+    const elapsed = ((performance.now() - roundStarted) / 1000).toFixed(0);
+    console.log(`round ${roundNo}/${rounds} done (${elapsed} s)`);
+  }
+  const aofRewritesDuringRounds = (await aofRewrites(redis)) - aofRewritesBefore;
+
+  // Per (operation, connections): the service/baseline ratio of each round, and their median.
+  const pairs = operations.flatMap((operation) =>
+    connectionCounts.map((connections) => {
+      const of = (target: Target) =>
+        runs.filter((r) => r.operation === operation && r.connections === connections && r.target === target);
+      const ratios = perRoundRatios(runs.filter((r) => r.operation === operation && r.connections === connections));
+      return {
+        operation,
+        connections,
+        baselineReqPerS: median(of("baseline").map((r) => r.reqPerS)),
+        serviceReqPerS: median(of("service").map((r) => r.reqPerS)),
+        ratios: ratios.map((r) => round(r.ratio)),
+        medianRatio: median(ratios.map((r) => r.ratio)),
+        baselineP99Ms: median(of("baseline").map((r) => r.latencyMs.p99)),
+        serviceP99Ms: median(of("service").map((r) => r.latencyMs.p99)),
+      };
+    }),
+  );
+  const pairOf = (operation: Operation, connections: number) =>
+    pairs.find((p) => p.operation === operation && p.connections === connections);
+  const postTop = pairOf("POST /plants", topConnections);
+  const servicePostRate = postTop?.serviceReqPerS ?? Number.NaN;
+
+  // Worker drain: everything the service's creates left in the outbox during the rounds.
+  const drainStart = await sideWorkDone();
+  const outboxAtDrain = await redis.xlen(redisKeys.outbox);
+  const drainEvents = drainStart.seq - drainStart.indexed;
+  console.log(
+    `\nworker drain: ${drainEvents} events (${2 * drainEvents} jobs) waiting; outbox holds ${outboxAtDrain}; starting the worker`,
+  );
+  const spawnedAt = performance.now();
+  let drainCpu: CpuShares | undefined;
+  let drainWallS = 0;
+  const worker = await startWorkerProcess(stack);
+  const readyAt = performance.now();
+  const atReady = await sideWorkDone();
+  {
+    const measured = await withCpu(() => waitUntil(DRAIN_LIMIT_MS, async () => (await sideWorkDone()).done, 20));
+    drainCpu = measured.cpu;
+    drainWallS = measured.wallS;
+    if (!measured.value) {
+      const now = await sideWorkDone();
+      failures.push(
+        `worker drain did not finish within ${DRAIN_LIMIT_MS / 1000} s: ${now.indexed} indexed, ` +
+          `${now.audited} audited of ${now.seq}`,
+      );
+    }
+  }
+  const doneAt = performance.now();
+  const jobsAfterReady = drainStart.seq - atReady.indexed + (drainStart.seq - atReady.audited);
+  const drain = {
+    events: drainEvents,
+    jobs: 2 * drainEvents,
+    outboxAtStart: outboxAtDrain,
+    startupS: round((readyAt - spawnedAt) / 1000),
+    totalS: round((doneAt - spawnedAt) / 1000),
+    afterReadyS: round(drainWallS),
+    jobsDoneBeforeReady: 2 * drainEvents - jobsAfterReady,
+    /** From "worker ready" to the last job: the steady rate, start-up excluded (unknown if all was done by then). */
+    jobsPerS: jobsAfterReady > 0 ? jobsAfterReady / drainWallS : Number.NaN,
+    eventsPerS: jobsAfterReady > 0 ? jobsAfterReady / 2 / drainWallS : Number.NaN,
+    /** Including the worker's start-up. */
+    eventsPerSIncludingStartup: drainEvents / ((doneAt - spawnedAt) / 1000),
+    outboxAtEnd: await redis.xlen(redisKeys.outbox),
+    failedJobs: await failedJobs(stack),
+    cpu: drainCpu,
+    servicePostReqPerS: servicePostRate,
+  };
+  const keepsUp = drain.eventsPerS >= servicePostRate;
+  if (drain.failedJobs.index + drain.failedJobs.audit > 0)
+    failures.push(`failed jobs after the drain: ${JSON.stringify(drain.failedJobs)}`);
+
+  // Lag under load: creates at half the service's POST rate, the worker running.
+  const lagRate = Math.max(1, Math.floor((Number.isFinite(servicePostRate) ? servicePostRate : 2) / 2));
+  console.log(
+    `lag: ${lagRate} creates/s offered at ${topConnections} connections for ${lagDurationS} s, worker running`,
+  );
+  const lag = await measureLag(stack, targets.service, lagRate, drain.eventsPerS, withCpu, failures);
+
+  // Report.
+  const runRows = runs.map((r) => [
+    String(r.round),
+    r.operation,
+    String(r.connections),
+    r.target,
+    perS(r.reqPerS),
+    `${r.latencyMs.p50} ms`,
+    `${r.latencyMs.p99} ms`,
+    `${r.latencyMs.max} ms`,
+    String(r.non2xx),
+    String(r.errors),
+    String(r.timeouts),
+    pct(r.cpu.api),
+    pct(r.cpu.baseline),
+    pct(r.cpu.redis),
+    pct(r.cpu.bench),
+  ]);
+  console.log(`\nruns (${durationS} s each, worker stopped; CPU = share of one core, 2 cores = 200%)\n`);
+  console.log(
+    table(
+      [
+        "round",
+        "operation",
+        "conns",
+        "target",
+        "req/s",
+        "p50",
+        "p99",
+        "max",
+        "non2xx",
+        "errors",
+        "timeouts",
+        "api",
+        "baseline",
+        "redis",
+        "bench",
+      ],
+      runRows,
+    ),
+  );
+  console.log(`\nservice vs baseline (medians over ${rounds} rounds)\n`);
+  console.log(
+    table(
+      [
+        "operation",
+        "conns",
+        "baseline req/s",
+        "service req/s",
+        "ratio per round",
+        "median ratio",
+        "p99 base",
+        "p99 svc",
+      ],
+      pairs.map((p) => [
+        p.operation,
+        String(p.connections),
+        perS(p.baselineReqPerS),
+        perS(p.serviceReqPerS),
+        p.ratios.length > 0 ? p.ratios.map(ratioText).join(" ") : "-",
+        ratioText(p.medianRatio),
+        Number.isFinite(p.baselineP99Ms) ? `${p.baselineP99Ms} ms` : "-",
+        `${p.serviceP99Ms} ms`,
+      ]),
+    ),
+  );
+  console.log(`\nworker drain (worker stopped during the rounds; 2 jobs per event: index and audit)\n`);
+  console.log(
+    table(
+      ["measure", "value"],
+      [
+        ["events waiting (jobs)", `${drain.events} (${drain.jobs})`],
+        ["worker start-up", `${drain.startupS.toFixed(2)} s`],
+        ["jobs done before it was ready", String(drain.jobsDoneBeforeReady)],
+        ["ready → all indexed and audited", `${drain.afterReadyS.toFixed(2)} s`],
+        ["events/s (jobs/s)", `${perS(drain.eventsPerS)} (${perS(drain.jobsPerS)})`],
+        ["events/s including start-up", perS(drain.eventsPerSIncludingStartup)],
+        [`service POST req/s at ${topConnections} conns`, perS(servicePostRate)],
+        ["keeps up", keepsUp ? "yes" : "no"],
+        ["CPU worker / redis", `${pct(drainCpu?.worker ?? Number.NaN)} / ${pct(drainCpu?.redis ?? Number.NaN)}`],
+        ["outbox left / failed jobs", `${drain.outboxAtEnd} / ${drain.failedJobs.index + drain.failedJobs.audit}`],
+      ],
+    ),
+  );
+  console.log(
+    `\nlag under load: ${lag.offeredPerS} creates/s offered, ${lagDurationS} s, worker running; ` +
+      `times from the 200 read by the bench (ms)\n`,
+  );
+  console.log(
+    table(
+      ["measure", "count", "p50", "p99", "max", "min"],
+      Object.entries(lag.summaries).map(([name, s]) => [
+        name,
+        String(s.count),
+        ms(s.p50),
+        ms(s.p99),
+        ms(s.max),
+        ms(s.min),
+      ]),
+    ),
+  );
+  console.log(
+    `\n${table(
+      ["count", "value"],
+      [
+        ["creates answered 200", String(lag.created)],
+        ["indexed / audited", `${lag.indexed} / ${lag.audited}`],
+        ["achieved req/s (busiest 100 ms, per s)", `${perS(lag.reqPerS)} (${perS(lag.peakPerS)})`],
+        ["create p50 / p99 (autocannon)", `${lag.latencyMs.p50} / ${lag.latencyMs.p99} ms`],
+        [
+          "all indexed and audited after the load",
+          `${lag.settledS.toFixed(2)} s (deadline ${lag.deadlineS.toFixed(1)} s)`,
+        ],
+        ["index polls", String(lag.polls)],
+        ["clock offset Redis − bench", `${ms(lag.clockOffsetMs)} ms`],
+        [
+          "CPU api / worker / redis / bench",
+          [lag.cpu.api, lag.cpu.worker ?? Number.NaN, lag.cpu.redis, lag.cpu.bench].map(pct).join(" / "),
+        ],
+      ],
+    )}`,
+  );
+
+  const listTop = pairOf("GET /plants?limit=20", topConnections);
+  console.log("\nsummary");
+  console.log(
+    `  POST /plants at ${topConnections} connections: service/baseline ${ratioText(postTop?.medianRatio ?? Number.NaN)} ` +
+      `(median of ${rounds}); ${perS(servicePostRate)} vs ${perS(postTop?.baselineReqPerS ?? Number.NaN)} req/s; ` +
+      `p99 ${postTop?.serviceP99Ms} ms (baseline ${postTop?.baselineP99Ms} ms)`,
+  );
+  for (const connections of connectionCounts) {
+    const get = pairOf("GET /plants/{id}", connections);
+    console.log(
+      `  GET /plants/{id} at ${connections} connections: service/baseline ${ratioText(get?.medianRatio ?? Number.NaN)}; ` +
+        `${perS(get?.serviceReqPerS ?? Number.NaN)} vs ${perS(get?.baselineReqPerS ?? Number.NaN)} req/s`,
+    );
+  }
+  console.log(
+    `  GET /plants?limit=20 at ${topConnections} connections: ${perS(listTop?.serviceReqPerS ?? Number.NaN)} req/s ` +
+      `(p99 ${listTop?.serviceP99Ms} ms; no baseline)`,
+  );
+  console.log(
+    `  worker drain: ${perS(drain.eventsPerS)} events/s (${perS(drain.jobsPerS)} jobs/s) vs service POST ` +
+      `${perS(servicePostRate)} req/s: ${keepsUp ? "keeps up" : "does not keep up"}`,
+  );
+  console.log(
+    `  lag at ${lag.offeredPerS} creates/s (half rate): index p99 ${ms(lag.summaries["200 → indexed"]?.p99 ?? Number.NaN)} ms, ` +
+      `audit p99 ${ms(lag.summaries["200 → audit entry"]?.p99 ?? Number.NaN)} ms`,
+  );
+  if (aofRewritesDuringRounds > 0)
+    console.log(`  note: Redis rewrote its AOF ${aofRewritesDuringRounds} time(s) during the rounds (a forked child)`);
+
+  for (const service of [api, baselineProcess]) {
+    const expected = service === baselineProcess ? 1 : 0; // the baseline's ready line
+    if (service.lines() > expected) console.log(`${service.name} output (tail):\n${service.output.join("\n")}`);
+  }
+  const workerProblems = worker.output.filter((line) => /"level":"(warn|error)"/.test(line));
+  if (workerProblems.length > 0) console.log(`worker warnings and errors (tail):\n${workerProblems.join("\n")}`);
+  for (const failure of failures) console.log(`failure: ${failure}`);
+
+  const ok = failures.length === 0;
+  const path = writeResult("throughput", {
+    benchmark: "throughput",
+    startedAt: new Date(startedAtWall).toISOString(),
+    ok,
+    failures,
+    environment: { ...before, loadAverage1mAtEnd: environment().loadAverage1m },
+    options: {
+      rounds,
+      durationS,
+      connections: connectionCounts,
+      lagDurationS,
+      warmupS,
+      warmupConnections: WARMUP_CONNECTIONS,
+      redisAppendfsync: "always",
+      getIds: { baseline: getIds.baseline.length, service: getIds.service.length },
+      lagDeadlineMs: LAG_DEADLINE_MS,
+      indexPollMs: INDEX_POLL_MS,
+    },
+    runs: runs.map((r) => ({
+      ...r,
+      reqPerS: round(r.reqPerS),
+      cpu: Object.fromEntries(Object.entries(r.cpu).map(([name, value]) => [name, round(value)])),
+    })),
+    pairs: pairs.map((p) => ({
+      ...p,
+      baselineReqPerS: round(p.baselineReqPerS),
+      serviceReqPerS: round(p.serviceReqPerS),
+      medianRatio: round(p.medianRatio),
+    })),
+    aofRewritesDuringRounds,
+    drain: { ...drain, jobsPerS: round(drain.jobsPerS), eventsPerS: round(drain.eventsPerS), keepsUp },
+    lag: {
+      ...lag,
+      summaries: Object.fromEntries(Object.entries(lag.summaries).map(([name, s]) => [name, roundSummary(s)])),
+    },
+    summary: {
+      postRatioTop: round(postTop?.medianRatio ?? Number.NaN),
+      postServiceP99MsTop: postTop?.serviceP99Ms,
+      getRatioByConnections: Object.fromEntries(
+        connectionCounts.map((c) => [c, round(pairOf("GET /plants/{id}", c)?.medianRatio ?? Number.NaN)]),
+      ),
+      drainEventsPerS: round(drain.eventsPerS),
+      servicePostReqPerSTop: round(servicePostRate),
+      drainKeepsUp: keepsUp,
+      indexLagP99Ms: round(lag.summaries["200 → indexed"]?.p99 ?? Number.NaN),
+      auditLagP99Ms: round(lag.summaries["200 → audit entry"]?.p99 ?? Number.NaN),
+    },
+  });
+  console.log(`\n${ok ? "ok" : "FAILED"}; written ${path}`);
+  return ok;
+});
+
+type WithCpu = <T>(work: () => Promise<T>) => Promise<{ value: T; wallS: number; cpu: CpuShares }>;
+
+/**
+ * Creates at `rate`/s for --lag-duration s with the worker running. Each 200's arrival time is
+ * recorded by id; a poller on its own connection notes when each id first shows up in the
+ * creation index; the audit stream is read afterwards (an entry id's ms part is when Redis
+ * appended it).
+ */
+async function measureLag(
+  stack: Stack,
+  service: TargetState,
+  rate: number,
+  drainEventsPerS: number,
+  withCpu: WithCpu,
+  failures: string[],
+) {
+  const { redis } = stack;
+  const okAt = new Map<number, number>();
+  let repeated200 = 0;
+  const seqStart = Number((await redis.get(redisKeys.plantSeq)) ?? 0);
+  const [lastAudit] = await redis.xrevrange(redisKeys.audit, "+", "-", "COUNT", 1);
+  const auditFrom = lastAudit ? `(${lastAudit[0]}` : "-";
+
+  // The Redis clock against this one (both wall clocks on one machine): should be ~0.
+  const asked = nowMs();
+  const [seconds, micros] = await redis.time();
+  const answered = nowMs();
+  const clockOffsetMs = Number(seconds) * 1000 + Number(micros) / 1000 - (asked + answered) / 2;
+
+  const poller = new Redis(stack.redisServer.url, { connectionName: "bench-index-poller", maxRetriesPerRequest: 1 });
+  poller.on("error", () => {});
+  const indexedAt = new Map<string, number>();
+  const floor = new SeqFloor(seqStart);
+  let polling = true;
+  let polls = 0;
+  const pollLoop = (async () => {
+    try {
+      while (polling) {
+        const reply = await poller.zrange(
+          redisKeys.indexByCreation,
+          `(${floor.floor}`,
+          "+inf",
+          "BYSCORE",
+          "WITHSCORES",
+        );
+        const at = nowMs();
+        polls++;
+        for (let i = 0; i + 1 < reply.length; i += 2) {
+          const member = reply[i] as string;
+          if (!indexedAt.has(member)) indexedAt.set(member, at);
+          floor.add(Number(reply[i + 1]));
+        }
+        await sleep(INDEX_POLL_MS);
+      }
+    } catch (error) {
+      failures.push(`index poller: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  })();
+
+  const load = await withCpu(() =>
+    autocannon({
+      url: service.url,
+      connections: topConnections,
+      duration: lagDurationS,
+      overallRate: rate,
+      // autocannon's correction for coordinated omission assumes an interval of ceil(1/rate) ms with
+      // rate in requests per second, i.e. 1 ms, and would add made-up samples to the latencies.
+      ignoreCoordinatedOmission: true,
+      requests: [
+        postRequest(service, (id) => {
+          if (okAt.has(id)) repeated200++;
+          okAt.set(id, nowMs());
+        }),
+      ],
+    }),
+  );
+  const result = load.value;
+  if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
+    failures.push(
+      `lag load: ${result.non2xx} non-2xx (${JSON.stringify(result.statusCodeStats ?? {})}), ` +
+        `${result.errors} errors, ${result.timeouts} timeouts`,
+    );
+  }
+  if (repeated200 > 0) failures.push(`lag load: ${repeated200} ids answered 200 twice`);
+
+  // Until every plant with a 200 is indexed (seen by the poller) and every event audited, or the deadline:
+  // 10 s, plus the time the worker would need for all of the load's creates at its measured drain rate,
+  // so that a worker slower than the load is reported in the figures and only lost work fails the run.
+  const backlogMs = drainEventsPerS > 0 ? (okAt.size / drainEventsPerS) * 1000 : DRAIN_LIMIT_MS;
+  const deadlineMs = LAG_DEADLINE_MS + Math.min(DRAIN_LIMIT_MS, Math.ceil(backlogMs));
+  const loadEnd = performance.now();
+  const allDone = async () => {
+    for (const id of okAt.keys()) if (!indexedAt.has(String(id))) return false;
+    const [seq, audited] = await Promise.all([redis.get(redisKeys.plantSeq), redis.xlen(redisKeys.audit)]);
+    return audited >= Number(seq ?? 0);
+  };
+  await waitUntil(deadlineMs, allDone, 20);
+  const settledS = (performance.now() - loadEnd) / 1000;
+  polling = false;
+  await pollLoop;
+  poller.disconnect();
+
+  const auditAt = new Map<string, number>();
+  for (let from = auditFrom; ; ) {
+    const entries = await redis.xrange(redisKeys.audit, from, "+", "COUNT", 10_000);
+    for (const [entryId, fields] of entries) {
+      const index = fields.findIndex((field, i) => i % 2 === 0 && field === "plantId");
+      const plantId = index >= 0 ? fields[index + 1] : undefined;
+      if (plantId !== undefined && !auditAt.has(plantId)) auditAt.set(plantId, streamIdMs(entryId));
+    }
+    const last = entries[entries.length - 1];
+    if (last === undefined || entries.length < 10_000) break;
+    from = `(${last[0]}`;
+  }
+
+  const indexLags: number[] = [];
+  const auditLags: number[] = [];
+  let notIndexed = 0;
+  let notAudited = 0;
+  for (const [id, at] of okAt) {
+    const indexed = indexedAt.get(String(id));
+    const audited = auditAt.get(String(id));
+    if (indexed === undefined) notIndexed++;
+    else indexLags.push(indexed - at);
+    if (audited === undefined) notAudited++;
+    else auditLags.push(audited - at);
+  }
+  if (okAt.size === 0) failures.push("lag load: no create answered 200");
+  if (notIndexed > 0 || notAudited > 0) {
+    failures.push(
+      `lag: of ${okAt.size} plants created, ${notIndexed} not indexed and ${notAudited} not audited ` +
+        `within ${(deadlineMs / 1000).toFixed(1)} s after the load`,
+    );
+  }
+  const summaries: Record<string, Summary> = {
+    "200 → indexed": summarize(indexLags),
+    "200 → audit entry": summarize(auditLags),
+  };
+  return {
+    offeredPerS: rate,
+    durationS: lagDurationS,
+    connections: topConnections,
+    created: okAt.size,
+    indexed: okAt.size - notIndexed,
+    audited: okAt.size - notAudited,
+    reqPerS: result.requests.average,
+    peakPerS: peakRate(
+      [...okAt.values()].sort((a, b) => a - b),
+      100,
+    ),
+    latencyMs: { p50: result.latency.p50, p99: result.latency.p99, max: result.latency.max },
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    polls,
+    deadlineS: round(deadlineMs / 1000),
+    /** From the end of the load until all was indexed and audited (or the deadline). */
+    settledS: round(settledS),
+    clockOffsetMs: round(clockOffsetMs),
+    cpu: load.cpu,
+    summaries,
+  };
+}
+
+/** Polls `check` every `everyMs` until it holds (true) or `limitMs` passed (false). */
+async function waitUntil(limitMs: number, check: () => Promise<boolean>, everyMs = 50): Promise<boolean> {
+  const deadline = performance.now() + limitMs;
+  while (performance.now() < deadline) {
+    if (await check()) return true;
+    await sleep(everyMs);
+  }
+  return check();
+}
+
+async function failedJobs(stack: Stack) {
+  const [index, audit] = await Promise.all([
+    stack.redis.zcard(`bull:${queueNames.index}:failed`),
+    stack.redis.zcard(`bull:${queueNames.audit}:failed`),
+  ]);
+  return { index, audit };
+}
+
+async function aofRewrites(redis: Redis): Promise<number> {
+  const info = await redis.info("persistence");
+  return Number(/aof_rewrites:(\d+)/.exec(info)?.[1] ?? 0);
+}
+
+/** The hard time limit: every phase at its bound, plus slack. */
+function limitMs(): number {
+  const runsPerRound = connectionCounts.length * 5;
+  const roundsS = rounds * runsPerRound * (durationS + 2);
+  return (
+    (2 * warmupS + roundsS + lagDurationS + 60) * 1000 + INDEX_WARMUP_LIMIT_MS + 2 * DRAIN_LIMIT_MS + LAG_DEADLINE_MS
+  );
+}
