@@ -90,12 +90,13 @@ describe("side work of an accepted create (real worker)", () => {
     }
   });
 
-  it("shows the jobs in BullMQ, one per queue and plant", async () => {
+  it("shows the jobs in BullMQ: every event in a completed job, none failed", async () => {
     const queue = new Queue(queueNames.index, { connection: { url: stack.redisServer.url } });
     try {
-      const counts = await queue.getJobCounts("completed", "failed");
-      expect(counts.completed).toBeGreaterThanOrEqual(57);
-      expect(counts.failed).toBe(0);
+      const completed = await queue.getCompleted(0, -1);
+      const events = completed.flatMap((job) => job.data.events as { eventId: string }[]);
+      expect(new Set(events.map((event) => event.eventId)).size).toBeGreaterThanOrEqual(57);
+      expect((await queue.getJobCounts("failed")).failed).toBe(0);
     } finally {
       await queue.close();
     }

@@ -165,12 +165,11 @@ export const scenarios: Scenario[] = [
         10_000,
       )) as [string, ...unknown[]][];
       const ids = pendingEntries.map(([id]) => id);
+      // The crashed read was one batch: the pending entries, as one job, or any one of them alone.
+      const jobIds = ids.length > 0 ? [jobIdFor(ids), ...ids.map((id) => jobIdFor([id]))] : [];
       let enqueued = 0;
-      for (const id of ids) {
-        enqueued += await stack.redis.exists(
-          `bull:${queueNames.index}:${jobIdFor(id)}`,
-          `bull:${queueNames.audit}:${jobIdFor(id)}`,
-        );
+      for (const jobId of jobIds) {
+        enqueued += await stack.redis.exists(`bull:${queueNames.index}:${jobId}`, `bull:${queueNames.audit}:${jobId}`);
       }
       if (ids.length === 0) problems.push("no outbox entry was pending after the crash");
       if (enqueued > 0)

@@ -1,9 +1,11 @@
 import {
   PLANT_CREATED_JOB,
   PLANT_DELETED_JOB,
+  PLANT_EVENTS_JOB,
   PlantCreatedEvent,
   PlantDeletedEvent,
   PlantEvent,
+  PlantEventBatch,
   queueNames,
 } from "@plant-store/contracts";
 import { type Job, Queue, UnrecoverableError, Worker } from "bullmq";
@@ -33,38 +35,45 @@ export interface RunningWorker {
   close(): Promise<void>;
 }
 
-/** The payload schema of each job name (a job is named after its event's type). */
+/** The payload schema of each single-event job name (as earlier versions enqueued them). */
 const eventSchemaOfJob: Record<string, typeof PlantCreatedEvent | typeof PlantDeletedEvent> = {
   [PLANT_CREATED_JOB]: PlantCreatedEvent,
   [PLANT_DELETED_JOB]: PlantDeletedEvent,
 };
 
+const unrecoverable = (job: Job, error: z.ZodError) =>
+  new UnrecoverableError(`invalid ${job.name} payload: ${z.prettifyError(error)}`);
+
 /**
- * Validates a job's payload. A malformed payload will be just as malformed on the next attempt,
- * so it fails the job for good (UnrecoverableError skips the retries) with a readable reason,
- * and stays in the failed set for someone to look at. So does a job whose name is not its
- * payload's event type: the relay names every job after its event, so such a job was not made
- * by it, and guessing which of the two was meant could remove what should have been added.
+ * Validates a job's payload: a batch (`plant-events`), or one event in a job named after its type.
+ * A malformed payload will be just as malformed on the next attempt, so it fails the job for good
+ * (UnrecoverableError skips the retries) with a readable reason, and stays in the failed set for
+ * someone to look at. So does a single-event job whose name is not its payload's event type:
+ * guessing which of the two was meant could remove what should have been added.
  */
-export function plantEventOf(job: Job): PlantEvent {
+export function plantEventsOf(job: Job): PlantEvent[] {
+  if (job.name === PLANT_EVENTS_JOB) {
+    const batch = PlantEventBatch.safeParse(job.data);
+    if (!batch.success) throw unrecoverable(job, batch.error);
+    return batch.data.events;
+  }
   const schema = Object.hasOwn(eventSchemaOfJob, job.name) ? eventSchemaOfJob[job.name] : undefined;
   if (schema === undefined) {
-    const expected = Object.keys(eventSchemaOfJob).join(" or ");
-    throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)} (expected ${expected})`);
+    const expected = [PLANT_EVENTS_JOB, ...Object.keys(eventSchemaOfJob)].join(", ");
+    throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)} (expected one of ${expected})`);
   }
   const parsed = PlantEvent.safeParse(job.data);
   if (!parsed.success) {
     // The union only reports the bad discriminator when `type` is off; the job name's own
     // schema names every offending field.
-    const error = schema.safeParse(job.data).error ?? parsed.error;
-    throw new UnrecoverableError(`invalid ${job.name} payload: ${z.prettifyError(error)}`);
+    throw unrecoverable(job, schema.safeParse(job.data).error ?? parsed.error);
   }
   if (parsed.data.type !== job.name) {
     throw new UnrecoverableError(
       `job name ${JSON.stringify(job.name)} does not match its payload's type ${JSON.stringify(parsed.data.type)}`,
     );
   }
-  return parsed.data;
+  return [parsed.data];
 }
 
 /**
@@ -117,12 +126,18 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       queue.on("error", (error) => logError(`queue ${name}`, error));
       queues.push(queue);
 
-      const worker = new Worker(name, async (job) => processEvent(plantEventOf(job), redis), {
-        connection: redis,
-        concurrency: config.concurrency,
-        lockDuration: config.jobLockMs,
-        stalledInterval: config.stalledCheckMs,
-      });
+      // A batch's events are sent at once, in outbox order, on one connection: Redis runs them in
+      // that order, each in its own idempotent script, so a retry of the whole batch is harmless.
+      const worker = new Worker(
+        name,
+        async (job) => Promise.all(plantEventsOf(job).map((event) => processEvent(event, redis))),
+        {
+          connection: redis,
+          concurrency: config.concurrency,
+          lockDuration: config.jobLockMs,
+          stalledInterval: config.stalledCheckMs,
+        },
+      );
       worker.on("error", (error) => logError(`worker ${name}`, error));
       worker.on("failed", (job, error) => {
         const attempts = job?.opts.attempts ?? 1;

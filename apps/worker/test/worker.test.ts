@@ -58,7 +58,7 @@ const jobCount = async (queue: Queue) => {
   return Object.values(counts).reduce((sum, n) => sum + n, 0);
 };
 const completedCount = async (queue: Queue) => (await queue.getJobCounts("completed")).completed ?? 0;
-const jobOf = (queue: Queue, eventId: string) => queue.getJob(jobIdFor(eventId));
+const jobOf = (queue: Queue, eventId: string) => queue.getJob(jobIdFor([eventId]));
 
 /** Waits until the job is in `state`, then reads it (read after the state, so it is not a stale copy). */
 async function jobInState(queue: Queue, jobId: string, state: "completed" | "failed") {
@@ -76,7 +76,14 @@ describe("worker against real Redis and BullMQ", { timeout: 15_000 }, () => {
 
     await start();
     await waitFor("3 audit entries", async () => (await redis.xlen(redisKeys.audit)) === 3);
-    await waitFor("3 completed index jobs", async () => (await completedCount(indexQueue)) === 3);
+    // The three waiting entries were read as one batch: one job per queue carries all of them, in order.
+    const batchId = jobIdFor([a.eventId, b.eventId, c.eventId]);
+    const batch = await jobInState(indexQueue, batchId, "completed");
+    expect(batch.data.events.map((event: { plantId: string }) => event.plantId)).toEqual(["1", "2", "3"]);
+    expect(batch.returnvalue).toEqual(["indexed", "indexed", "indexed"]);
+    await jobInState(auditQueue, batchId, "completed");
+    expect(await completedCount(indexQueue)).toBe(1);
+    expect(await completedCount(auditQueue)).toBe(1);
 
     expect(await redis.zrange(redisKeys.indexByCreation, 0, -1, "WITHSCORES")).toEqual(["1", "1", "2", "2", "3", "3"]);
     expect(await redis.zrange(redisKeys.indexByTag("cactus"), 0, -1)).toEqual(["1", "3"]);
@@ -202,6 +209,13 @@ describe("worker against real Redis and BullMQ", { timeout: 15_000 }, () => {
     expect(failed.attemptsMade).toBe(1); // no pointless retries
     expect(failed.failedReason).toMatch(/invalid plant\.created payload/);
     expect(failed.failedReason).toMatch(/eventId/);
+    await indexQueue.add("plant-events", { events: [{ plantId: "x" }] }, { jobId: "malformed-2", attempts: 5 });
+    await indexQueue.add("plant-events", { events: [] }, { jobId: "malformed-3", attempts: 5 });
+    for (const jobId of ["malformed-2", "malformed-3"]) {
+      const batch = await jobInState(indexQueue, jobId, "failed");
+      expect(batch.attemptsMade).toBe(1);
+      expect(batch.failedReason).toMatch(/invalid plant-events payload/);
+    }
 
     const next = await createPlantAsApi(redis, { id: "31" });
     await waitFor(
@@ -227,7 +241,7 @@ describe("worker against real Redis and BullMQ", { timeout: 15_000 }, () => {
     expect(await afterFailure.getState()).not.toBe("failed"); // not failed for good: a retry is due
     await redis.del(redisKeys.indexByCreation);
 
-    const done = await jobInState(indexQueue, jobIdFor(created.eventId), "completed");
+    const done = await jobInState(indexQueue, jobIdFor([created.eventId]), "completed");
     expect(done.attemptsMade).toBeGreaterThanOrEqual(2);
     expect(await redis.zscore(redisKeys.indexByCreation, "40")).toBe(String(created.seq));
   });
@@ -237,12 +251,12 @@ describe("worker against real Redis and BullMQ", { timeout: 15_000 }, () => {
     await start({ JOB_ATTEMPTS: "3", JOB_BACKOFF_MS: "20" });
     const created = await createPlantAsApi(redis, { id: "50" });
 
-    const failed = await jobInState(indexQueue, jobIdFor(created.eventId), "failed");
+    const failed = await jobInState(indexQueue, jobIdFor([created.eventId]), "failed");
     expect(failed.attemptsMade).toBe(3);
     expect(failed.failedReason).toMatch(/WRONGTYPE/);
     // Still visible (removeOnFail: false) for the dashboard.
     await new Promise((resolve) => setTimeout(resolve, 200));
-    expect((await indexQueue.getFailed()).map((job) => job.id)).toEqual([jobIdFor(created.eventId)]);
+    expect((await indexQueue.getFailed()).map((job) => job.id)).toEqual([jobIdFor([created.eventId])]);
     // The other queue's job for the same event is unaffected.
     await waitFor(
       "the audit still recorded",
@@ -274,8 +288,10 @@ describe("deletions through the worker", { timeout: 15_000 }, () => {
     await waitFor("both audited", async () => (await redis.hlen(redisKeys.auditRecorded)) === 2);
 
     const deleted = await deleteOrFail("61");
-    await jobInState(indexQueue, jobIdFor(deleted.eventId), "completed");
-    expect((await jobOf(indexQueue, deleted.eventId))?.name).toBe("plant.deleted");
+    await jobInState(indexQueue, jobIdFor([deleted.eventId]), "completed");
+    const deletion = await jobOf(indexQueue, deleted.eventId);
+    expect(deletion?.name).toBe("plant-events");
+    expect(deletion?.data.events.map((event: { type: string }) => event.type)).toEqual(["plant.deleted"]);
     expect(await redis.zrange(redisKeys.indexByCreation, 0, -1)).toEqual(["60"]);
     expect(await redis.zrange(redisKeys.indexByTag("vine"), 0, -1)).toEqual(["60"]);
 
@@ -293,8 +309,8 @@ describe("deletions through the worker", { timeout: 15_000 }, () => {
     await createPlantAsApi(redis, { id: "62" });
     await waitFor("indexed", async () => (await redis.zscore(redisKeys.indexByCreation, "62")) !== null);
     const deleted = await deleteOrFail("62");
-    const done = await jobInState(auditQueue, jobIdFor(deleted.eventId), "completed");
-    await jobInState(indexQueue, jobIdFor(deleted.eventId), "completed");
+    const done = await jobInState(auditQueue, jobIdFor([deleted.eventId]), "completed");
+    await jobInState(indexQueue, jobIdFor([deleted.eventId]), "completed");
 
     // A redelivery after the completed jobs were cleaned up: the same event under another job id.
     const rerun = { name: done.name, data: done.data, opts: { jobId: `rerun-${deleted.eventId}`, attempts: 1 } };
@@ -302,8 +318,8 @@ describe("deletions through the worker", { timeout: 15_000 }, () => {
     await auditQueue.addBulk([rerun]);
     const rerunAudit = await jobInState(auditQueue, rerun.opts.jobId, "completed");
     const rerunIndex = await jobInState(indexQueue, rerun.opts.jobId, "completed");
-    expect(rerunAudit.returnvalue).toMatchObject({ appended: false });
-    expect(rerunIndex.returnvalue).toBe("skipped-not-current");
+    expect(rerunAudit.returnvalue).toMatchObject([{ appended: false }]);
+    expect(rerunIndex.returnvalue).toEqual(["skipped-not-current"]);
     expect((await auditEntries()).map(([type]) => type)).toEqual(["plant.created", "plant.deleted"]);
     expect(await redis.exists(redisKeys.indexByCreation)).toBe(0);
   });
@@ -327,12 +343,12 @@ describe("deletions through the worker", { timeout: 15_000 }, () => {
     await indexQueue.add(creationJob.name, creationJob.data, creationJob.opts);
     const creation = await jobInState(indexQueue, creationJob.opts.jobId, "completed");
 
-    expect(creation.returnvalue).toBe("skipped-not-current");
+    expect(creation.returnvalue).toEqual(["skipped-not-current"]);
     expect(await redis.keys("plants:index:*")).toEqual([]);
   });
 
   it("relays an outbox of create, delete, create per id and ends with exactly the last plants indexed", async () => {
-    // Many ids, so the jobs (concurrency 8) interleave; half keep their tag, half change it.
+    // Many ids in batches of 3, so the batch jobs (concurrency 8) interleave; half keep their tag, half change it.
     const ids = Array.from({ length: 20 }, (_, i) => String(70 + i));
     const last = new Map<string, number>();
     for (const id of ids) {
@@ -341,9 +357,9 @@ describe("deletions through the worker", { timeout: 15_000 }, () => {
       await deleteOrFail(id);
       last.set(id, (await createPlantAsApi(redis, { id, tag: sameTag ? "same" : "after" })).seq);
     }
-    await start();
+    await start({ RELAY_BATCH_SIZE: "3" });
     await waitFor("60 audit entries", async () => (await redis.xlen(redisKeys.audit)) === 60);
-    await waitFor("60 completed index jobs", async () => (await completedCount(indexQueue)) === 60);
+    await waitFor("20 completed index jobs", async () => (await completedCount(indexQueue)) === 20);
 
     const expected = (tagged: (id: string) => boolean) =>
       ids.filter(tagged).flatMap((id) => [id, String(last.get(id))]);
@@ -362,7 +378,7 @@ describe("deletions through the worker", { timeout: 15_000 }, () => {
     await start();
     const created = await createPlantAsApi(redis, { id: "64" });
     await waitFor("indexed", async () => (await redis.zscore(redisKeys.indexByCreation, "64")) !== null);
-    const event = (await jobInState(indexQueue, jobIdFor(created.eventId), "completed")).data;
+    const [event] = (await jobInState(indexQueue, jobIdFor([created.eventId]), "completed")).data.events;
 
     // A created payload under the deletion job name: applying it as a deletion would unindex the plant.
     await indexQueue.add("plant.deleted", { ...event, type: "plant.created" }, { jobId: "mismatch-1", attempts: 5 });

@@ -27,9 +27,13 @@ export type PlantCreatedEvent = z.output<typeof PlantCreatedEvent>;
 export const PlantDeletedEvent = z.object({ type: z.literal("plant.deleted"), ...eventFields });
 export type PlantDeletedEvent = z.output<typeof PlantDeletedEvent>;
 
-/** Everything the outbox carries; the event type is also the BullMQ job name. */
+/** Everything the outbox carries. */
 export const PlantEvent = z.discriminatedUnion("type", [PlantCreatedEvent, PlantDeletedEvent]);
 export type PlantEvent = z.output<typeof PlantEvent>;
+
+/** Payload of a `plant-events` job: outbox events in outbox order (at most the relay's batch size). */
+export const PlantEventBatch = z.object({ events: z.array(PlantEvent).min(1) });
+export type PlantEventBatch = z.output<typeof PlantEventBatch>;
 export type PlantEventType = PlantEvent["type"];
 
 /** Flat field list for XADD (the outbox entry id is assigned by Redis, `seq` appended by the script). */

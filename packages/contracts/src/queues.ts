@@ -7,13 +7,38 @@ export const queueNames = {
 } as const;
 export type QueueName = (typeof queueNames)[keyof typeof queueNames];
 
-/** Job name for the side work of one accepted create. Every job is named after its event's `type`. */
+/**
+ * Job name of a batch of events: the relay turns each batch it reads from the outbox into one job
+ * per queue, carrying `PlantEventBatch`. Under load a batch holds many events, so BullMQ's fixed
+ * cost per job (several Lua scripts) is paid once per batch instead of once per event; when idle,
+ * a batch holds one event and nothing waits for others.
+ */
+export const PLANT_EVENTS_JOB = "plant-events";
+
+/** Job names of one event per job (data: the event itself), as earlier versions enqueued them; still processed. */
 export const PLANT_CREATED_JOB = "plant.created";
-/** Job name for the side work of one accepted delete. */
 export const PLANT_DELETED_JOB = "plant.deleted";
 
 /**
- * Deterministic job id per event and queue, so a relay that delivers an outbox entry twice
- * adds the job only once. BullMQ ids may not be all digits nor contain `:`.
+ * Deterministic job id per batch and queue, so a relay that delivers the same outbox entries
+ * twice adds the job only once: `event-<id>` for one event, otherwise the first id, the count
+ * and a digest of every id (a batch redelivered with other entries is another job, and the
+ * idempotent processors make running those events again harmless). BullMQ ids may not be all
+ * digits nor contain `:`.
  */
-export const jobIdFor = (eventId: string) => `event-${eventId}`;
+export function jobIdFor(eventIds: readonly string[]): string {
+  const [first] = eventIds;
+  if (first === undefined) throw new Error("a job needs at least one event");
+  if (eventIds.length === 1) return `event-${first}`;
+  return `events-${first}-${eventIds.length}-${fnv1a64(eventIds.join(","))}`;
+}
+
+/** FNV-1a, 64 bits, in hex: a stable digest without a Node-only import (contracts also serve clients). */
+function fnv1a64(text: string): string {
+  let hash = 0xcbf29ce484222325n;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= BigInt(text.charCodeAt(i));
+    hash = (hash * 0x100000001b3n) & 0xffffffffffffffffn;
+  }
+  return hash.toString(16).padStart(16, "0");
+}
