@@ -339,7 +339,7 @@ await runBench("throughput", limitMs(), async () => {
   const outboxAtDrain = await redis.xlen(redisKeys.outbox);
   const drainEvents = drainStart.seq - drainStart.indexed;
   console.log(
-    `\nworker drain: ${drainEvents} events (${2 * drainEvents} jobs) waiting; outbox holds ${outboxAtDrain}; starting the worker`,
+    `\nworker drain: ${drainEvents} events (${2 * drainEvents} index and audit updates) waiting; outbox holds ${outboxAtDrain}; starting the worker`,
   );
   const spawnedAt = performance.now();
   let drainCpu: CpuShares | undefined;
@@ -360,18 +360,18 @@ await runBench("throughput", limitMs(), async () => {
     }
   }
   const doneAt = performance.now();
-  const jobsAfterReady = drainStart.seq - atReady.indexed + (drainStart.seq - atReady.audited);
+  const updatesAfterReady = drainStart.seq - atReady.indexed + (drainStart.seq - atReady.audited);
   const drain = {
     events: drainEvents,
-    jobs: 2 * drainEvents,
+    updates: 2 * drainEvents,
     outboxAtStart: outboxAtDrain,
     startupS: round((readyAt - spawnedAt) / 1000),
     totalS: round((doneAt - spawnedAt) / 1000),
     afterReadyS: round(drainWallS),
-    jobsDoneBeforeReady: 2 * drainEvents - jobsAfterReady,
-    /** From "worker ready" to the last job: the steady rate, start-up excluded (unknown if all was done by then). */
-    jobsPerS: jobsAfterReady > 0 ? jobsAfterReady / drainWallS : Number.NaN,
-    eventsPerS: jobsAfterReady > 0 ? jobsAfterReady / 2 / drainWallS : Number.NaN,
+    updatesDoneBeforeReady: 2 * drainEvents - updatesAfterReady,
+    /** From "worker ready" to the last update: the steady rate, start-up excluded (unknown if all was done by then). */
+    updatesPerS: updatesAfterReady > 0 ? updatesAfterReady / drainWallS : Number.NaN,
+    eventsPerS: updatesAfterReady > 0 ? updatesAfterReady / 2 / drainWallS : Number.NaN,
     /** Including the worker's start-up. */
     eventsPerSIncludingStartup: drainEvents / ((doneAt - spawnedAt) / 1000),
     outboxAtEnd: await redis.xlen(redisKeys.outbox),
@@ -456,16 +456,16 @@ await runBench("throughput", limitMs(), async () => {
       ]),
     ),
   );
-  console.log(`\nworker drain (worker stopped during the rounds; 2 jobs per event: index and audit)\n`);
+  console.log(`\nworker drain (worker stopped during the rounds; 2 updates per event: its index entry and its audit entry; the relay batches events into BullMQ jobs)\n`);
   console.log(
     table(
       ["measure", "value"],
       [
-        ["events waiting (jobs)", `${drain.events} (${drain.jobs})`],
+        ["events waiting (updates)", `${drain.events} (${drain.updates})`],
         ["worker start-up", `${drain.startupS.toFixed(2)} s`],
-        ["jobs done before it was ready", String(drain.jobsDoneBeforeReady)],
+        ["updates done before it was ready", String(drain.updatesDoneBeforeReady)],
         ["ready → all indexed and audited", `${drain.afterReadyS.toFixed(2)} s`],
-        ["events/s (jobs/s)", `${perS(drain.eventsPerS)} (${perS(drain.jobsPerS)})`],
+        ["events/s (updates/s)", `${perS(drain.eventsPerS)} (${perS(drain.updatesPerS)})`],
         ["events/s including start-up", perS(drain.eventsPerSIncludingStartup)],
         [`service POST req/s at ${topConnections} conns`, perS(servicePostRate)],
         ["keeps up", keepsUp ? "yes" : "no"],
@@ -532,7 +532,7 @@ await runBench("throughput", limitMs(), async () => {
       `(p99 ${listTop?.serviceP99Ms} ms; no baseline)`,
   );
   console.log(
-    `  worker drain: ${perS(drain.eventsPerS)} events/s (${perS(drain.jobsPerS)} jobs/s) vs service POST ` +
+    `  worker drain: ${perS(drain.eventsPerS)} events/s (${perS(drain.updatesPerS)} updates/s) vs service POST ` +
       `${perS(servicePostRate)} req/s: ${keepsUp ? "keeps up" : "does not keep up"}`,
   );
   console.log(
@@ -581,7 +581,7 @@ await runBench("throughput", limitMs(), async () => {
       medianRatio: round(p.medianRatio),
     })),
     aofRewritesDuringRounds,
-    drain: { ...drain, jobsPerS: round(drain.jobsPerS), eventsPerS: round(drain.eventsPerS), keepsUp },
+    drain: { ...drain, updatesPerS: round(drain.updatesPerS), eventsPerS: round(drain.eventsPerS), keepsUp },
     lag: {
       ...lag,
       summaries: Object.fromEntries(Object.entries(lag.summaries).map(([name, s]) => [name, roundSummary(s)])),
