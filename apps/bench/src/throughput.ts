@@ -456,7 +456,9 @@ await runBench("throughput", limitMs(), async () => {
       ]),
     ),
   );
-  console.log(`\nworker drain (worker stopped during the rounds; 2 updates per event: its index entry and its audit entry; the relay batches events into BullMQ jobs)\n`);
+  console.log(
+    `\nworker drain (worker stopped during the rounds; 2 updates per event: its index entry and its audit entry; the relay batches events into BullMQ jobs)\n`,
+  );
   console.log(
     table(
       ["measure", "value"],
