@@ -45,4 +45,5 @@ FROM runtime AS api
 # In a container the api listens on all interfaces; REDIS_URL, API_TOKENS and ADMIN_TOKEN come from the environment.
 ENV HOST=0.0.0.0 PORT=3000
 EXPOSE 3000
-CMD ["node", "apps/api/dist/main.js"]
+# A 16 MiB young generation: fewer garbage collections under load (README, Performance).
+CMD ["node", "--max-semi-space-size=16", "apps/api/dist/main.js"]
