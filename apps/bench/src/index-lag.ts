@@ -10,7 +10,15 @@ import { parseArgs } from "node:util";
 import { queueNames, redisKeys } from "@plant-store/contracts";
 import { idsOf, request } from "./http.js";
 import { environment, machineLine, table, writeResult } from "./report.js";
-import { cpuSecondsOf, runBench, type Stack, startApiProcess, startStack, startWorkerProcess } from "./stack.js";
+import {
+  cpuSecondsOf,
+  integerOption,
+  runBench,
+  type Stack,
+  startApiProcess,
+  startStack,
+  startWorkerProcess,
+} from "./stack.js";
 import { ms, round, roundSummary, type Summary, summarize } from "./stats.js";
 
 const { values: args } = parseArgs({
@@ -37,12 +45,7 @@ if (args.help) {
   process.exit(0);
 }
 
-const int = (name: string, text: string, min: number, max: number) => {
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < min || value > max)
-    throw new Error(`--${name} must be an integer ${min}..${max}`);
-  return value;
-};
+const int = integerOption;
 const rate = int("rate", args.rate, 1, 5000);
 const durationS = int("duration", args.duration, 1, 120);
 const concurrency = int("concurrency", args.concurrency, 1, 1000);

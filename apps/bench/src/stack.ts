@@ -168,13 +168,19 @@ export async function startWorkerProcess(stack: Stack, env: Record<string, strin
     ...env,
   });
   stack.worker = service;
-  const deadline = Date.now() + 30_000;
+  await untilLogged(service, "worker ready", 30_000);
+  return service;
+}
+
+/** Waits until the service logs a JSON line with `msg`; fails if it exits or takes longer than `limitMs`. */
+async function untilLogged(service: Service, msg: string, limitMs: number): Promise<void> {
+  const deadline = Date.now() + limitMs;
   while (Date.now() < deadline) {
     if (!service.running()) throw describe(service, "exited during start-up");
-    if (service.output.some((line) => line.includes('"msg":"worker ready"'))) return service;
+    if (service.output.some((line) => line.includes(`"msg":"${msg}"`))) return;
     await sleep(50);
   }
-  throw describe(service, "was not ready within 30 s");
+  throw describe(service, `was not ready within ${limitMs / 1000} s`);
 }
 
 /**
@@ -187,13 +193,8 @@ export async function startBaselineProcess(stack: Stack): Promise<Service & { ur
   const service = spawnService("baseline", entry, { PORT: String(port), REDIS_URL: stack.redisServer.url });
   const baseline = { ...service, url: `http://127.0.0.1:${port}` };
   stack.baseline = baseline;
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    if (!service.running()) throw describe(service, "exited during start-up");
-    if (service.output.some((line) => line.includes('"msg":"baseline ready"'))) return baseline;
-    await sleep(50);
-  }
-  throw describe(service, "was not ready within 20 s");
+  await untilLogged(service, "baseline ready", 20_000);
+  return baseline;
 }
 
 /**
@@ -234,4 +235,13 @@ export function cpuSecondsOf(pid: number | undefined): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** A command-line option that must be an integer in [min, max]. */
+export function integerOption(name: string, text: string, min: number, max: number): number {
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new Error(`--${name} must be an integer ${min}..${max}`);
+  }
+  return value;
 }

@@ -15,6 +15,7 @@ import { TOKEN } from "./http.js";
 import { environment, machineLine, table, writeResult } from "./report.js";
 import {
   cpuSecondsOf,
+  integerOption,
   runBench,
   type Service,
   type Stack,
@@ -57,12 +58,7 @@ Takes about 3–4 minutes with the defaults.`);
   process.exit(0);
 }
 
-const int = (name: string, text: string, min: number, max: number) => {
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < min || value > max)
-    throw new Error(`--${name} must be an integer ${min}..${max}`);
-  return value;
-};
+const int = integerOption;
 const rounds = int("rounds", args.rounds, 1, 50);
 const durationS = int("duration", args.duration, 1, 120);
 const connectionCounts = [
