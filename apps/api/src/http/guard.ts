@@ -100,7 +100,8 @@ export function createGuard({ authenticator, limiter, limits, redis }: GuardOpti
     reply: FastifyReply,
     check: GuardCheck,
   ): Promise<boolean | undefined> {
-    const known = await authenticator.withoutLookup(credentialOf(request, check.basic === true));
+    // (A cached lookup still in flight may fail with the store: reach makes that a 503 too.)
+    const known = await reach(() => authenticator.withoutLookup(credentialOf(request, check.basic === true)));
     if (!known?.ok || (check.scope && !hasScope(known.principal, check.scope))) return undefined;
     const admitted = await reach(() =>
       limiter.admit(`auth-failures:${request.ip}`, limits.authFailures, `token:${known.principal.id}`, limits.perToken),
