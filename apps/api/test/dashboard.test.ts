@@ -44,14 +44,18 @@ describe("queue dashboard at /admin/queues", () => {
         basic("admin", ADMIN_TOKEN),
       );
       const body = result.json as {
-        queues: { name: string; counts: Record<string, number>; jobs: { data: { plantId: string } }[] }[];
+        queues: {
+          name: string;
+          counts: Record<string, number>;
+          jobs: { data: { events: { plantId: string }[] } }[];
+        }[];
       };
       const audit = body.queues.find((queue) => queue.name === queueNames.audit);
       return audit && (audit.counts.completed ?? 0) >= 1 ? body.queues : undefined;
     });
     expect(queues.map((queue) => queue.name).sort()).toEqual(Object.values(queueNames).sort());
     const audit = queues.find((queue) => queue.name === queueNames.audit);
-    expect(audit?.jobs.some((job) => job.data.plantId === "42")).toBe(true);
+    expect(audit?.jobs.some((job) => job.data.events.some((event) => event.plantId === "42"))).toBe(true);
   });
 
   it("serves its static assets under the same base path", async () => {
