@@ -45,18 +45,17 @@ if (args.help) {
   process.exit(0);
 }
 
-const int = integerOption;
-const rate = int("rate", args.rate, 1, 5000);
-const durationS = int("duration", args.duration, 1, 120);
-const concurrency = int("concurrency", args.concurrency, 1, 1000);
-const deadlineS = int("deadline", args.deadline, 1, 120);
-const pollMs = int("poll", args.poll, 0, 1000);
+const rate = integerOption("rate", args.rate, 1, 5000);
+const durationS = integerOption("duration", args.duration, 1, 120);
+const concurrency = integerOption("concurrency", args.concurrency, 1, 1000);
+const deadlineS = integerOption("deadline", args.deadline, 1, 120);
+const pollMs = integerOption("poll", args.poll, 0, 1000);
 const fsync = args.fsync;
 if (fsync !== "always" && fsync !== "everysec" && fsync !== "no")
   throw new Error("--fsync must be always, everysec or no");
 const workerEnv: Record<string, string> = {};
 if (args["worker-concurrency"] !== undefined) {
-  workerEnv.WORKER_CONCURRENCY = String(int("worker-concurrency", args["worker-concurrency"], 1, 1000));
+  workerEnv.WORKER_CONCURRENCY = String(integerOption("worker-concurrency", args["worker-concurrency"], 1, 1000));
 }
 
 /** Safe integers, so the request bodies can be plain JSON. */

@@ -58,14 +58,13 @@ Takes about 3–4 minutes with the defaults.`);
   process.exit(0);
 }
 
-const int = integerOption;
-const rounds = int("rounds", args.rounds, 1, 50);
-const durationS = int("duration", args.duration, 1, 120);
+const rounds = integerOption("rounds", args.rounds, 1, 50);
+const durationS = integerOption("duration", args.duration, 1, 120);
 const connectionCounts = [
-  ...new Set(args.connections.split(",").map((text) => int("connections", text.trim(), 1, 1000))),
+  ...new Set(args.connections.split(",").map((text) => integerOption("connections", text.trim(), 1, 1000))),
 ];
-const lagDurationS = int("lag-duration", args["lag-duration"], 1, 120);
-const warmupS = int("warmup", args.warmup, 1, 60);
+const lagDurationS = integerOption("lag-duration", args["lag-duration"], 1, 120);
+const warmupS = integerOption("warmup", args.warmup, 1, 60);
 /** The drain and the lag load compare with the service's POST rate at this many connections. */
 const topConnections = Math.max(...connectionCounts);
 

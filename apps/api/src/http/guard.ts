@@ -102,12 +102,14 @@ export function createGuard({ authenticator, limiter, limits, redis }: GuardOpti
   ): Promise<boolean | undefined> {
     // (A cached lookup still in flight may fail with the store: reach makes that a 503 too.)
     const known = await reach(() => authenticator.withoutLookup(credentialOf(request, check.basic === true)));
-    if (!known?.ok || (check.scope && !hasScope(known.principal, check.scope))) return undefined;
+    if (known === undefined) return undefined;
+    // Kept for the request (tRPC's context, or the stepwise path), so nothing is checked twice.
+    request.auth = Promise.resolve(known);
+    if (!known.ok || (check.scope && !hasScope(known.principal, check.scope))) return undefined;
     const admitted = await reach(() =>
       limiter.admit(`auth-failures:${request.ip}`, limits.authFailures, `token:${known.principal.id}`, limits.perToken),
     );
     if (admitted.blocked) return !tooMany(reply, admitted.blocked, throttledMessage);
-    request.auth = Promise.resolve(known);
     return applyWindow(reply, admitted.window);
   }
 
