@@ -2,8 +2,10 @@
 # Images of the api and the worker, from one shared build. From the repository root:
 #   docker build --target api -t plant-store-api .
 #   docker build --target worker -t plant-store-worker .
-# Plain workspace build: install with the root lockfile (postinstall applies patches/), build both
-# apps and their workspace dependencies with turbo, drop devDependencies.
+# The build stage installs exactly the lockfile (npm ci; postinstall applies patches/), builds the
+# two apps and their workspace packages, and drops devDependencies. The runtime stage takes only
+# what the api and the worker run: their dist/ and manifests, the packages they import, and the
+# pruned node_modules (no sources, tests, bench, chaos or build tools).
 
 FROM node:24-bookworm-slim AS base
 ENV TURBO_TELEMETRY_DISABLED=1 \
@@ -22,28 +24,47 @@ RUN cd /src \
 
 FROM base AS build
 COPY --from=manifests /app/ ./
-# npm install honours the lockfile; npm ci refuses it because it lacks other platforms' optional
-# biome/turbo binaries (the registry these were locked against does not serve them).
-RUN npm install
+RUN npm ci --include=dev
 COPY . .
 RUN npx turbo run build --filter=@plant-store/api... --filter=@plant-store/worker... \
- && npm prune --omit=dev
+ && npm prune --omit=dev \
+ # typescript stays after the prune as a peer of @trpc/server (for its types); nothing runs it.
+ # Workspace links to what is not shipped would dangle in the runtime image.
+ && rm -rf node_modules/typescript node_modules/@plant-store/bench node_modules/@plant-store/chaos \
+           node_modules/@plant-store/client node_modules/@plant-store/launcher node_modules/@plant-store/redis-server
 
 # Code stays owned by root (read-only for the app); the processes run as the image's "node" user.
 FROM base AS runtime
 ENV NODE_ENV=production
-COPY --from=build /app /app
+COPY --from=build /app/package.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/packages/contracts/package.json ./packages/contracts/
+COPY --from=build /app/packages/contracts/dist ./packages/contracts/dist
+COPY --from=build /app/packages/tokens/package.json ./packages/tokens/
+COPY --from=build /app/packages/tokens/dist ./packages/tokens/dist
+COPY --from=build /app/packages/logging/package.json ./packages/logging/
+COPY --from=build /app/packages/logging/dist ./packages/logging/dist
 USER node
 STOPSIGNAL SIGTERM
 
 FROM runtime AS worker
+COPY --from=build /app/apps/worker/package.json ./apps/worker/
+COPY --from=build /app/apps/worker/dist ./apps/worker/dist
+# Healthy while the relay keeps touching its heartbeat file, i.e. the process runs and reaches Redis.
+ENV WORKER_HEARTBEAT_FILE=/tmp/plant-store-worker.heartbeat
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+  CMD ["node", "apps/worker/dist/healthcheck.js"]
 # REDIS_URL (and WORKER_CONCURRENCY) come from the runtime environment.
 CMD ["node", "apps/worker/dist/main.js"]
 
 # Last, so a plain `docker build .` gives the api.
 FROM runtime AS api
+COPY --from=build /app/apps/api/package.json ./apps/api/
+COPY --from=build /app/apps/api/dist ./apps/api/dist
 # In a container the api listens on all interfaces; REDIS_URL, API_TOKENS and ADMIN_TOKEN come from the environment.
 ENV HOST=0.0.0.0 PORT=3000
 EXPOSE 3000
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:3000/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # A 16 MiB young generation: fewer garbage collections under load (README, Performance).
 CMD ["node", "--max-semi-space-size=16", "apps/api/dist/main.js"]

@@ -1,11 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { limits } from "@plant-store/contracts";
+import { loggerOptions } from "@plant-store/logging";
 import type { TokenStore } from "@plant-store/tokens";
-import Fastify, { type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
 import type { Redis } from "ioredis";
 import { createAuthenticator, type StoredTokenVerifier } from "./auth.js";
 import { apiError } from "./errors.js";
-import { queueDashboard } from "./http/dashboard.js";
+import { refuseContentCodings } from "./http/content-coding.js";
+import { DASHBOARD_PATH, queueDashboard } from "./http/dashboard.js";
 import { createGuard, type Limits } from "./http/guard.js";
 import { clientErrorHandler, frameworkErrors } from "./http/low-level-errors.js";
 import { createRateLimiter } from "./http/rate-limit.js";
@@ -14,6 +16,7 @@ import { createRouteMatcher, replyRouteMiss, restRoutesOf } from "./http/routes.
 import { securityHeadersFor } from "./http/security-headers.js";
 import { trpcApi } from "./http/trpc.js";
 import { buildOpenApiDocument } from "./openapi.js";
+import { type OutageMonitor, outageMonitor, StoreUnavailableError } from "./outage.js";
 import { createPlantStore } from "./plants/store.js";
 import { appRouter } from "./router.js";
 import type { Context } from "./trpc.js";
@@ -22,6 +25,8 @@ declare module "fastify" {
   interface FastifyInstance {
     /** Every route registered, as `METHOD url`: the security suite checks each has an entry. */
     routeList: string[];
+    /** Logs a Redis outage once when it starts and once when it ends. */
+    outage: OutageMonitor;
   }
 }
 
@@ -39,15 +44,30 @@ export type AppOptions = {
   logLevel?: string;
   /** Where log lines go (default stdout); tests read them to check no secret is logged. */
   logStream?: NodeJS.WritableStream;
+  /** Peers trusted to tell the client's address in X-Forwarded-For (TRUST_PROXY); default none. */
+  trustProxy?: boolean | number | string[];
 };
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
+/**
+ * A hop count, as Express reads it: trust the first `n` proxies. The Fastify in use makes a number
+ * trust no one (a hop count cannot check who connects), so the count is passed as a function.
+ */
+const trustProxyOption = (trust: boolean | number | string[]): FastifyServerOptions["trustProxy"] =>
+  typeof trust === "number" ? (_address: string, hop: number) => hop < trust : trust;
+
 /** Builds the HTTP service: REST at the root, native tRPC at /trpc, the document, the dashboard. */
 export async function buildApp(options: AppOptions) {
   const app = Fastify({
-    logger: { level: options.logLevel ?? "info", ...(options.logStream ? { stream: options.logStream } : {}) },
+    // The format every process shares (ISO time, level names, service), so logs read side by side.
+    logger: {
+      ...loggerOptions("api", options.logLevel ?? "info"),
+      ...(options.logStream ? { stream: options.logStream } : {}),
+    },
     bodyLimit: limits.bodyMaxBytes,
+    // request.ip (the per-address throttle, logs) is the peer unless a trusted proxy says otherwise.
+    trustProxy: trustProxyOption(options.trustProxy ?? false),
     // Keep a caller's request id when it is sane, so logs and the audit log can be correlated.
     genReqId: (req) => {
       const incoming = req.headers["x-request-id"];
@@ -58,7 +78,7 @@ export async function buildApp(options: AppOptions) {
     return503OnClosing: false,
     // Errors before routing: also in the Error shape.
     clientErrorHandler,
-    frameworkErrors,
+    frameworkErrors: frameworkErrors(authenticateFirst),
   });
 
   const guard = createGuard({
@@ -82,6 +102,11 @@ export async function buildApp(options: AppOptions) {
   });
 
   app.decorate("routeList", [] as string[]);
+  app.decorate("outage", outageMonitor(options.redis, app.log));
+  app.addHook("onClose", (_app, done) => {
+    app.outage.close();
+    done();
+  });
   app.addHook("onRoute", (route) => {
     for (const method of [route.method].flat()) app.routeList.push(`${method} ${route.url}`);
   });
@@ -99,19 +124,21 @@ export async function buildApp(options: AppOptions) {
     }
     // Unknown paths and methods are answered before any body is read.
     if (request.is404) return routeMiss(request, reply);
-    const encoding = request.headers["content-encoding"];
-    if (encoding !== undefined && encoding.toLowerCase() !== "identity") {
-      return reply.code(415).send(apiError(415, `Content-Encoding ${encoding} is not supported: send the body as is`));
-    }
     // Media types are case-insensitive (RFC 9110); Fastify's parser lookup is not.
     const contentType = request.headers["content-type"];
     if (contentType) request.headers["content-type"] = contentType.toLowerCase();
     done();
   });
+  // After the guards' onRequest hooks: a request without a valid token is a 401, whatever its coding.
+  app.addHook("preParsing", refuseContentCodings);
 
   // Every error leaves as the specification's Error; 5xx details stay in the log.
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
+    if (error instanceof StoreUnavailableError) {
+      app.outage.report(request, error);
+      return reply.code(503).send(apiError(503));
+    }
     if (status >= 500) {
       request.log.error({ err: error }, "request failed");
       return reply.code(status).send(apiError(status));
@@ -132,15 +159,25 @@ export async function buildApp(options: AppOptions) {
     return replyRouteMiss(reply, request.method, match.kind === "found" ? { kind: "not-found" } : match);
   }
   app.setNotFoundHandler(routeMiss);
+  /** A malformed path that names a protected operation or the dashboard: the guard answers first. */
+  function authenticateFirst(request: FastifyRequest, reply: FastifyReply) {
+    const match = matchRoute(request.method, request.url);
+    if (match.kind === "found") return guard.check(request, reply, { scope: match.route.scope });
+    const path = request.url.split("?", 1)[0] as string;
+    const dashboard = path === DASHBOARD_PATH || path.startsWith(`${DASHBOARD_PATH}/`);
+    if (dashboard && options.dashboardConnection) return guard.check(request, reply, { scope: "admin", basic: true });
+    return Promise.resolve(true);
+  }
 
   const document = JSON.stringify(buildOpenApiDocument(appRouter));
   app.get("/openapi.json", (_request, reply) => reply.type("application/json; charset=utf-8").send(document));
   app.get("/healthz", async () => ({ status: "ok" }));
-  app.get("/readyz", async (_request, reply) => {
+  app.get("/readyz", async (request, reply) => {
     try {
       await options.redis.ping();
       return { status: "ready" };
-    } catch {
+    } catch (error) {
+      app.outage.report(request, error); // so an outage is logged even when only probes arrive
       return reply.code(503).send(apiError(503, "Redis is not reachable"));
     }
   });

@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { z } from "zod";
 
 const tokenList = z
@@ -9,6 +10,45 @@ const tokenList = z
       .map((token) => token.trim())
       .filter((token) => token.length > 0),
   );
+
+/**
+ * `a.b.c.d`, an IPv6 address, or either with a `/prefix` of at least 1 bit: Fastify refuses `/0`
+ * when it starts, so it is refused here with the other mistakes (`true` trusts every peer).
+ */
+const isAddressOrCidr = (entry: string) => {
+  const [address = "", prefix, ...rest] = entry.split("/");
+  const version = isIP(address);
+  if (version === 0 || rest.length > 0) return false;
+  if (prefix === undefined) return true;
+  const bits = Number(prefix);
+  return /^\d{1,3}$/.test(prefix) && bits >= 1 && bits <= (version === 4 ? 32 : 128);
+};
+
+/**
+ * Which peers may tell the client's address in X-Forwarded-For (Fastify's `trustProxy`): unset
+ * or `false` none (the default: a forged header is ignored); `true` every peer (only when every
+ * connection comes through your proxy); a number of proxy hops (trusts whoever connects, as `true`
+ * does, so the same caveat); or the proxies' addresses/CIDRs, the one choice that checks the peer.
+ */
+export const TrustProxy = z
+  .string()
+  .trim()
+  .transform((raw, ctx): boolean | number | string[] => {
+    if (raw === "" || raw === "false") return false;
+    if (raw === "true") return true;
+    if (/^\d+$/.test(raw)) return Number(raw);
+    const entries = raw.split(",").map((entry) => entry.trim());
+    const bad = entries.filter((entry) => !isAddressOrCidr(entry));
+    if (bad.length > 0) {
+      ctx.issues.push({
+        code: "custom",
+        input: raw,
+        message: `TRUST_PROXY must be true, false, a hop count or addresses/CIDRs (not ${bad.map((entry) => entry || "an empty entry").join(", ")})`,
+      });
+      return z.NEVER;
+    }
+    return entries;
+  });
 
 const ApiEnv = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
@@ -24,6 +64,7 @@ const ApiEnv = z.object({
   AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
   /** A Redis command slower than this fails the request with 503 instead of hanging it. */
   REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().positive().default(2000),
+  TRUST_PROXY: TrustProxy.default(false),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -36,6 +77,7 @@ export type ApiConfig = {
   redisCommandTimeoutMs: number;
   limits: { perToken: number; authFailures: number };
   logLevel: string;
+  trustProxy: boolean | number | string[];
 };
 
 /** Reads the API's configuration from the environment once, at start-up. */
@@ -55,5 +97,6 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     redisCommandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
     limits: { perToken: e.RATE_LIMIT_PER_MINUTE, authFailures: e.AUTH_FAILURES_PER_MINUTE },
     logLevel: e.LOG_LEVEL,
+    trustProxy: e.TRUST_PROXY,
   };
 }

@@ -61,6 +61,16 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
       body.content["application/json"].schema = ref(name);
       Object.assign(schemas, component(input, "input"));
     }
+    // Each error response described by its own operation: the generator shares one response
+    // object per status across operations, so the first operation's texts showed everywhere.
+    const described = (openapi as { errorResponses?: Record<number, string> }).errorResponses ?? {};
+    for (const [status, response] of Object.entries(operation.responses as Record<string, Json>)) {
+      if (Number(status) < 400) continue;
+      (operation.responses as Record<string, Json>)[status] = {
+        ...response,
+        description: described[Number(status)] ?? statusMessages[Number(status)],
+      };
+    }
     // Another success status than 200: token issue 201; deletes 204, no body.
     if (successStatus) {
       const responses = operation.responses as Record<string, Json>;

@@ -17,7 +17,6 @@ import { authorizedProcedure, type Context, router } from "./trpc.js";
 
 const common = { tags: ["plants"], protect: true };
 const errors = {
-  400: "The request is not valid (the message says which field and rule)",
   401: "Missing, invalid, expired or revoked bearer token",
   403: "The token lacks the scope this operation needs",
   429: "Too many requests for this token, or too many failed authentications from this address (see Retry-After)",
@@ -25,6 +24,7 @@ const errors = {
   503: "The store is temporarily unavailable; the request can be retried",
 } as const;
 const notFound = { 404: "There is no plant with this id" } as const;
+const badPathId = { 400: "The id in the path is not an int64 integer" } as const;
 
 const ById = z.object({ id: PlantIdParam });
 
@@ -87,7 +87,7 @@ export const appRouter = router({
           summary: "Get a plant",
           description: "Returns the stored plant with its id. A plant is readable as soon as its create answered 200.",
           successDescription: "The stored plant",
-          errorResponses: { ...errors, ...notFound },
+          errorResponses: { ...errors, ...badPathId, ...notFound },
         },
       })
       .input(ById)
@@ -115,7 +115,10 @@ export const appRouter = router({
             "appears exactly once in the walk, whatever is created or deleted meanwhile.",
           successDescription: "A page of plants",
           responseHeaders: PageHeaders,
-          errorResponses: errors,
+          errorResponses: {
+            ...errors,
+            400: "A query parameter is not valid: limit (1–100), tag (1–100 characters) or cursor (the message says which)",
+          },
         },
       })
       .input(ListPlantsQuery)
@@ -150,7 +153,7 @@ export const appRouter = router({
             "Deletes the plant. It is gone for GET /plants/{id} at once and from the list once the worker " +
             "has caught up; the audit log records the deletion. The id can then be used for a new plant.",
           successDescription: "The plant was deleted",
-          errorResponses: { ...errors, ...notFound },
+          errorResponses: { ...errors, ...badPathId, ...notFound },
         },
       })
       .input(ById)
@@ -179,6 +182,7 @@ export const appRouter = router({
             successDescription: "The token (shown once) and its record",
             errorResponses: {
               ...errors,
+              400: "The request body is missing, malformed or not a valid NewToken (the message says which field and rule)",
               413: "The request body is too large",
               415: "The request body is not application/json",
             },
@@ -200,7 +204,7 @@ export const appRouter = router({
             tags: ["admin"],
             protect: true,
             successDescription: "The token records",
-            errorResponses: errors,
+            errorResponses: { ...errors, 400: "The request is not valid (this operation takes no parameters)" },
           },
         })
         .input(z.object({}))
@@ -220,7 +224,11 @@ export const appRouter = router({
             tags: ["admin"],
             protect: true,
             successDescription: "The token is revoked",
-            errorResponses: { ...errors, 404: "There is no token with this id" },
+            errorResponses: {
+              ...errors,
+              400: "The token id in the path is not valid",
+              404: "There is no token with this id",
+            },
           },
         })
         .input(z.object({ id: z.string().max(64).meta({ description: "Token id" }) }))

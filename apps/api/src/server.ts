@@ -58,6 +58,7 @@ export async function startApi(config: ApiConfig) {
     limits: config.limits,
     dashboardConnection,
     logLevel: config.logLevel,
+    trustProxy: config.trustProxy,
   });
   await app.listen({ port: config.port, host: config.host });
   const address = app.server.address();

@@ -69,3 +69,31 @@ describe("queue dashboard at /admin/queues", () => {
     expectError(await dashboard(`/admin/queues/${assets[0]}`), 401);
   });
 });
+
+describe("the dashboard page loads nothing from elsewhere", () => {
+  it("points its fonts at a stylesheet the service serves, with every font file it names", async () => {
+    const admin = basic("admin", ADMIN_TOKEN);
+    const page = await dashboard("/admin/queues", admin);
+    const csp = page.headers.get("content-security-policy") ?? "";
+    expect(csp).toMatch(/font-src 'self'/);
+    // Every link and script of the page is relative to its base, i.e. on this origin.
+    const urls = [...page.text.matchAll(/(?:src|href)="([^"]*)"/g)].map((match) => match[1] as string);
+    expect(urls.filter((url) => /^(https?:)?\/\//.test(url))).toEqual([]);
+    expect(urls).toContain("fonts/ibm-plex.css");
+
+    const css = await dashboard("/admin/queues/fonts/ibm-plex.css", admin);
+    expect(css.status).toBe(200);
+    expect(css.headers.get("content-type")).toMatch(/^text\/css/);
+    expect(css.text).toContain("font-family: 'IBM Plex Sans'");
+    expect(css.text).toContain("font-family: 'IBM Plex Mono'");
+    const files = [...new Set([...css.text.matchAll(/url\(\.\/files\/([^)]+)\)/g)].map((match) => match[1] as string))];
+    expect(files.length).toBeGreaterThan(10);
+    for (const file of files.filter((name) => name.includes("latin-4"))) {
+      const font = await dashboard(`/admin/queues/fonts/files/${file}`, admin);
+      expect(font.status, file).toBe(200);
+      expect(font.headers.get("content-type"), file).toMatch(/^font\/woff2?$/);
+    }
+    expectError(await dashboard("/admin/queues/fonts/files/..%2F..%2Fpackage.json", admin), 404);
+    expectError(await dashboard("/admin/queues/fonts/ibm-plex.css"), 401);
+  });
+});

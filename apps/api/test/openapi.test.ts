@@ -30,6 +30,39 @@ describe("GET /openapi.json", () => {
     );
   });
 
+  it("describes each operation's errors in its own words", () => {
+    const operations = Object.entries(document.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
+      Object.entries(ops).map(([method, operation]) => ({ what: `${method.toUpperCase()} ${path}`, operation })),
+    );
+    expect(operations.length).toBeGreaterThanOrEqual(7);
+    for (const { what, operation } of operations) {
+      const errors = Object.entries(operation.responses as Record<string, { description: string }>).filter(
+        ([status]) => Number(status) >= 400,
+      );
+      for (const [status, { description }] of errors) {
+        if (what !== "POST /plants") expect(description, `${what} ${status}`).not.toContain("NewPlant");
+        if (what.includes("/admin/")) expect(description, `${what} ${status}`).not.toMatch(/plant/i);
+        // Plant operations' own errors (not the bearer-token ones: 401, 403, 429) name no token.
+        if (what.includes("/plants") && ["400", "404", "409"].includes(status)) {
+          expect(description, `${what} ${status}`).not.toMatch(/token/i);
+        }
+      }
+    }
+    const bad = (what: string) => {
+      const [method = "", path = ""] = what.split(" ");
+      return document.paths[path][method.toLowerCase()].responses["400"].description as string;
+    };
+    // The specification's seed operation keeps its own text; the others say what they validate.
+    expect(bad("POST /plants")).toMatch(/^Unexpected error/);
+    expect(bad("GET /plants")).toMatch(/query parameter/);
+    expect(bad("GET /plants/{id}")).toMatch(/id in the path/);
+    expect(bad("POST /admin/tokens")).toMatch(/NewToken/);
+    expect(document.paths["/admin/tokens/{id}"].delete.responses["404"].description).toMatch(/no token/);
+    for (const method of ["get", "delete"]) {
+      expect(document.paths["/plants/{id}"][method].responses["404"].description).toMatch(/no plant/);
+    }
+  });
+
   it("describes the specification's interface", () => {
     expect(document.openapi).toBe("3.1.0");
     expect(document.info).toMatchObject({ title: "OpenAPI Plant Store", version: "1.0.0", license: { name: "MIT" } });

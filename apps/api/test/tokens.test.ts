@@ -237,3 +237,26 @@ describe("the cached verifier", () => {
     expect(lookups).toBe(1);
   });
 });
+
+describe("expiresInSeconds is a JSON integer, never coerced", () => {
+  const bad: unknown[] = ["60", " 60", "6e1", true, false, null, 1.5, 60.5, "", [60], { n: 60 }];
+  const viaTrpc = (expiresInSeconds: unknown) =>
+    call(stack.url, {
+      path: "/trpc/admin.tokens.create",
+      body: { json: { name: "t", scopes: ["plants:read"], expiresInSeconds } },
+      token: ADMIN_TOKEN,
+    });
+
+  it("refuses strings, booleans, null and fractions over REST and tRPC, also after a REST request", async () => {
+    for (const expiresInSeconds of bad) {
+      const rest = await issue({ name: "t", scopes: ["plants:read"], expiresInSeconds });
+      expectError(rest, 400, /expiresInSeconds must be an integer/);
+      const trpc = await viaTrpc(expiresInSeconds);
+      expect(trpc.status, JSON.stringify(expiresInSeconds)).toBe(400);
+      expect(JSON.stringify(trpc.json)).toContain("expiresInSeconds must be an integer");
+    }
+    expect((await issue({ name: "t", scopes: ["plants:read"], expiresInSeconds: 60 })).status).toBe(201);
+    expect((await viaTrpc(60)).status).toBe(200);
+    expectError(await issue({ name: "t", scopes: ["plants:read"], expiresInSeconds: 59 }), 400, /at least 60/);
+  });
+});

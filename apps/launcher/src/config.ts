@@ -1,6 +1,7 @@
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
+import { DEFAULT_RESTART_POLICY, type RestartPolicy } from "./restart-policy.js";
 
 /** Repository root: this file runs from apps/launcher/dist/. */
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
@@ -26,6 +27,10 @@ const EnvSchema = z.object({
   API_TOKENS: tokenList.optional(),
   ADMIN_TOKEN: z.string().optional(),
   DATA_DIR: z.string().optional(),
+  /** First pause before restarting a process that exited unexpectedly (doubles per quick failure). */
+  LAUNCHER_RESTART_BACKOFF_MS: z.coerce.number().int().min(1).default(DEFAULT_RESTART_POLICY.initialBackoffMs),
+  /** Quick failures in a row after which a crash-looping process is given up (and everything stops). */
+  LAUNCHER_MAX_RESTARTS: z.coerce.number().int().min(0).default(DEFAULT_RESTART_POLICY.maxRestarts),
   /** Entry points of the services; overridable for tests. */
   PLANT_STORE_API_ENTRY: z.string().optional(),
   PLANT_STORE_WORKER_ENTRY: z.string().optional(),
@@ -41,6 +46,7 @@ export interface LauncherConfig {
   dataDir: string;
   apiEntry: string;
   workerEntry: string;
+  restartPolicy: RestartPolicy;
 }
 
 export type ConfigResult = { ok: true; config: LauncherConfig } | { ok: false; errors: string[] };
@@ -70,6 +76,11 @@ export function parseConfig(env: NodeJS.ProcessEnv): ConfigResult {
       dataDir: e.DATA_DIR ? resolve(e.DATA_DIR) : resolve(repoRoot, "data"),
       apiEntry: resolve(e.PLANT_STORE_API_ENTRY ?? resolve(repoRoot, "apps/api/dist/main.js")),
       workerEntry: resolve(e.PLANT_STORE_WORKER_ENTRY ?? resolve(repoRoot, "apps/worker/dist/main.js")),
+      restartPolicy: {
+        ...DEFAULT_RESTART_POLICY,
+        initialBackoffMs: e.LAUNCHER_RESTART_BACKOFF_MS,
+        maxRestarts: e.LAUNCHER_MAX_RESTARTS,
+      },
     },
   };
 }

@@ -1,10 +1,14 @@
-// The supervisor: a Redis (embedded unless REDIS_URL is set), tokens, then the api and worker; stops them in order.
+// The supervisor: a Redis (embedded unless REDIS_URL is set), tokens, then the api and worker. A
+// process that exits unexpectedly is restarted with backoff while the others keep running; only a
+// signal stops everything, in order (api and worker first, Redis last).
 import { existsSync, mkdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { INSTALL_HINT, type RedisServer, redisServerBinary, startRedisServer } from "@plant-store/redis-server";
+import { forgetEmbeddedStore, recordEmbeddedStore } from "@plant-store/store";
 import { readyBanner, redactUrl } from "./banner.js";
 import { parseConfig } from "./config.js";
 import { portProblem, waitForPort } from "./net.js";
+import { type RestartPolicy, restartTracker } from "./restart-policy.js";
 import { describeExit, type Service, startService, stopService } from "./services.js";
 import { generateToken } from "./tokens.js";
 
@@ -20,24 +24,36 @@ const logError = (line: string) => process.stderr.write(`[launcher] ${line}\n`);
 let redis: RedisServer | undefined;
 /** Set while the embedded Redis is starting, so a shutdown in that window can still stop it. */
 let redisStarting: Promise<RedisServer | undefined> | undefined;
-const services: Service[] = [];
+/** Set while the embedded Redis is being restarted, for the same reason. */
+let redisRestarting: Promise<unknown> | undefined;
+/** The running instance of each service (replaced when it is restarted). */
+const services = new Map<string, Service>();
+/** Restarts waiting for their backoff to pass; cancelled by a shutdown. */
+const pendingRestarts = new Set<NodeJS.Timeout>();
 let stopping = false;
+let dataDir: string | undefined;
 
 /** Stops the services (SIGTERM, wait), then the embedded Redis, then exits. Runs once. */
 async function shutdown(exitCode: number): Promise<never> {
   if (!stopping) {
     stopping = true;
-    const results = await Promise.all(services.map((service) => stopService(service, GRACE_MS, log)));
+    for (const timer of pendingRestarts) clearTimeout(timer);
+    const running = [...services.values()];
+    const results = await Promise.all(running.map((service) => stopService(service, GRACE_MS, log)));
     for (const [i, result] of results.entries()) {
       if (result.forced || result.error || result.code !== 0) {
-        log(`${services[i]?.name} ${describeExit(result)}.`);
+        log(`${running[i]?.name} ${describeExit(result)}.`);
       }
     }
     const embedded = redis ?? (await redisStarting);
+    // A restart in flight would otherwise leave a new redis-server behind.
+    await redisRestarting;
     if (embedded && embedded.process.exitCode === null && embedded.process.signalCode === null) {
       await embedded.stop();
       log("embedded Redis stopped.");
     }
+    // Also when Redis was already gone: the record must not outlive this launcher.
+    if (dataDir) forgetEmbeddedStore(dataDir);
     process.exit(exitCode);
   }
   // Already stopping: keep the caller waiting until the first shutdown exits the process.
@@ -63,7 +79,7 @@ async function main(): Promise<void> {
   });
   // Last resort if the supervisor itself dies: don't leave the services behind.
   process.on("exit", () => {
-    for (const service of services) if (service.running()) service.child.kill("SIGTERM");
+    for (const service of services.values()) if (service.running()) service.child.kill("SIGTERM");
     if (redis && redis.process.exitCode === null && redis.process.signalCode === null) redis.process.kill("SIGTERM");
   });
 
@@ -117,14 +133,11 @@ async function main(): Promise<void> {
     redisUrl = redis.url;
     const shownDir = relative(process.cwd(), dir) || ".";
     log(
-      `Redis: no REDIS_URL set, started an embedded redis-server at ${redisUrl}, data in ${shownDir.startsWith("..") ? dir : shownDir} (append-only, fsync before every reply; kept across restarts).`,
+      `Redis: no REDIS_URL set, started an embedded redis-server (pid ${redis.process.pid}) at ${redisUrl}, data in ${shownDir.startsWith("..") ? dir : shownDir} (append-only, fsync before every reply; kept across restarts).`,
     );
-    const embedded = redis;
-    embedded.process.once("exit", (code, signal) => {
-      if (stopping) return;
-      logError(`embedded redis-server stopped unexpectedly (${signal ?? `code ${code}`}); stopping.`);
-      void shutdown(1);
-    });
+    dataDir = config.dataDir;
+    recordEmbeddedStore(config.dataDir, { url: redisUrl, pid: process.pid });
+    superviseRedis(redis, config.restartPolicy);
   }
 
   const apiTokens = config.apiTokens ?? [generateToken()];
@@ -143,13 +156,7 @@ async function main(): Promise<void> {
     ["api", config.apiEntry],
     ["worker", config.workerEntry],
   ] as const) {
-    const service = startService(name, entry, env);
-    services.push(service);
-    void service.exited.then((info) => {
-      if (stopping) return;
-      logError(`${name} ${describeExit(info)} unexpectedly; stopping the rest.`);
-      void shutdown(1);
-    });
+    supervise(name, () => startService(name, entry, env), config.restartPolicy);
   }
 
   if (await waitForPort(config.host, config.port, 60_000, () => stopping)) {
@@ -164,6 +171,84 @@ async function main(): Promise<void> {
   } else if (!stopping) {
     log(`the api is not accepting connections on ${config.host}:${config.port} after 60 s; still waiting.`);
   }
+}
+
+/**
+ * Runs a service and starts it again whenever it exits unexpectedly, with backoff; the others
+ * keep running. A crash loop stops everything (exit 1) with a message saying so.
+ */
+function supervise(name: string, start: () => Service, policy: RestartPolicy): void {
+  const tracker = restartTracker(policy);
+  const run = () => {
+    const service = start();
+    services.set(name, service);
+    const startedAt = Date.now();
+    if (service.child.pid !== undefined) log(`${name} started (pid ${service.child.pid}).`);
+    void service.exited.then((info) => {
+      if (stopping) return;
+      const decision = tracker.exited(Date.now() - startedAt);
+      if (!decision.restart) {
+        logError(
+          `${name} ${describeExit(info)} again: ${decision.failures} unexpected exits in a row, each within ` +
+            `${policy.stableAfterMs / 1000} s of starting. It is crash-looping; giving up and stopping everything. ` +
+            "Its output above says why.",
+        );
+        void shutdown(1);
+        return;
+      }
+      logError(
+        `${name} ${describeExit(info)} unexpectedly; restarting it in ${decision.delayMs / 1000} s ` +
+          `(restart ${decision.attempt} of at most ${policy.maxRestarts} in a row). The other services keep running.`,
+      );
+      const timer = setTimeout(() => {
+        pendingRestarts.delete(timer);
+        if (!stopping) run();
+      }, decision.delayMs);
+      pendingRestarts.add(timer);
+    });
+  };
+  run();
+}
+
+/** The embedded Redis, restarted on its port and data folder if it dies (api and worker reconnect). */
+function superviseRedis(server: RedisServer, policy: RestartPolicy): void {
+  const tracker = restartTracker(policy);
+  const watch = (startedAt: number) => {
+    server.process.once("exit", (code, signal) => {
+      if (stopping) return;
+      const decision = tracker.exited(Date.now() - startedAt);
+      if (!decision.restart) {
+        logError(
+          `embedded redis-server keeps stopping (${signal ?? `code ${code}`}); giving up and stopping everything.`,
+        );
+        void shutdown(1);
+        return;
+      }
+      logError(
+        `embedded redis-server stopped unexpectedly (${signal ?? `code ${code}`}); restarting it in ` +
+          `${decision.delayMs / 1000} s on the same port and data (api and worker reconnect by themselves).`,
+      );
+      const timer = setTimeout(() => {
+        pendingRestarts.delete(timer);
+        if (stopping) return;
+        redisRestarting = server.restart().then(
+          () => {
+            redisRestarting = undefined;
+            if (stopping) return; // shutdown() stops it.
+            log(`embedded Redis is back (pid ${server.process.pid}) at ${server.url}.`);
+            watch(Date.now());
+          },
+          (error: unknown) => {
+            redisRestarting = undefined;
+            logError(`could not restart the embedded redis-server: ${error instanceof Error ? error.message : error}`);
+            void shutdown(1);
+          },
+        );
+      }, decision.delayMs);
+      pendingRestarts.add(timer);
+    });
+  };
+  watch(Date.now());
 }
 
 export function runSupervisor(): void {

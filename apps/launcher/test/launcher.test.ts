@@ -6,15 +6,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { INSTALL_HINT, redisServerBinary } from "@plant-store/redis-server";
+import { embeddedStoreFile, findEmbeddedStore } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const launcherMain = fileURLToPath(new URL("../dist/main.js", import.meta.url));
 const hasRedis = redisServerBinary() !== undefined;
 
-// Stand-ins: each records its environment, and a SIGTERM, in STANDIN_OUT.
+// Stand-ins: each records its environment, and a SIGTERM, in STANDIN_OUT; on SIGTERM also whether
+// Redis still answered then (it must be stopped last).
 const STANDIN = `
 import { createServer } from "node:http";
 import { writeFileSync } from "node:fs";
+import { connect } from "node:net";
 const name = process.argv[1].endsWith("api.mjs") ? "api" : "worker";
 const out = process.env.STANDIN_OUT;
 const { REDIS_URL, API_TOKENS, ADMIN_TOKEN } = process.env;
@@ -23,7 +26,18 @@ let server;
 if (name === "api") server = createServer((_req, res) => res.end("ok")).listen(Number(process.env.PORT), process.env.HOST);
 const keepAlive = setInterval(() => {}, 1000);
 if (name === "worker" && process.env.STANDIN_WORKER_CRASH) setTimeout(() => process.exit(3), 300);
-process.on("SIGTERM", () => {
+const redisAnswer = () => new Promise((resolve) => {
+  const { hostname, port } = new URL(REDIS_URL);
+  const socket = connect({ host: hostname, port: Number(port) });
+  socket.once("error", (error) => resolve(error.code ?? error.message));
+  socket.once("connect", () => socket.write("PING\\r\\n"));
+  socket.once("data", (data) => {
+    socket.destroy();
+    resolve(data.toString().trim());
+  });
+});
+process.on("SIGTERM", async () => {
+  writeFileSync(out + "/" + name + ".redis-at-stop", String(await redisAnswer()));
   writeFileSync(out + "/" + name + ".stopped", "SIGTERM");
   clearInterval(keepAlive);
   if (server) server.close(() => process.exit(0)); else process.exit(0);
@@ -86,9 +100,17 @@ async function runLauncher(name: string, extraEnv: Record<string, string> = {}):
   return { child, out, output: () => text, exit };
 }
 
-async function waitFor(condition: () => boolean, what: string, run: Run, timeoutMs = 10_000): Promise<void> {
+async function waitFor(
+  condition: () => boolean,
+  what: string,
+  run: Run,
+  timeoutMs = 10_000,
+  poll?: () => Promise<void>,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
+  for (;;) {
+    await poll?.();
+    if (condition()) return;
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; launcher output:\n${run.output()}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
@@ -108,6 +130,24 @@ function redisPing(url: string): Promise<string> {
 }
 
 const readEnv = (file: string) => JSON.parse(readFileSync(file, "utf8")) as Record<string, string>;
+
+/** The pids the launcher reported for a service, in start order ("api started (pid N)."). */
+const pidsOf = (run: Run, name: string) =>
+  [...run.output().matchAll(new RegExp(`\\[launcher\\] ${name} started \\(pid (\\d+)\\)`, "g"))].map((m) =>
+    Number(m[1]),
+  );
+
+const portOf = (run: Run) => Number(/running at http:\/\/127\.0\.0\.1:(\d+)/.exec(run.output())?.[1]);
+
+/** Ports that answered an HTTP request (filled by `probe`). */
+const serving = new Set<number>();
+async function probe(port: number): Promise<void> {
+  try {
+    if ((await fetch(`http://127.0.0.1:${port}/`)).ok) serving.add(port);
+  } catch {
+    serving.delete(port);
+  }
+}
 
 describe.skipIf(!hasRedis)("launcher with an embedded Redis", () => {
   it("starts Redis, generates tokens, runs api and worker, and stops everything on SIGTERM", async () => {
@@ -130,15 +170,77 @@ describe.skipIf(!hasRedis)("launcher with an embedded Redis", () => {
     expect(await run.exit).toBe(0);
     expect(existsSync(join(run.out, "api.stopped"))).toBe(true);
     expect(existsSync(join(run.out, "worker.stopped"))).toBe(true);
+    // Redis was stopped last: it still answered when the api and the worker were told to stop.
+    expect(readFileSync(join(run.out, "api.redis-at-stop"), "utf8")).toBe("+PONG");
+    expect(readFileSync(join(run.out, "worker.redis-at-stop"), "utf8")).toBe("+PONG");
     expect(existsSync(join(run.out, "data", "redis", "appendonlydir"))).toBe(true);
     await expect(redisPing(apiEnv.REDIS_URL as string)).rejects.toThrow();
   }, 30_000);
 
-  it("stops the rest and exits 1 when a service dies", async () => {
-    const run = await runLauncher("crash", { STANDIN_WORKER_CRASH: "1" });
-    expect(await run.exit).toBe(1);
-    expect(run.output()).toContain("worker exited with code 3 unexpectedly");
+  it("restarts a service killed with SIGKILL while the other keeps running", async () => {
+    const run = await runLauncher("restart", { LAUNCHER_RESTART_BACKOFF_MS: "50" });
+    await waitFor(() => run.output().includes("Press Ctrl+C to stop."), "the ready banner", run);
+    const [api, worker] = [pidsOf(run, "api"), pidsOf(run, "worker")];
+    expect(api).toHaveLength(1);
+    expect(worker).toHaveLength(1);
+
+    process.kill(worker[0] as number, "SIGKILL");
+    await waitFor(() => pidsOf(run, "worker").length === 2, "the worker to be restarted", run);
+    expect(run.output()).toMatch(/worker was killed by SIGKILL unexpectedly; restarting it in 0\.05 s/);
+    expect(pidsOf(run, "api")).toEqual(api);
+    expect(existsSync(join(run.out, "api.stopped"))).toBe(false);
+
+    process.kill(api[0] as number, "SIGKILL");
+    await waitFor(() => pidsOf(run, "api").length === 2, "the api to be restarted", run);
+    const port = portOf(run);
+    await waitFor(
+      () => serving.has(port),
+      "the api to answer again",
+      run,
+      10_000,
+      () => probe(port),
+    );
+    expect(pidsOf(run, "worker")).toHaveLength(2);
+    expect(existsSync(join(run.out, "worker.stopped"))).toBe(false);
+
+    run.child.kill("SIGTERM");
+    expect(await run.exit).toBe(0);
     expect(readFileSync(join(run.out, "api.stopped"), "utf8")).toBe("SIGTERM");
+    expect(readFileSync(join(run.out, "worker.stopped"), "utf8")).toBe("SIGTERM");
+  }, 30_000);
+
+  it("gives up on a crash-looping service with a clear message, and stops the rest", async () => {
+    const run = await runLauncher("crash", {
+      STANDIN_WORKER_CRASH: "1",
+      LAUNCHER_RESTART_BACKOFF_MS: "20",
+      LAUNCHER_MAX_RESTARTS: "3",
+    });
+    expect(await run.exit).toBe(1);
+    expect(run.output()).toContain(
+      "worker exited with code 3 unexpectedly; restarting it in 0.02 s (restart 1 of at most 3",
+    );
+    expect(run.output()).toContain("(restart 3 of at most 3 in a row)");
+    expect(run.output()).toMatch(
+      /worker exited with code 3 again: 4 unexpected exits in a row.*crash-looping; giving up/,
+    );
+    expect(pidsOf(run, "worker")).toHaveLength(4);
+    expect(pidsOf(run, "api")).toHaveLength(1);
+    // Then everything stopped in order, as on Ctrl+C.
+    expect(readFileSync(join(run.out, "api.stopped"), "utf8")).toBe("SIGTERM");
+    expect(readFileSync(join(run.out, "api.redis-at-stop"), "utf8")).toBe("+PONG");
+    expect(run.output()).toContain("[launcher] embedded Redis stopped.");
+    expect(existsSync(embeddedStoreFile(join(run.out, "data")))).toBe(false);
+  }, 30_000);
+
+  it("records the embedded Redis's address for the other tools while it runs", async () => {
+    const run = await runLauncher("address");
+    await waitFor(() => run.output().includes("Press Ctrl+C to stop."), "the ready banner", run);
+    const dataDir = join(run.out, "data");
+    const found = findEmbeddedStore(dataDir);
+    expect(found).toMatchObject({ ok: true, store: { url: readEnv(join(run.out, "api.env.json")).REDIS_URL } });
+    run.child.kill("SIGTERM");
+    expect(await run.exit).toBe(0);
+    expect(existsSync(embeddedStoreFile(dataDir))).toBe(false);
   }, 30_000);
 });
 

@@ -76,6 +76,11 @@ const WorkerEnv = z.object({
     (value) => (typeof value === "string" ? unsetIfEmpty(value.toLowerCase()) : value),
     z.enum(logLevels).default("info"),
   ),
+  /**
+   * A file the worker touches every few seconds while it reaches Redis (off when unset); the
+   * image's health check (dist/healthcheck.js) reads its age.
+   */
+  WORKER_HEARTBEAT_FILE: z.preprocess(unsetIfEmpty, z.string().optional()),
   /** Test-only fault point (see `workerFaults`); unset in every real deployment. */
   PLANT_STORE_FAULT: faultSchema,
 });
@@ -91,6 +96,8 @@ export interface WorkerConfig {
   stalledCheckMs: number;
   shutdownTimeoutMs: number;
   logLevel: LogLevel;
+  /** Touched while the worker reaches Redis (WORKER_HEARTBEAT_FILE); undefined: no heartbeat. */
+  heartbeatFile?: string;
   /** Test-only fault point from `PLANT_STORE_FAULT`; undefined (the normal case) means none. */
   fault?: WorkerFault;
 }
@@ -122,6 +129,7 @@ export function loadWorkerConfig(env: Record<string, string | undefined> = proce
     stalledCheckMs: e.STALLED_CHECK_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     logLevel: e.LOG_LEVEL,
+    ...(e.WORKER_HEARTBEAT_FILE === undefined ? {} : { heartbeatFile: e.WORKER_HEARTBEAT_FILE }),
     ...(e.PLANT_STORE_FAULT === undefined ? {} : { fault: e.PLANT_STORE_FAULT }),
   };
 }

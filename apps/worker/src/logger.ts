@@ -1,7 +1,9 @@
+import { createLogger as createPinoLogger } from "@plant-store/logging";
 import type { LogLevel } from "./config.js";
 
 export type LogFields = Record<string, unknown>;
 
+/** The worker's logging calls: a message, then the fields of the line. */
 export interface Logger {
   debug(message: string, fields?: LogFields): void;
   info(message: string, fields?: LogFields): void;
@@ -9,41 +11,18 @@ export interface Logger {
   error(message: string, fields?: LogFields): void;
 }
 
-const severity: Record<LogLevel, number> = {
-  debug: 10,
-  info: 20,
-  warn: 30,
-  error: 40,
-  silent: Number.POSITIVE_INFINITY,
-};
-
-/** Errors do not survive JSON.stringify (their own properties are not enumerable). */
-function toJsonValue(value: unknown): unknown {
-  if (value instanceof Error) return { name: value.name, message: value.message, stack: value.stack };
-  if (typeof value === "bigint") return value.toString();
-  return value;
-}
-
 /**
- * One JSON object per line on stdout: a log collector can parse it and no logging dependency
- * is needed. `write` is injectable so tests can capture lines.
+ * JSON lines on stdout in the format every process shares (@plant-store/logging: pino, ISO time,
+ * level names, `service: "worker"`). `write` receives each line instead (tests).
  */
-export function createLogger(
-  level: LogLevel,
-  base: LogFields = { service: "worker" },
-  write: (line: string) => void = (line) => process.stdout.write(`${line}\n`),
-): Logger {
-  const log = (lineLevel: Exclude<LogLevel, "silent">, message: string, fields: LogFields = {}) => {
-    if (severity[lineLevel] < severity[level]) return;
-    const record: LogFields = { time: new Date().toISOString(), level: lineLevel, msg: message, ...base };
-    for (const [key, value] of Object.entries(fields)) record[key] = toJsonValue(value);
-    write(JSON.stringify(record));
-  };
+export function createLogger(level: LogLevel, write?: (line: string) => void): Logger {
+  const destination = write ? { write: (line: string) => write(line.trimEnd()) } : undefined;
+  const pino = createPinoLogger("worker", level, destination);
   return {
-    debug: (message, fields) => log("debug", message, fields),
-    info: (message, fields) => log("info", message, fields),
-    warn: (message, fields) => log("warn", message, fields),
-    error: (message, fields) => log("error", message, fields),
+    debug: (message, fields) => pino.debug(fields ?? {}, message),
+    info: (message, fields) => pino.info(fields ?? {}, message),
+    warn: (message, fields) => pino.warn(fields ?? {}, message),
+    error: (message, fields) => pino.error(fields ?? {}, message),
   };
 }
 

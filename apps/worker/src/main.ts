@@ -51,7 +51,6 @@ async function main(): Promise<void> {
   const worker = await starting;
   if (stopping) return;
   logger.info("worker ready", {
-    pid: process.pid,
     relayConsumer: worker.relayConsumer,
     concurrency: config.concurrency,
   });

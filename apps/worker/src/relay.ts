@@ -13,6 +13,7 @@ import type { Redis } from "ioredis";
 import { loadWorkerFault, type WorkerFault } from "./config.js";
 import type { Logger } from "./logger.js";
 import { luaScript } from "./lua.js";
+import { isConnectionError } from "./outage.js";
 import { closeRedis } from "./redis.js";
 
 /** Where outbox entries that cannot be parsed go, so one bad entry cannot block the stream. */
@@ -251,7 +252,9 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
         ownPendingToRetry = true;
         if (closing) break;
         failures++;
-        logger.error("relay iteration failed; retrying", log({ error, failures }));
+        // An outage is logged once by the worker's outage log; other failures here are faults.
+        if (isConnectionError(error)) logger.debug("relay waits for Redis", log({ error: String(error), failures }));
+        else logger.error("relay iteration failed; retrying", log({ error, failures }));
         // The stream or group was deleted (e.g. FLUSHDB): recreate it instead of failing forever.
         if (isErrorWith(error, "NOGROUP")) await ensureOutboxGroup(redis).catch(() => {});
         await pause(Math.min(100 * 2 ** Math.min(failures, 7), 10_000));

@@ -13,8 +13,10 @@ import type { Redis } from "ioredis";
 import { z } from "zod";
 import { recordAudit } from "./audit-job.js";
 import type { WorkerConfig } from "./config.js";
+import { startHeartbeat } from "./heartbeat.js";
 import { updateIndexes } from "./index-job.js";
 import { createLogger, type Logger } from "./logger.js";
+import { outageLog } from "./outage.js";
 import { closeRedis, connectRedis } from "./redis.js";
 import { type Relay, startRelay } from "./relay.js";
 
@@ -76,32 +78,14 @@ export function plantEventsOf(job: Job): PlantEvent[] {
   return [parsed.data];
 }
 
-/**
- * While Redis is unreachable every connection (ours, and each queue's and worker's) reports
- * the same error on every reconnect attempt. One line per distinct message per interval says
- * all there is to say; the rest are counted.
- */
-function throttledErrorLog(logger: Logger, intervalMs = 5000) {
-  const seen = new Map<string, { at: number; suppressed: number }>();
-  return (source: string, error: Error) => {
-    const now = Date.now();
-    const last = seen.get(error.message);
-    if (last && now - last.at < intervalMs) {
-      last.suppressed++;
-      return;
-    }
-    seen.set(error.message, { at: now, suppressed: 0 });
-    logger.error(`${source} error`, { error, suppressedSinceLast: last?.suppressed ?? 0 });
-  };
-}
-
 /** Starts the outbox relay and one BullMQ worker per queue; resolves once all are connected. */
 export async function startWorker(config: WorkerConfig, options: StartWorkerOptions = {}): Promise<RunningWorker> {
   const logger = options.logger ?? createLogger(config.logLevel);
   // One command connection for the queues, the workers' non-blocking commands and the job
   // scripts; BullMQ opens its own blocking connection per Worker, the relay one for its reads.
   const redis = connectRedis(config.redisUrl, "plant-store-worker");
-  const logError = throttledErrorLog(logger);
+  const outage = outageLog(redis, logger);
+  const logError = outage.error;
   redis.on("error", (error) => logError("redis connection", error));
 
   const queues: Queue[] = [];
@@ -165,11 +149,13 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     throw error;
   }
 
+  const heartbeat = config.heartbeatFile === undefined ? undefined : startHeartbeat(redis, config.heartbeatFile);
   const consumer = relay.consumer;
   let closing: Promise<void> | undefined;
   return {
     relayConsumer: consumer,
     close() {
+      heartbeat?.stop();
       closing ??= closeAll();
       return closing;
     },

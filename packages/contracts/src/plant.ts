@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { openObject, replaceWith } from "./schema-meta.js";
 
 /** Limits the specification leaves open ("not shown"); served as minLength/maxLength in the document. */
 export const limits = {
@@ -15,22 +16,6 @@ export const INT64_MIN = -(2n ** 63n);
 export const INT64_MAX = 2n ** 63n - 1n;
 
 const isMissing = (input: unknown) => input === undefined;
-
-/**
- * Document override: the generated JSON Schema of a refined union/string says less than the
- * rule it checks, so state the rule instead (keeping any description).
- */
-const replaceWith =
-  (schema: Record<string, unknown>) =>
-  ({ jsonSchema }: { jsonSchema: Record<string, unknown> }) => {
-    for (const key of Object.keys(jsonSchema)) if (key !== "description") delete jsonSchema[key];
-    Object.assign(jsonSchema, schema);
-  };
-
-/** Objects stay open in the document: extra properties are ignored on input, never sent. */
-const openObject = ({ jsonSchema }: { jsonSchema: Record<string, unknown> }) => {
-  delete jsonSchema.additionalProperties;
-};
 
 /**
  * An int64 plant id. REST bodies are parsed losslessly (integers beyond ±(2^53−1) arrive as

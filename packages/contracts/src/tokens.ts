@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { replaceWith } from "./schema-meta.js";
 
 /** What a token may do. Configured API_TOKENS have all of them (the bootstrap path). */
 export const TokenScope = z.enum(["plants:read", "plants:write", "admin"]);
@@ -27,6 +28,26 @@ export const TokenRecord = z
   .meta({ id: "TokenRecord" });
 export type TokenRecord = z.output<typeof TokenRecord>;
 
+const TEN_YEARS_SECONDS = 10 * 365 * 24 * 3600;
+
+/**
+ * A JSON number that is an integer, never a string: built on a union so trpc-to-openapi's
+ * in-place coercion (which turns number schemas into `z.coerce.number()`, accepting "60") never
+ * applies to it, on REST or, after a REST request, on tRPC.
+ */
+const ExpiresInSeconds = z
+  .union([z.number({ error: "expiresInSeconds must be an integer" })], { error: "expiresInSeconds must be an integer" })
+  .check((ctx) => {
+    const issue = (message: string) => ctx.issues.push({ code: "custom", input: ctx.value, message });
+    if (!Number.isInteger(ctx.value)) issue("expiresInSeconds must be an integer");
+    else if (ctx.value < 60) issue("expiresInSeconds must be at least 60");
+    else if (ctx.value > TEN_YEARS_SECONDS) issue("expiresInSeconds must be at most ten years");
+  })
+  .meta({
+    description: "Lifetime of the token in seconds (60 to ten years); none: it does not expire",
+    override: replaceWith({ type: "integer", minimum: 60, maximum: TEN_YEARS_SECONDS }),
+  });
+
 /** Request body of a token creation. */
 export const NewToken = z
   .object({
@@ -37,12 +58,7 @@ export const NewToken = z
     scopes: z
       .array(TokenScope, { error: "scopes must be a list of plants:read, plants:write, admin" })
       .min(1, "scopes must name at least one scope"),
-    expiresInSeconds: z
-      .number({ error: "expiresInSeconds must be an integer" })
-      .int("expiresInSeconds must be an integer")
-      .min(60, "expiresInSeconds must be at least 60")
-      .max(10 * 365 * 24 * 3600, "expiresInSeconds must be at most ten years")
-      .optional(),
+    expiresInSeconds: ExpiresInSeconds.optional(),
   })
   .meta({ id: "NewToken" });
 export type NewToken = z.output<typeof NewToken>;

@@ -4,6 +4,15 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
+export {
+  keySlot,
+  type RedisCluster,
+  type RedisClusterNode,
+  type RedisClusterOptions,
+  type RespReply,
+  startRedisCluster,
+} from "./cluster.js";
+
 export interface RedisServerOptions {
   /** Data folder (AOF files). Default: a new temp folder, removed again by `stop()`. */
   dir?: string;

@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // Token administration: `node packages/tokens/dist/cli.js <command>` (`npm run tokens -- <command>`).
+import { dirname, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { NewToken, type TokenRecord, TokenScope } from "@plant-store/contracts";
+import { embeddedStoreFile, findEmbeddedStore } from "@plant-store/store";
 import { Redis } from "ioredis";
 import { z } from "zod";
 import { createTokenStore, type TokenStore } from "./store.js";
@@ -22,7 +25,9 @@ Commands:
       Revokes a token (within a second on every api instance). Revoked tokens stay listed.
 
 Environment:
-  REDIS_URL   redis:// or rediss:// URL of the store's Redis (default redis://127.0.0.1:6379)
+  REDIS_URL   redis:// or rediss:// URL of the store's Redis. Unset: the embedded Redis of a
+              running \`npm start\` (its address is recorded in <DATA_DIR>/redis/address.json)
+  DATA_DIR    the data folder of that \`npm start\` (default: ./data of this repository)
 
 Exit status: 0 success, 1 failure (e.g. Redis unreachable, unknown id), 2 bad arguments or REDIS_URL.
 `;
@@ -31,11 +36,42 @@ const unsetIfEmpty = (value: unknown) => (value === "" ? undefined : value);
 const Env = z.object({
   REDIS_URL: z.preprocess(
     unsetIfEmpty,
-    z
-      .url({ protocol: /^rediss?$/, error: "REDIS_URL must be a redis:// or rediss:// URL" })
-      .default("redis://127.0.0.1:6379"),
+    z.url({ protocol: /^rediss?$/, error: "REDIS_URL must be a redis:// or rediss:// URL" }).optional(),
   ),
+  DATA_DIR: z.preprocess(unsetIfEmpty, z.string().optional()),
 });
+
+/** Repository root: this file runs from packages/tokens/dist/ (the launcher's default data folder is its ./data). */
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+
+/** The Redis the CLI talks to; `recordedIn` is set when it is the embedded one of `npm start`. */
+interface Target {
+  url: string;
+  recordedIn?: string;
+}
+
+/**
+ * The Redis to use, said on stderr: REDIS_URL, or else the embedded Redis of the running
+ * `npm start` (never a guess such as localhost:6379, which may be another server).
+ */
+function chooseRedis(env: z.output<typeof Env>): Target | undefined {
+  if (env.REDIS_URL) {
+    process.stderr.write(`tokens: using REDIS_URL ${redactUrl(env.REDIS_URL)}\n`);
+    return { url: env.REDIS_URL };
+  }
+  const dataDir = env.DATA_DIR ? resolve(env.DATA_DIR) : resolve(repoRoot, "data");
+  const found = findEmbeddedStore(dataDir);
+  if (!found.ok) {
+    process.stderr.write(
+      `error: ${found.reason}.\nStart the service with \`npm start\` (it records where its Redis listens), ` +
+        "or set REDIS_URL to the store's Redis (and DATA_DIR if npm start uses another data folder).\n",
+    );
+    return undefined;
+  }
+  const shown = relative(process.cwd(), embeddedStoreFile(dataDir));
+  process.stderr.write(`tokens: using the embedded Redis of npm start at ${found.store.url} (from ${shown})\n`);
+  return { url: found.store.url, recordedIn: shown };
+}
 
 /** Bad command line: usage on stderr, exit 2. */
 class UsageError extends Error {}
@@ -231,7 +267,8 @@ async function execute(store: TokenStore, command: Exclude<Command, { kind: "hel
   }
 }
 
-async function run(command: Exclude<Command, { kind: "help" }>, redisUrl: string): Promise<number> {
+async function run(command: Exclude<Command, { kind: "help" }>, target: Target): Promise<number> {
+  const redisUrl = target.url;
   const redis = new Redis(redisUrl, {
     lazyConnect: true,
     connectTimeout: 5_000,
@@ -253,9 +290,15 @@ async function run(command: Exclude<Command, { kind: "help" }>, redisUrl: string
       await redis.connect();
     } catch (error) {
       const reason = lastError ?? error;
+      const why = reason instanceof Error ? reason.message : String(reason);
       process.stderr.write(
-        `error: cannot reach Redis at ${redactUrl(redisUrl)}: ${reason instanceof Error ? reason.message : String(reason)}\n` +
-          "Is it running? Set REDIS_URL to the store's Redis.\n",
+        target.recordedIn
+          ? // The launcher that recorded it is alive but its Redis does not answer (e.g. being restarted).
+            `error: no running Plant Store found: the embedded Redis recorded in ${target.recordedIn} ` +
+              `(${redactUrl(redisUrl)}) does not answer: ${why}\n` +
+              "Start it with `npm start` (or wait for it to come back), or set REDIS_URL to the store's Redis.\n"
+          : `error: cannot reach Redis at ${redactUrl(redisUrl)}: ${why}\n` +
+              "Is it running? Start it with `npm start`, or set REDIS_URL to the store's Redis.\n",
       );
       return 1;
     }
@@ -287,7 +330,8 @@ async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<nu
     process.stderr.write(`error: ${parsedEnv.error.issues.map((issue) => issue.message).join("; ")}\n`);
     return 2;
   }
-  return run(command, parsedEnv.data.REDIS_URL);
+  const target = chooseRedis(parsedEnv.data);
+  return target === undefined ? 1 : run(command, target);
 }
 
 process.exitCode = await main(process.argv.slice(2), process.env);

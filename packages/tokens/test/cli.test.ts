@@ -1,9 +1,12 @@
 // Runs the built CLI (packages/tokens/dist/cli.js) as a child process against a private redis-server.
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TokenRecord } from "@plant-store/contracts";
-import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { freePort, type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { recordEmbeddedStore } from "@plant-store/store";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTokenStore, type TokenStore } from "../src/index.js";
@@ -65,7 +68,7 @@ describe("tokens CLI (dist/cli.js)", () => {
       "--expires-in",
       "30d",
     ]);
-    expect(created.stderr).toBe("");
+    expect(created.stderr).toBe(`tokens: using REDIS_URL ${server.url}\n`);
     expect(created.code).toBe(0);
     const tokens = created.stdout.match(/ps_[A-Za-z0-9_-]{43}/g) ?? [];
     expect(tokens).toHaveLength(1);
@@ -103,7 +106,7 @@ describe("tokens CLI (dist/cli.js)", () => {
     expect(json.stdout).not.toContain(token.slice(3));
 
     const revoked = await cli(["revoke", id]);
-    expect(revoked.stderr).toBe("");
+    expect(revoked.stderr).toBe(`tokens: using REDIS_URL ${server.url}\n`);
     expect(revoked.code).toBe(0);
     expect(revoked.stdout).toContain(`Revoked ${id}`);
     expect(await store.verify(token)).toEqual({ ok: false, reason: "revoked" });
@@ -178,5 +181,49 @@ describe("tokens CLI (dist/cli.js)", () => {
     expect(down.stderr).toMatch(/cannot reach Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:1/);
     expect(down.stderr).not.toContain("hunter2");
     expect(down.ms).toBeLessThan(10_000);
+  });
+
+  it("without REDIS_URL uses the embedded Redis that npm start recorded, and says so", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "plant-store-cli-data-"));
+    try {
+      // As the launcher records it while running (its own pid: this test process is alive).
+      recordEmbeddedStore(dataDir, { url: server.url, pid: process.pid });
+      const created = await cli(["create", "--name", "embedded", "--scopes", "plants:read"], { DATA_DIR: dataDir });
+      expect(created.code).toBe(0);
+      expect(created.stderr).toContain(`tokens: using the embedded Redis of npm start at ${server.url}`);
+      expect((await store.list()).map((record) => record.name)).toContain("embedded");
+      const listed = await cli(["list"], { DATA_DIR: dataDir });
+      expect(listed.stdout).toContain("embedded");
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it("without REDIS_URL and no running npm start (no record, a stale one, a silent Redis), fails clearly instead of trying another Redis", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "plant-store-cli-data-"));
+    try {
+      const none = await cli(["list"], { DATA_DIR: dataDir });
+      expect(none.code).toBe(1);
+      expect(none.stderr).toMatch(/no running Plant Store found/);
+      expect(none.stderr).toMatch(/npm start/);
+      expect(none.stderr).not.toMatch(/6379/);
+      // A record left behind by a launcher that is gone (a pid that is not running).
+      recordEmbeddedStore(dataDir, { url: server.url, pid: 2 ** 22 + 12_345 });
+      const stale = await cli(["list"], { DATA_DIR: dataDir });
+      expect(stale.code).toBe(1);
+      expect(stale.stderr).toMatch(/is no longer running/);
+      expect(stale.stderr).not.toContain("tokens: using");
+      // A running launcher whose Redis does not answer (nothing listens on the recorded port).
+      const silent = `redis://127.0.0.1:${await freePort()}`;
+      recordEmbeddedStore(dataDir, { url: silent, pid: process.pid });
+      const down = await cli(["list"], { DATA_DIR: dataDir });
+      expect(down.code).toBe(1);
+      expect(down.stderr).toContain(`tokens: using the embedded Redis of npm start at ${silent}`);
+      expect(down.stderr).toContain(`no running Plant Store found: the embedded Redis recorded in`);
+      expect(down.stderr).toMatch(/set REDIS_URL/);
+      expect(down.stderr).not.toMatch(/6379/);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });

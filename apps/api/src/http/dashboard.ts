@@ -6,6 +6,7 @@ import { Queue } from "bullmq";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
 import { apiError } from "../errors.js";
+import { registerDashboardFonts } from "./dashboard-fonts.js";
 import type { Guard } from "./guard.js";
 
 export const DASHBOARD_PATH = "/admin/queues";
@@ -51,6 +52,7 @@ export async function queueDashboard(app: FastifyInstance, options: { connection
           .send(apiError(403, "Dashboard actions are accepted only from the dashboard's own pages"));
       }
     });
+    registerDashboardFonts(scope, DASHBOARD_PATH);
     await scope.register(serverAdapter.registerPlugin(), { prefix: DASHBOARD_PATH });
   });
   app.addHook("onClose", async () => {

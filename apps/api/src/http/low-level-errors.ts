@@ -3,6 +3,7 @@ import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { apiError } from "../errors.js";
+import { StoreUnavailableError } from "../outage.js";
 import { API_HEADERS } from "./security-headers.js";
 
 /**
@@ -31,12 +32,32 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
   socket.destroy(error);
 }
 
-/** Fastify's framework errors (a malformed percent-encoding in the path): no hook runs for them. */
-export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply) {
-  const message =
-    error.code === "FST_ERR_BAD_URL" ? "The request path is not valid (a malformed percent-encoding)" : undefined;
-  reply
-    .code(400)
-    .headers({ ...API_HEADERS, "x-request-id": request.id })
-    .send(apiError(400, message));
+/** Authenticates a request to a protected path; false when it has answered (401, 403, 429). */
+export type AuthenticateFirst = (request: FastifyRequest, reply: FastifyReply) => Promise<boolean>;
+
+/**
+ * Fastify's framework errors (a malformed percent-encoding in the path): no hook runs for them,
+ * so the guard is asked here. A path that still names a protected operation (`/plants/%zz`) is
+ * authenticated before its 400, as every other bad request is.
+ */
+export function frameworkErrors(authenticateFirst: AuthenticateFirst) {
+  return (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const message =
+      error.code === "FST_ERR_BAD_URL" ? "The request path is not valid (a malformed percent-encoding)" : undefined;
+    reply.headers({ ...API_HEADERS, "x-request-id": request.id });
+    authenticateFirst(request, reply).then(
+      (goOn) => {
+        if (goOn) reply.code(400).send(apiError(400, message));
+      },
+      (failure: unknown) => {
+        // Counters and tokens live in Redis: an outage there is a 503.
+        if (failure instanceof StoreUnavailableError) {
+          request.server.outage.report(request, failure);
+          return reply.code(503).send(apiError(503));
+        }
+        request.log.error({ err: failure }, "could not authenticate a request with a malformed path");
+        return reply.code(500).send(apiError(500));
+      },
+    );
+  };
 }

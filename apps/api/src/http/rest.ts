@@ -52,12 +52,13 @@ export async function restApi(
     if (url !== request.url) request.raw.url = url; // the adapter reads it too
     const match = matchRoute(request.method, url);
     if (match.kind !== "found") return replyRouteMiss(reply, request.method, match);
+    // Authentication first, always: nothing about the request is judged before it.
+    if (!(await guard.check(request, reply, { scope: match.route.scope }))) return reply;
     // The adapter drops empty query values as if absent: validate them here, as the operation would.
     const query = request.query as Record<string, unknown>;
     const hasEmpty = Object.values(query).some((value) => value === "");
     const checked = hasEmpty ? match.route.query?.partial().safeParse(query) : undefined;
     if (checked && !checked.success) return reply.code(400).send(apiError(400, describeIssues(checked.error.issues)));
-    if (!(await guard.check(request, reply, { scope: match.route.scope }))) return reply;
   });
 
   // The adapter spreads the body into the input, so anything but an object must stop here.
@@ -86,10 +87,11 @@ export async function restApi(
     // Writes bigint ids as JSON numbers with every digit (JSON.stringify throws on them).
     stringify: (body: unknown) => stringify(body) ?? undefined,
     responseMeta,
-    onError: ({ error, req }: { error: TRPCError; req: unknown }) => {
+    onError: ({ error, req, path }: { error: TRPCError; req: unknown; path?: string }) => {
       const request = req as unknown as FastifyRequest;
       request.restError = toApiError(error);
-      if (request.restError.error >= 500) request.log.error({ err: error.cause ?? error }, "REST call failed");
+      if (error.code === "SERVICE_UNAVAILABLE") request.server.outage.report(request, error.cause, path);
+      else if (request.restError.error >= 500) request.log.error({ err: error.cause ?? error }, "REST call failed");
     },
   });
 }

@@ -29,8 +29,10 @@ export async function trpcApi(
       router: options.router,
       createContext: options.createContext,
       responseMeta: ({ ctx }) => ({ headers: ctx?.responseHeaders ?? {} }),
-      onError: ({ error, req }) => {
-        if (error.code === "INTERNAL_SERVER_ERROR") req.log.error({ err: error.cause ?? error }, "tRPC call failed");
+      onError: ({ error, req, path }) => {
+        if (error.code === "SERVICE_UNAVAILABLE") req.server.outage.report(req, error.cause, path);
+        else if (error.code === "INTERNAL_SERVER_ERROR")
+          req.log.error({ err: error.cause ?? error }, "tRPC call failed");
       },
     } satisfies FastifyTRPCPluginOptions<AppRouter>["trpcOptions"],
   });

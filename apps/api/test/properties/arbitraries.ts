@@ -1,12 +1,12 @@
-import { INT64_MAX, INT64_MIN, limits } from "@plant-store/contracts";
 import fc from "fast-check";
 import { TOKEN } from "../stack.js";
+import { BODY_MAX_BYTES, INT64_MAX, INT64_MIN, NAME_MAX, TAG_MAX } from "./spec.js";
 
 /**
  * JSON as text, built structurally so that what JSON.stringify cannot write can be written too:
  * duplicate keys, `__proto__` as an own key, numbers of any length, lone surrogates, every
- * character escaped. `value` is what a correct parser must read from it (integers as bigint when
- * beyond ±(2^53−1), as the README's exact parsing promises): the oracle validates it with zod.
+ * character escaped. `value` is what the generator meant (integers as bigint when beyond
+ * ±(2^53−1)), used to shape cases; the oracle (spec.ts) judges the text itself.
  */
 export type Json = { text: string; value: unknown };
 
@@ -174,8 +174,8 @@ export const extras = fc.uniqueArray(fc.tuple(withoutFields, anyJson), { maxLeng
 export const validPlant: fc.Arbitrary<PlantCase> = fc
   .record({
     id: int64,
-    name: unicodeText(limits.nameMaxLength),
-    tag: fc.option(unicodeText(limits.tagMaxLength), { nil: undefined, freq: 3 }),
+    name: unicodeText(NAME_MAX),
+    tag: fc.option(unicodeText(TAG_MAX), { nil: undefined, freq: 3 }),
     extras,
     spaced: fc.boolean(),
     order: fc.nat(5),
@@ -264,8 +264,8 @@ export const structuralBody: fc.Arbitrary<StructuralBody> = fc.oneof(
     arbitrary: fc
       .record({
         id: field(int64.chain(integerText), wrongId),
-        name: field(unicodeText(limits.nameMaxLength).chain(jsonString), wrongText(limits.nameMaxLength)),
-        tag: field(unicodeText(limits.tagMaxLength).chain(jsonString), wrongText(limits.tagMaxLength)),
+        name: field(unicodeText(NAME_MAX).chain(jsonString), wrongText(NAME_MAX)),
+        tag: field(unicodeText(TAG_MAX).chain(jsonString), wrongText(TAG_MAX)),
         extras,
         duplicate: fc.option(fc.constantFrom("id", "name", "tag"), { freq: 6 }),
         // Never equal to the first value: equal duplicates have a property of their own.
@@ -369,8 +369,8 @@ export const applyMutation = (body: Buffer, m: Mutation): Buffer => {
 /** Where a body is padded to: at, just under or just over the 16 384-byte limit, or not at all. */
 const padding = fc.oneof(
   { weight: 3, arbitrary: fc.constant<number | undefined>(undefined) },
-  { weight: 1, arbitrary: fc.integer({ min: limits.bodyMaxBytes - 16, max: limits.bodyMaxBytes + 16 }) },
-  { weight: 1, arbitrary: fc.integer({ min: limits.bodyMaxBytes + 17, max: 3 * limits.bodyMaxBytes }) },
+  { weight: 1, arbitrary: fc.integer({ min: BODY_MAX_BYTES - 16, max: BODY_MAX_BYTES + 16 }) },
+  { weight: 1, arbitrary: fc.integer({ min: BODY_MAX_BYTES + 17, max: 3 * BODY_MAX_BYTES }) },
 );
 
 /** Pads a JSON object body to exactly `size` bytes with a string property (or whitespace when too short). */

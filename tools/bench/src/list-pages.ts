@@ -3,7 +3,7 @@
  *
  * For each store size: a private Redis populated directly with the API's and the worker's
  * layout, the API as its own process, then N sequential requests per page case after a
- * warm-up. Run `node apps/bench/dist/list-pages.js --help` for the options.
+ * warm-up. Run `node tools/bench/dist/list-pages.js --help` for the options.
  */
 import { parseArgs } from "node:util";
 import { idsOf, request } from "./http.js";
@@ -22,7 +22,7 @@ const { values: args } = parseArgs({
   },
 });
 if (args.help) {
-  console.log(`usage: node apps/bench/dist/list-pages.js [--sizes 100,10000,1000000] [--requests 200] [--warmup 100] [--limit 100]
+  console.log(`usage: node tools/bench/dist/list-pages.js [--sizes 100,10000,1000000] [--requests 200] [--warmup 100] [--limit 100]
   --sizes     store sizes (plants), comma-separated, each 1..${MAX_STORE_SIZE}; the largest is compared with the others
               (10,000 is there because all its pages are full, like the 1,000,000 store's)
   --requests  measured sequential requests per page case (the cases take turns)

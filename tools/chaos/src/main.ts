@@ -11,9 +11,9 @@ import { type RunResult, runScenario, scenarioNames, scenarios } from "./scenari
  * acknowledged plant and its side work is checked in Redis. Exit code 1 when anything was lost,
  * duplicated or not recovered.
  *
- *   node apps/chaos/dist/main.js [--runs 3] [--scenario api-kill[,redis-kill]] [--duration 8000] [--concurrency 16]
+ *   node tools/chaos/dist/main.js [--runs 3] [--scenario api-kill[,redis-kill]] [--duration 8000] [--concurrency 16]
  */
-const usage = `usage: node apps/chaos/dist/main.js [--runs N] [--scenario name[,name…]] [--duration ms] [--concurrency N]
+const usage = `usage: node tools/chaos/dist/main.js [--runs N] [--scenario name[,name…]] [--duration ms] [--concurrency N]
 scenarios: ${scenarioNames.join(", ")}`;
 
 function parse() {

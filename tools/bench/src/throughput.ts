@@ -4,7 +4,7 @@
  * the worker drains the side work those creates left in the outbox, and the lag from a create's
  * 200 to its index entry and its audit entry under a load at half the service's create rate.
  * A private Redis (AOF fsync always, as deployed); api, baseline and worker as their own processes.
- * Run `node apps/bench/dist/throughput.js --help` for the options.
+ * Run `node tools/bench/dist/throughput.js --help` for the options.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
@@ -48,7 +48,7 @@ const { values: args } = parseArgs({
   },
 });
 if (args.help) {
-  console.log(`usage: node apps/bench/dist/throughput.js [options]
+  console.log(`usage: node tools/bench/dist/throughput.js [options]
   --rounds 3          rounds; each runs every (operation, connections) pair once, the pair's order alternating
   --duration 5        seconds per run
   --connections 10,50 connection counts, comma-separated; the largest is the one the drain and lag compare with

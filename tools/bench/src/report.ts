@@ -40,7 +40,7 @@ export function machineLine(): string {
   return `machine: ${cores} CPUs, 1-minute load average ${load.toFixed(2)}${busy}`;
 }
 
-/** Writes `apps/bench/results/<name>-<timestamp>.json` (gitignored) and returns its path. */
+/** Writes `tools/bench/results/<name>-<timestamp>.json` (gitignored) and returns its path. */
 export function writeResult(name: string, data: unknown): string {
   const dir = fileURLToPath(new URL("../results/", import.meta.url));
   mkdirSync(dir, { recursive: true });

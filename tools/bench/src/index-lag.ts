@@ -2,7 +2,7 @@
  * index-lag: how long after a create's 200 the plant shows up in GET /plants (served from the
  * worker-built indexes), under a steady load of creates; and whether GET /plants/{id} shows it
  * at once. A private Redis (AOF fsync always, as deployed), the API and the worker as their own
- * processes. Run `node apps/bench/dist/index-lag.js --help` for the options.
+ * processes. Run `node tools/bench/dist/index-lag.js --help` for the options.
  */
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -34,7 +34,7 @@ const { values: args } = parseArgs({
   },
 });
 if (args.help) {
-  console.log(`usage: node apps/bench/dist/index-lag.js [options]
+  console.log(`usage: node tools/bench/dist/index-lag.js [options]
   --rate 200            creates per second offered
   --duration 15         seconds of load
   --concurrency 32      most requests in flight (a create and its GET by id hold one slot)

@@ -1,0 +1,41 @@
+--[[
+  Commits a create atomically: the plant hash and its outbox entry are written together, or
+  neither is. The worker relays the outbox into BullMQ, so side work can never be lost between
+  the commit and an enqueue, whatever process dies when.
+
+  The creation time is the partition master's clock (TIME, µs), kept strictly increasing per
+  partition (a failover to a replica whose clock is behind cannot reorder a partition's plants).
+
+  KEYS[1] plant hash        plant:{p<n>}:<id>
+  KEYS[2] partition clock   plants:{p<n>}:clock
+  KEYS[3] partition outbox  plants:{p<n>}:outbox
+  ARGV[1] name; ARGV[2] '1' when a tag is given, else '0'; ARGV[3] tag; ARGV[4] ISO time;
+  ARGV[5...] the outbox entry's fields (pairs); `created` is appended.
+
+  Returns {'created' | 'unchanged' | 'conflict', created µs}. 'unchanged' is an identical
+  repeat (nothing written: retries are safe); 'conflict' another plant under the same id.
+]]
+local existing = redis.call('HMGET', KEYS[1], 'name', 'tag', 'created')
+if existing[1] then
+  local sameTag = (ARGV[2] == '1' and existing[2] == ARGV[3]) or (ARGV[2] == '0' and not existing[2])
+  if existing[1] == ARGV[1] and sameTag then return {'unchanged', existing[3]} end
+  return {'conflict', existing[3]}
+end
+local now = redis.call('TIME')
+-- Below 2^53 for the next 200 years: exact as a Lua number; formatted without exponent.
+local created = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+if created <= last then created = last + 1 end
+created = string.format('%.0f', created)
+redis.call('SET', KEYS[2], created)
+if ARGV[2] == '1' then
+  redis.call('HSET', KEYS[1], 'name', ARGV[1], 'tag', ARGV[3], 'created', created, 'at', ARGV[4])
+else
+  redis.call('HSET', KEYS[1], 'name', ARGV[1], 'created', created, 'at', ARGV[4])
+end
+local fields = {}
+for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
+fields[#fields + 1] = 'created'
+fields[#fields + 1] = created
+redis.call('XADD', KEYS[3], '*', unpack(fields))
+return {'created', created}

@@ -1,0 +1,121 @@
+import { z } from "zod";
+
+/**
+ * Where the store lives: one Redis (`REDIS_URL`) or a Redis Cluster (`REDIS_CLUSTER_NODES`, seed
+ * nodes). Every process (api, worker, launcher, tokens CLI, bench, chaos) parses it here, once.
+ */
+export type RedisTarget =
+  | { mode: "single"; url: string }
+  | {
+      mode: "cluster";
+      /** Seed nodes; the client discovers the rest from CLUSTER SLOTS. */
+      nodes: { host: string; port: number }[];
+      username: string | undefined;
+      password: string | undefined;
+      tls: boolean;
+    };
+
+export interface StoreConfig {
+  redis: RedisTarget;
+  /**
+   * Partitions of a new store (`STORE_PARTITIONS`); an existing store keeps the count it was
+   * created with, and a different setting is refused. Undefined: 128 for a new store.
+   */
+  partitions: number | undefined;
+  /**
+   * Replicas that must have a commit before it is acknowledged (WAIT). Replication is
+   * asynchronous: without it, a master that dies right after answering can lose the write.
+   */
+  minReplicasAck: number;
+  /** How long a commit waits for those replicas before answering 503 (retrying is safe). */
+  replicaAckTimeoutMs: number;
+}
+
+export class StoreConfigError extends Error {
+  override name = "StoreConfigError";
+}
+
+const unsetIfEmpty = (value: unknown) => (typeof value === "string" && value.trim() === "" ? undefined : value);
+
+const redisUrl = z.url({ protocol: /^rediss?$/, error: "must be a redis:// or rediss:// URL" });
+
+/** `host:port` or a `redis://` / `rediss://` URL (credentials and TLS per node). */
+function parseNode(entry: string): { host: string; port: number; username?: string; password?: string; tls: boolean } {
+  const url = new URL(/^rediss?:\/\//.test(entry) ? entry : `redis://${entry}`);
+  const port = Number(url.port || "6379");
+  if (!url.hostname || !Number.isInteger(port) || port < 1 || port > 65_535) {
+    throw new StoreConfigError(`REDIS_CLUSTER_NODES: "${entry}" is not host:port or a redis:// URL`);
+  }
+  return {
+    host: url.hostname.replace(/^\[|\]$/g, ""),
+    port,
+    ...(url.username ? { username: decodeURIComponent(url.username) } : {}),
+    ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+    tls: url.protocol === "rediss:",
+  };
+}
+
+const Env = z.object({
+  REDIS_URL: z.preprocess(unsetIfEmpty, redisUrl.optional()),
+  REDIS_CLUSTER_NODES: z.preprocess(unsetIfEmpty, z.string().optional()),
+  REDIS_PASSWORD: z.preprocess(unsetIfEmpty, z.string().optional()),
+  STORE_PARTITIONS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).max(16_384).optional()),
+  REDIS_MIN_REPLICAS_ACK: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(16).optional()),
+  REDIS_REPLICA_ACK_TIMEOUT_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).default(1000)),
+});
+
+/** The default single node when neither variable is set (a local Redis). */
+export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
+
+/** Parses the store's environment variables; throws StoreConfigError with one line per problem. */
+export function parseStoreConfig(env: Record<string, string | undefined> = process.env): StoreConfig {
+  const parsed = Env.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`);
+    throw new StoreConfigError(`invalid Redis configuration: ${lines.join("; ")}`);
+  }
+  const e = parsed.data;
+  if (e.REDIS_URL && e.REDIS_CLUSTER_NODES) {
+    throw new StoreConfigError("set REDIS_URL (one Redis) or REDIS_CLUSTER_NODES (a cluster), not both");
+  }
+  let redis: RedisTarget;
+  if (e.REDIS_CLUSTER_NODES) {
+    const nodes = e.REDIS_CLUSTER_NODES.split(",")
+      .map((entry) => entry.trim())
+      .filter((entry) => entry.length > 0)
+      .map(parseNode);
+    if (nodes.length === 0) throw new StoreConfigError("REDIS_CLUSTER_NODES lists no node");
+    const first = nodes[0] as (typeof nodes)[number];
+    redis = {
+      mode: "cluster",
+      nodes: nodes.map(({ host, port }) => ({ host, port })),
+      username: first.username,
+      password: e.REDIS_PASSWORD ?? first.password,
+      tls: nodes.some((node) => node.tls),
+    };
+  } else {
+    let url = e.REDIS_URL ?? DEFAULT_REDIS_URL;
+    if (e.REDIS_PASSWORD) {
+      const withPassword = new URL(url);
+      withPassword.password = encodeURIComponent(e.REDIS_PASSWORD);
+      url = withPassword.toString();
+    }
+    redis = { mode: "single", url };
+  }
+  return {
+    redis,
+    partitions: e.STORE_PARTITIONS,
+    minReplicasAck: e.REDIS_MIN_REPLICAS_ACK ?? (redis.mode === "cluster" ? 1 : 0),
+    replicaAckTimeoutMs: e.REDIS_REPLICA_ACK_TIMEOUT_MS,
+  };
+}
+
+/** The target for logs: the URL or node list without passwords. */
+export function describeTarget(target: RedisTarget): string {
+  if (target.mode === "cluster") {
+    return `Redis Cluster (seeds ${target.nodes.map((node) => `${node.host}:${node.port}`).join(",")})`;
+  }
+  const url = new URL(target.url);
+  if (url.password) url.password = "***";
+  return `Redis ${url.toString()}`;
+}

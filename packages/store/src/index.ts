@@ -1,0 +1,51 @@
+// The Redis data layout of Plant Store: connections (one node or a cluster), the partitioned key
+// layout, the Lua scripts and the operations built on them. Every process imports it from here.
+export {
+  DEFAULT_REDIS_URL,
+  describeTarget,
+  parseStoreConfig,
+  type RedisTarget,
+  type StoreConfig,
+  StoreConfigError,
+} from "./config.js";
+export { type ConnectOptions, connect, disconnect, isCluster, type RedisClient } from "./connection.js";
+export {
+  type EmbeddedStore,
+  embeddedStoreFile,
+  findEmbeddedStore,
+  forgetEmbeddedStore,
+  recordEmbeddedStore,
+} from "./embedded.js";
+export {
+  DEFAULT_PARTITIONS,
+  INDEX_BUCKET_MICROS,
+  indexBucketOf,
+  indexKeys,
+  indexMember,
+  LAYOUT_VERSION,
+  legacyKeys,
+  type PartitionKeys,
+  partitionKeys,
+  partitionOf,
+  storeKeys,
+} from "./keys.js";
+export { type Layout, openLayout, StoreLayoutError } from "./layout.js";
+export { MigrationRefused, type MigrationReport, migrateLayout1 } from "./migrate.js";
+export { appendAudit, eventIdOf, type Outbox, type OutboxEntry, outbox, parseEventId } from "./outbox.js";
+export {
+  type CreateOutcome,
+  type Durability,
+  decodeCursor,
+  encodeCursor,
+  type IndexedVersion,
+  indexCreated,
+  indexDeleted,
+  type Page,
+  type PlantStore,
+  plantStore,
+  ReplicaAckTimeoutError,
+  type RequestMeta,
+  type StoredPlantRecord,
+} from "./plants.js";
+export { type PartitionLeases, type PartitionLeasesOptions, partitionLeases } from "./relay-leases.js";
+export { defineScripts, scriptFiles } from "./scripts.js";

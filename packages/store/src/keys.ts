@@ -1,0 +1,102 @@
+/**
+ * The store's key layout (layout 2: partitioned). Every key of a partition carries the
+ * partition's hash tag `{p<n>}`, so a create (plant, clock, outbox entry) or a delete touches
+ * one cluster slot and stays one atomic script. Keys that are not a partition's (the read
+ * index, tokens, counters) are each single-slot by construction: a script never spans them.
+ * Ids appear in keys as their decimal text, so int64 ids stay exact.
+ */
+
+/** The layout this code reads and writes; recorded in `plants:meta` at first start. */
+export const LAYOUT_VERSION = 2;
+
+/** Partitions of a new store. Fixed for the store's life (recorded in `plants:meta`). */
+export const DEFAULT_PARTITIONS = 128;
+
+/** Width of a read-index time bucket: 2^32 µs ≈ 71.6 minutes of creations per bucket key. */
+export const INDEX_BUCKET_MICROS = 2n ** 32n;
+
+/**
+ * The partition of a plant id: FNV-1a (32 bit) of its decimal text, modulo the partition count.
+ * Stable across processes, versions and languages; spreads sequential ids evenly.
+ */
+export function partitionOf(id: bigint | string, partitions: number): number {
+  const text = typeof id === "bigint" ? id.toString() : id;
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % partitions;
+}
+
+/** The keys of partition `p`. */
+export function partitionKeys(p: number) {
+  const tag = `{p${p}}`;
+  return {
+    partition: p,
+    /** Hash per plant: name, tag (only when given), created (µs, the store's clock), at (ISO). */
+    plant: (id: bigint | string) => `plant:${tag}:${id}`,
+    /** The last creation time given out in this partition (µs): keeps the clock monotonic. */
+    clock: `plants:${tag}:clock`,
+    /** Outbox stream: one entry per accepted create or delete, written by the same script. */
+    outbox: `plants:${tag}:outbox`,
+    /** Outbox entries the relay could not read, moved aside so they cannot block the stream. */
+    outboxDead: `plants:${tag}:outbox:dead`,
+    /** Which worker relays this partition, with an expiry (a lease). */
+    relayLease: `plants:${tag}:relay`,
+    /** Append-only audit stream of the partition's events. */
+    audit: `plants:${tag}:audit`,
+    /** Hash of event id → audit entry id: makes the audit append exactly-once. */
+    auditRecorded: `plants:${tag}:audit:recorded`,
+  } as const;
+}
+
+export type PartitionKeys = ReturnType<typeof partitionKeys>;
+
+/** The read index bucket of a creation time (µs). */
+export const indexBucketOf = (createdMicros: bigint): bigint => createdMicros / INDEX_BUCKET_MICROS;
+
+/**
+ * The read index, kept by the worker: per time bucket a sorted set of `<id>@<created>` scored by
+ * creation time (deletions leave the member at score -1, a tombstone, so a late or repeated
+ * create event cannot bring it back), and a directory of the buckets that have entries. A page
+ * reads the directory and the buckets it needs: O(limit) work, whatever the size of the store or
+ * the number of partitions, and no key holds every plant.
+ */
+export function indexKeys(tag?: string) {
+  const base = tag === undefined ? "plants:index:all" : `plants:index:tag:${tag}`;
+  return {
+    bucket: (bucket: bigint) => `${base}:${bucket}`,
+    directory: `${base}:buckets`,
+  };
+}
+
+/** The member of a plant version in the read index. */
+export const indexMember = (id: bigint | string, createdMicros: bigint | string) => `${id}@${createdMicros}`;
+
+export const storeKeys = {
+  /** Hash: layout version and partition count of this store. */
+  meta: "plants:meta",
+  /** Consumer group through which relays read each partition's outbox. */
+  outboxGroup: "relay",
+  /** Sorted set of relay workers by last heartbeat (ms): who shares the partitions. */
+  relayWorkers: "plants:relay:workers",
+  /** Token keys share one hash tag: the token scripts read the by-hash index and a record together. */
+  token: (id: string) => `tokens:{tokens}:${id}`,
+  tokensByHash: "tokens:{tokens}:by-hash",
+  tokenIds: "tokens:{tokens}:ids",
+  /** One-minute counters. */
+  tokenRequests: (tokenId: string) => `ratelimit:token:${tokenId}`,
+  authFailuresOf: (address: string) => `ratelimit:auth-failures:${address}`,
+  /** Hash of auth failure reason → count, across all api instances. */
+  authFailures: "stats:auth-failures",
+} as const;
+
+/** Keys of the single-node layout 1, recognised only to refuse or migrate it. */
+export const legacyKeys = {
+  plant: (id: bigint | string) => `plant:${id}`,
+  plantSeq: "plants:seq",
+  outbox: "plants:outbox",
+  indexByCreation: "plants:index:created",
+  audit: "plants:audit",
+} as const;

@@ -1,0 +1,143 @@
+import type { RedisClient } from "./connection.js";
+import { isCluster } from "./connection.js";
+import { DEFAULT_PARTITIONS, LAYOUT_VERSION, legacyKeys, partitionKeys, partitionOf, storeKeys } from "./keys.js";
+import { indexCreated } from "./plants.js";
+
+/** What a migration did (or, with `dryRun`, would do). */
+export interface MigrationReport {
+  plants: number;
+  tokens: number;
+  partitions: number;
+  /** True when the store already was in layout 2: nothing to do. */
+  alreadyMigrated: boolean;
+}
+
+export class MigrationRefused extends Error {
+  override name = "MigrationRefused";
+}
+
+/** Queues of layout 1 (BullMQ's default `bull:` prefix), which must be drained before migrating. */
+const LEGACY_QUEUES = ["plant-index", "plant-audit"];
+
+/**
+ * Moves a store of the single-node layout 1 to the partitioned layout 2, in place, on the same
+ * Redis. Idempotent and resumable: each plant is written to its partition before its old key is
+ * removed, and a run that was interrupted picks up the plants still under their old keys.
+ * Layout 1's audit stream (`plants:audit`) stays where it is, readable; new audit entries go to
+ * the partitions' streams.
+ *
+ * Refused while layout 1's side work is unfinished (outbox entries or queued jobs): the previous
+ * version's worker must drain them first, or their index and audit updates would be lost.
+ */
+export async function migrateLayout1(
+  client: RedisClient,
+  options: { partitions?: number; log?: (line: string) => void } = {},
+): Promise<MigrationReport> {
+  const log = options.log ?? (() => {});
+  const meta = await client.hgetall(storeKeys.meta);
+  if (meta.layout === String(LAYOUT_VERSION)) {
+    return { plants: 0, tokens: 0, partitions: Number(meta.partitions), alreadyMigrated: true };
+  }
+  if (isCluster(client)) {
+    throw new MigrationRefused("layout 1 exists only on a single Redis: run the migration against REDIS_URL");
+  }
+  const pending = await client.xlen(legacyKeys.outbox).catch(() => 0);
+  const queued = await Promise.all(
+    LEGACY_QUEUES.flatMap((queue) => [
+      client.llen(`bull:${queue}:wait`),
+      client.llen(`bull:${queue}:active`),
+      client.zcard(`bull:${queue}:delayed`),
+      client.zcard(`bull:${queue}:prioritized`),
+    ]),
+  );
+  const jobs = queued.reduce((sum, count) => sum + count, 0);
+  if (pending > 0 || jobs > 0) {
+    throw new MigrationRefused(
+      `layout 1 still has side work to do (${pending} outbox entries, ${jobs} queued jobs): run the previous ` +
+        "version's worker until both are 0, stop it and the api, then migrate",
+    );
+  }
+
+  // The partition count is fixed at the first run, so a resumed run spreads plants the same way.
+  await client.hsetnx(storeKeys.meta, "partitions", String(options.partitions ?? DEFAULT_PARTITIONS));
+  await client.hset(storeKeys.meta, "migration", "layout-1-to-2");
+  const partitions = Number(await client.hget(storeKeys.meta, "partitions"));
+  if (options.partitions !== undefined && options.partitions !== partitions) {
+    throw new MigrationRefused(`an earlier run of this migration chose ${partitions} partitions; resume with the same`);
+  }
+
+  let plants = 0;
+  let logged = 0;
+  let cursor = "0";
+  do {
+    const [next, keys] = await client.scan(cursor, "MATCH", "plant:*", "COUNT", 500);
+    cursor = next;
+    for (const key of keys) {
+      const id = key.slice("plant:".length);
+      if (!/^-?\d+$/.test(id)) continue; // a layout 2 key (plant:{p<n>}:<id>)
+      if (await migratePlant(client, partitions, BigInt(id))) plants++;
+    }
+    if (plants - logged >= 10_000) {
+      log(`${plants} plants moved...`);
+      logged = plants;
+    }
+  } while (cursor !== "0");
+
+  const tokens = await migrateTokens(client);
+
+  const leftovers = [legacyKeys.plantSeq, legacyKeys.outbox, legacyKeys.indexByCreation, "plants:audit:recorded"];
+  let tagCursor = "0";
+  do {
+    const [next, keys] = await client.scan(tagCursor, "MATCH", "plants:index:tag:*", "COUNT", 500);
+    tagCursor = next;
+    // Layout 2's tag index keys end in a bucket number or ":buckets" after the tag; layout 1's
+    // are plain sorted sets of ids scored by seq. Tell them apart by their members.
+    for (const key of keys) {
+      const [member] = await client.zrange(key, 0, 0);
+      if (member !== undefined && !member.includes("@") && !key.endsWith(":buckets")) leftovers.push(key);
+    }
+  } while (tagCursor !== "0");
+  await client.del(...leftovers);
+  await client.hset(storeKeys.meta, "layout", String(LAYOUT_VERSION));
+  await client.hdel(storeKeys.meta, "migration");
+  log(`done: ${plants} plants and ${tokens} tokens moved to ${partitions} partitions.`);
+  return { plants, tokens, partitions, alreadyMigrated: false };
+}
+
+/**
+ * One plant: its layout 2 hash, clock, index entries, then the removal of its old key. A plant
+ * already moved (an earlier, interrupted run) is only indexed again (a no-op) and cleaned up.
+ */
+async function migratePlant(client: RedisClient, partitions: number, id: bigint): Promise<boolean> {
+  const old = await client.hgetall(legacyKeys.plant(id));
+  if (old.name === undefined) return false;
+  const keys = partitionKeys(partitionOf(id, partitions));
+  const at = old.createdAt ?? new Date(0).toISOString();
+  // Layout 1 ordered plants by a store-wide sequence and recorded the api's time (ms). The
+  // creation time keeps that order: the time in µs plus the sequence's last three digits.
+  const created = (BigInt(Date.parse(at) || 0) * 1000n + (BigInt(old.seq ?? "0") % 1000n)).toString();
+  const fields = ["name", old.name, "created", created, "at", at, ...(old.tag === undefined ? [] : ["tag", old.tag])];
+  const existing = await client.hget(keys.plant(id), "created");
+  const version = existing ?? created;
+  if (existing === null) await client.hset(keys.plant(id), ...fields);
+  const clock = BigInt((await client.get(keys.clock)) ?? "0");
+  if (BigInt(version) > clock) await client.set(keys.clock, version);
+  await indexCreated(client, { plantId: id.toString(), created: version, tag: old.tag });
+  await client.del(legacyKeys.plant(id));
+  return true;
+}
+
+/** Tokens move under the `{tokens}` hash tag (RENAME on the one node: same data, new names). */
+async function migrateTokens(client: RedisClient): Promise<number> {
+  const ids = await client.zrange("tokens:ids", 0, -1);
+  for (const id of ids) {
+    if (await client.exists(`tokens:${id}`)) await client.rename(`tokens:${id}`, storeKeys.token(id));
+  }
+  for (const [from, to] of [
+    ["tokens:by-hash", storeKeys.tokensByHash],
+    ["tokens:ids", storeKeys.tokenIds],
+  ] as const) {
+    if (await client.exists(from)) await client.rename(from, to);
+  }
+  return ids.length;
+}

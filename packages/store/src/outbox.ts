@@ -1,0 +1,163 @@
+import type { Result } from "ioredis";
+import type { RedisClient } from "./connection.js";
+import { partitionKeys, storeKeys } from "./keys.js";
+import { defineScripts } from "./scripts.js";
+
+declare module "ioredis" {
+  interface RedisCommander<Context> {
+    deadLetterEntry(
+      outboxKey: string,
+      deadKey: string,
+      group: string,
+      entryId: string,
+      error: string,
+      fieldsJson: string,
+    ): Result<number, Context>;
+    appendAuditOnce(
+      recordedKey: string,
+      auditKey: string,
+      eventId: string,
+      ...fields: string[]
+    ): Result<[number, string], Context>;
+  }
+}
+
+/** An outbox entry as read: the partition, the stream entry id and its flat field list. */
+export interface OutboxEntry {
+  partition: number;
+  entryId: string;
+  fields: string[];
+}
+
+/**
+ * The id of an outbox event across the store: partition and stream entry id
+ * (`p17-1795370640916-0`). Unique, stable across deliveries, and usable in BullMQ job ids.
+ */
+export const eventIdOf = (partition: number, entryId: string) => `p${partition}-${entryId}`;
+
+/** The partition and stream entry id of an event id, or undefined. */
+export function parseEventId(eventId: string): { partition: number; entryId: string } | undefined {
+  const match = /^p(\d+)-(\d+-\d+)$/.exec(eventId);
+  return match ? { partition: Number(match[1]), entryId: match[2] as string } : undefined;
+}
+
+type StreamReply = [key: string, entries: [id: string, fields: string[] | null][]][] | null;
+
+/** The outbox operations of the relay: one consumer group per partition's stream. */
+export function outbox(client: RedisClient) {
+  defineScripts(client);
+  const group = storeKeys.outboxGroup;
+
+  return {
+    /** Creates the partition's stream and consumer group if missing. */
+    async ensureGroup(partition: number): Promise<void> {
+      try {
+        await client.xgroup("CREATE", partitionKeys(partition).outbox, group, "0", "MKSTREAM");
+      } catch (error) {
+        if (!(error instanceof Error && error.message.startsWith("BUSYGROUP"))) throw error;
+      }
+    },
+
+    /**
+     * New entries of each partition, at most `count` per partition, without blocking: one
+     * XREADGROUP per partition (a cluster cannot read streams of several slots at once), sent
+     * together. Entries deleted meanwhile come back without fields and are left out.
+     */
+    async readNew(partitions: readonly number[], consumer: string, count: number): Promise<OutboxEntry[]> {
+      const replies = await Promise.all(
+        partitions.map(
+          (p) =>
+            client.xreadgroup(
+              "GROUP",
+              group,
+              consumer,
+              "COUNT",
+              count,
+              "STREAMS",
+              partitionKeys(p).outbox,
+              ">",
+            ) as Promise<StreamReply>,
+        ),
+      );
+      const entries: OutboxEntry[] = [];
+      for (const [i, reply] of replies.entries()) {
+        for (const [, streamEntries] of reply ?? []) {
+          for (const [entryId, fields] of streamEntries) {
+            if (fields) entries.push({ partition: partitions[i] as number, entryId, fields });
+          }
+        }
+      }
+      return entries;
+    },
+
+    /**
+     * Takes over the partition's entries that were delivered to some relay and never
+     * acknowledged (it died, or this relay got the partition from another), idle for at least
+     * `minIdleMs`. Returns them and the cursor to continue from ("0-0" when done).
+     */
+    async claimPending(
+      partition: number,
+      consumer: string,
+      minIdleMs: number,
+      from: string,
+      count: number,
+    ): Promise<{ entries: OutboxEntry[]; next: string }> {
+      const reply = (await client.xautoclaim(
+        partitionKeys(partition).outbox,
+        group,
+        consumer,
+        minIdleMs,
+        from,
+        "COUNT",
+        count,
+      )) as [string, [string, string[] | null][]];
+      const [next, claimed] = reply;
+      const entries: OutboxEntry[] = [];
+      for (const [entryId, fields] of claimed) if (fields) entries.push({ partition, entryId, fields });
+      return { entries, next };
+    },
+
+    /** Acknowledges and deletes relayed entries: the outbox holds only what is not relayed yet. */
+    async ack(partition: number, entryIds: readonly string[]): Promise<void> {
+      if (entryIds.length === 0) return;
+      const key = partitionKeys(partition).outbox;
+      await client.xack(key, group, ...entryIds);
+      await client.xdel(key, ...entryIds);
+    },
+
+    /** Moves an unreadable entry to the partition's dead-letter stream (and acknowledges it). */
+    async deadLetter(entry: OutboxEntry, error: string): Promise<void> {
+      const keys = partitionKeys(entry.partition);
+      await client.deadLetterEntry(
+        keys.outbox,
+        keys.outboxDead,
+        group,
+        entry.entryId,
+        error,
+        JSON.stringify(entry.fields),
+      );
+    },
+
+    /** Entries of the partition not yet relayed (for metrics and tests). */
+    depth: (partition: number) => client.xlen(partitionKeys(partition).outbox),
+  };
+}
+
+export type Outbox = ReturnType<typeof outbox>;
+
+/**
+ * Appends one audit entry for an outbox event to its partition's audit stream, exactly once
+ * however often it runs. Returns whether it appended now and the audit entry id.
+ */
+export async function appendAudit(
+  client: RedisClient,
+  eventId: string,
+  fields: string[],
+): Promise<{ appended: boolean; auditEntryId: string }> {
+  const parsed = parseEventId(eventId);
+  if (!parsed) throw new Error(`not an outbox event id: ${eventId}`);
+  defineScripts(client);
+  const keys = partitionKeys(parsed.partition);
+  const [appended, auditEntryId] = await client.appendAuditOnce(keys.auditRecorded, keys.audit, eventId, ...fields);
+  return { appended: appended === 1, auditEntryId };
+}

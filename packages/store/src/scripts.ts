@@ -1,0 +1,49 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import type { RedisClient } from "./connection.js";
+
+/**
+ * Every Lua script of the store lives in `packages/store/lua/`, one file per script, named
+ * `<command>-<number of keys>.lua` (as BullMQ's own `src/commands/` are): the name says which
+ * command it defines and how many of its arguments are keys, so every key a script touches is
+ * declared and a cluster can route it. `defineScripts` defines them all on a client (EVALSHA,
+ * with EVAL when the server does not have the script yet); nothing else writes Lua.
+ */
+const LUA_DIR = fileURLToPath(new URL("../lua/", import.meta.url));
+
+export interface ScriptFile {
+  command: string;
+  numberOfKeys: number;
+  lua: string;
+}
+
+let cached: ScriptFile[] | undefined;
+
+/** The scripts in `lua/`, read once. */
+export function scriptFiles(): ScriptFile[] {
+  cached ??= readdirSync(LUA_DIR)
+    .filter((file) => file.endsWith(".lua"))
+    .sort()
+    .map((file) => {
+      const match = /^([a-zA-Z]+)-(\d+)\.lua$/.exec(file);
+      if (!match) throw new Error(`store script ${file} must be named <command>-<number of keys>.lua`);
+      return {
+        command: match[1] as string,
+        numberOfKeys: Number(match[2]),
+        lua: readFileSync(new URL(file, `file://${LUA_DIR}`), "utf8"),
+      };
+    });
+  return cached;
+}
+
+const defined = new WeakSet<object>();
+
+/** Defines every store script as a command of `client` (idempotent). */
+export function defineScripts<T extends RedisClient>(client: T): T {
+  if (defined.has(client)) return client;
+  for (const script of scriptFiles()) {
+    client.defineCommand(script.command, { numberOfKeys: script.numberOfKeys, lua: script.lua });
+  }
+  defined.add(client);
+  return client;
+}

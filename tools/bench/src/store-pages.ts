@@ -1,0 +1,181 @@
+/**
+ * store-pages: what a list page costs in the partitioned layout 2 (packages/store), on one
+ * redis-server and on a Redis Cluster (3 masters + 3 replicas), at growing store sizes. Pages are
+ * read through the store's own `page()` (the api is not yet switched to layout 2), so the figures
+ * are Redis round trips and commands, not HTTP. For each size: first, middle and last page of all
+ * plants and of one tag, each timed over sequential reads, and the Redis commands one page sends
+ * (INFO commandstats, summed over the masters).
+ * Run `node tools/bench/dist/store-pages.js --help` for the options.
+ */
+import { parseArgs } from "node:util";
+import { type RedisCluster, type RedisServer, startRedisCluster, startRedisServer } from "@plant-store/redis-server";
+import {
+  connect,
+  disconnect,
+  indexCreated,
+  openLayout,
+  type PlantStore,
+  plantStore,
+  type RedisClient,
+  type RedisTarget,
+} from "@plant-store/store";
+import { Redis } from "ioredis";
+import { machineLine, table } from "./report.js";
+import { ms, summarize } from "./stats.js";
+
+const { values: args } = parseArgs({
+  options: {
+    sizes: { type: "string", default: "100,10000,1000000" },
+    modes: { type: "string", default: "single,cluster" },
+    requests: { type: "string", default: "200" },
+    limit: { type: "string", default: "100" },
+    partitions: { type: "string", default: "128" },
+    help: { type: "boolean", default: false },
+  },
+});
+if (args.help) {
+  console.log(
+    `usage: node tools/bench/dist/store-pages.js [--sizes 100,10000,1000000] [--modes single,cluster] [--requests 200] [--limit 100] [--partitions 128]`,
+  );
+  process.exit(0);
+}
+const sizes = args.sizes.split(",").map(Number);
+const requests = Number(args.requests);
+const limit = Number(args.limit);
+const partitions = Number(args.partitions);
+const TAG_EVERY = 10;
+const at = new Date().toISOString();
+
+/** Creates plants `from`..`to`-1 through the store (the create script) and indexes them as the worker would. */
+async function populate(client: RedisClient, store: PlantStore, from: number, to: number) {
+  const inFlight = 2000;
+  for (let start = from; start < to; start += inFlight) {
+    const batch = [];
+    for (let i = start; i < Math.min(to, start + inFlight); i++) {
+      const id = BigInt(i) * 7919n;
+      const tag = i % TAG_EVERY === 0 ? "bench-tag" : undefined;
+      batch.push(
+        store
+          .create({ id, name: `plant ${i}`, tag }, ["type", "plant.created", "plantId", id.toString()], at)
+          .then(({ created }) => indexCreated(client, { plantId: id.toString(), created: created.toString(), tag })),
+      );
+    }
+    await Promise.all(batch);
+  }
+}
+
+/** Commands the masters have run so far (INFO commandstats). */
+async function commandCount(ports: number[]): Promise<number> {
+  let total = 0;
+  for (const port of ports) {
+    const node = new Redis(port, "127.0.0.1", { lazyConnect: true });
+    await node.connect();
+    const info = await node.info("commandstats");
+    node.disconnect();
+    for (const match of info.matchAll(/calls=(\d+)/g)) total += Number(match[1]);
+  }
+  return total;
+}
+
+interface Row {
+  mode: string;
+  size: number;
+  page: string;
+  p50: string;
+  p99: string;
+  commands: number;
+  plants: number;
+}
+
+async function measure(mode: string, target: RedisTarget, masters: () => number[]): Promise<Row[]> {
+  const client = connect(target, { name: "bench-store-pages", enableAutoPipelining: true, maxRetriesPerRequest: null });
+  const layout = await openLayout(client, { partitions });
+  const store = plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+  const rows: Row[] = [];
+  let populated = 0;
+  for (const size of sizes) {
+    const started = Date.now();
+    await populate(client, store, populated, size);
+    populated = size;
+    console.log(`${mode}: ${size} plants (populated in ${((Date.now() - started) / 1000).toFixed(1)} s)`);
+    for (const tag of [undefined, "bench-tag"]) {
+      // The cursors of the first, middle and last pages, found by walking once.
+      const cursors: (string | undefined)[] = [undefined];
+      for (let cursor: string | undefined; ; ) {
+        const page = await store.page({ limit, tag, cursor });
+        if (!page.nextCursor) break;
+        cursors.push(page.nextCursor);
+        cursor = page.nextCursor;
+      }
+      const cases: [string, string | undefined][] = [
+        ["first", cursors[0]],
+        ["middle", cursors[Math.floor(cursors.length / 2)]],
+        ["last", cursors.at(-1)],
+      ];
+      for (const [name, cursor] of cases) {
+        const before = await commandCount(masters());
+        const first = await store.page({ limit, tag, cursor });
+        const commands = (await commandCount(masters())) - before - masters().length; // minus the INFO calls
+        const samples: number[] = [];
+        for (let i = 0; i < requests; i++) {
+          const t0 = performance.now();
+          await store.page({ limit, tag, cursor });
+          samples.push(performance.now() - t0);
+        }
+        const summary = summarize(samples);
+        rows.push({
+          mode,
+          size,
+          page: `${tag ? "tag " : ""}${name}`,
+          p50: ms(summary.p50),
+          p99: ms(summary.p99),
+          commands,
+          plants: first.plants.length,
+        });
+      }
+    }
+  }
+  await disconnect(client);
+  return rows;
+}
+
+const rows: Row[] = [];
+console.log(machineLine());
+if (args.modes.includes("single")) {
+  const server: RedisServer = await startRedisServer({ appendfsync: "no" });
+  try {
+    rows.push(...(await measure("single", { mode: "single", url: server.url }, () => [server.port])));
+  } finally {
+    await server.stop();
+  }
+}
+if (args.modes.includes("cluster")) {
+  const cluster: RedisCluster = await startRedisCluster({ appendfsync: "no" });
+  try {
+    const target: RedisTarget = {
+      mode: "cluster",
+      nodes: cluster.nodes.map(({ host, port }) => ({ host, port })),
+      username: undefined,
+      password: undefined,
+      tls: false,
+    };
+    const masters = () => cluster.nodes.filter((node) => node.role === "master").map((node) => node.port);
+    rows.push(...(await measure("cluster", target, masters)));
+  } finally {
+    await cluster.stop();
+  }
+}
+console.log(
+  table(
+    ["mode", "plants", "page", "p50 ms", "p99 ms", "Redis commands", "plants on page"],
+    rows.map((row) => [
+      row.mode,
+      String(row.size),
+      row.page,
+      row.p50,
+      row.p99,
+      String(row.commands),
+      String(row.plants),
+    ]),
+  ),
+);
