@@ -5,13 +5,16 @@ import { z } from "zod";
  * `plantId` is the int64 id as decimal text (JSON and Redis cannot hold it as a number).
  */
 const eventFields = {
-  /** Outbox stream entry id: unique per accepted request, the idempotency key of all side work. */
-  eventId: z.string().regex(/^\d+-\d+$/),
+  /**
+   * The outbox entry's partition and stream entry id (`p17-1795370640916-0`): unique per accepted
+   * request across the store, the idempotency key of all side work.
+   */
+  eventId: z.string().regex(/^p\d+-\d+-\d+$/),
   plantId: z.string().regex(/^-?\d+$/),
   name: z.string(),
   tag: z.string().optional(),
-  /** Creation sequence number of the plant: orders the indexes. */
-  seq: z.coerce.number().int().positive(),
+  /** Creation time of the plant version on the store's clock (µs, decimal text): orders the index. */
+  created: z.string().regex(/^\d{1,16}$/),
   /** Who made the request: a token fingerprint, never the token. */
   actor: z.string(),
   requestId: z.string(),
@@ -19,11 +22,11 @@ const eventFields = {
   at: z.string(),
 };
 
-/** A plant was created. `seq` is its new creation sequence number. */
+/** A plant was created. `created` is the new plant's creation time. */
 export const PlantCreatedEvent = z.object({ type: z.literal("plant.created"), ...eventFields });
 export type PlantCreatedEvent = z.output<typeof PlantCreatedEvent>;
 
-/** A plant was deleted. `seq`, `name` and `tag` are those of the plant that was removed. */
+/** A plant was deleted. `created`, `name` and `tag` are those of the plant version that was removed. */
 export const PlantDeletedEvent = z.object({ type: z.literal("plant.deleted"), ...eventFields });
 export type PlantDeletedEvent = z.output<typeof PlantDeletedEvent>;
 
@@ -36,15 +39,15 @@ export const PlantEventBatch = z.object({ events: z.array(PlantEvent).min(1) });
 export type PlantEventBatch = z.output<typeof PlantEventBatch>;
 export type PlantEventType = PlantEvent["type"];
 
-/** Flat field list for XADD (the outbox entry id is assigned by Redis, `seq` appended by the script). */
-export function outboxFields(event: Omit<PlantEvent, "eventId" | "seq">): string[] {
+/** Flat field list for XADD (the entry id is assigned by Redis, `created` appended by the script). */
+export function outboxFields(event: Omit<PlantEvent, "eventId" | "created">): string[] {
   const fields = ["type", event.type, "plantId", event.plantId, "name", event.name];
   if (event.tag !== undefined) fields.push("tag", event.tag);
   fields.push("actor", event.actor, "requestId", event.requestId, "at", event.at);
   return fields;
 }
 
-/** Reads an outbox entry (id plus XREAD's flat field list) back into an event. */
+/** Reads an outbox entry (its event id plus XREAD's flat field list) back into an event. */
 export function parseOutboxEntry(eventId: string, fields: string[]): PlantEvent {
   const record: Record<string, string> = { eventId };
   for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;

@@ -156,7 +156,7 @@ const pageLimit = z
 /** Opaque position in a listing; the `Link: rel="next"` URL carries it. */
 export const PageCursor = z
   .string({ error: "cursor is not valid: follow the Link header's next URL" })
-  .regex(/^[1-9][0-9]{0,15}$/, "cursor is not valid: follow the Link header's next URL")
+  .regex(/^[A-Za-z0-9_-]{22}$/, "cursor is not valid: follow the Link header's next URL")
   .meta({ description: "Where the page starts: taken from the `Link` header of the previous page" });
 
 /** Query of GET /plants (strings on REST; numbers allowed from tRPC). */

@@ -8,6 +8,13 @@ export const queueNames = {
 export type QueueName = (typeof queueNames)[keyof typeof queueNames];
 
 /**
+ * BullMQ key prefix of a queue: a hash tag of its own name, so each queue's keys share one
+ * cluster slot (BullMQ's scripts need that) and different queues spread over the shards. Every
+ * Queue, Worker and dashboard adapter of a queue must use it.
+ */
+export const queuePrefix = (name: QueueName) => `{${name}}`;
+
+/**
  * Job name of a batch of events: the relay turns each batch it reads from the outbox into one job
  * per queue, carrying `PlantEventBatch`. Under load a batch holds many events, so BullMQ's fixed
  * cost per job (several Lua scripts) is paid once per batch instead of once per event; when idle,
