@@ -16,6 +16,12 @@ export interface ConnectOptions {
   /** A command slower than this fails (request paths answer 503 instead of hanging). */
   commandTimeout?: number;
   lazyConnect?: boolean;
+  /**
+   * false: a command sent while disconnected fails at once instead of waiting for the reconnect
+   * (request paths). On a cluster this applies while the cluster as a whole is not ready; node
+   * connections keep their queue, which a cluster needs for nodes it has just discovered.
+   */
+  enableOfflineQueue?: boolean;
   /** Batch the commands of one event-loop turn into one write (per node on a cluster). */
   enableAutoPipelining?: boolean;
   /** Not ready until the node reports it loaded its data (INFO); off for BullMQ's blocking use. */
@@ -34,6 +40,7 @@ export function connect(target: RedisTarget, options: ConnectOptions): RedisClie
     return new Redis(target.url, {
       ...common,
       ...(options.lazyConnect ? { lazyConnect: true } : {}),
+      ...(options.enableOfflineQueue === false ? { enableOfflineQueue: false } : {}),
       ...(options.enableAutoPipelining ? { enableAutoPipelining: true } : {}),
     });
   }
@@ -47,6 +54,7 @@ export function connect(target: RedisTarget, options: ConnectOptions): RedisClie
     // Writes and reads go to masters: a replica may lag, and a read after a 200 must see the write.
     scaleReads: "master",
     ...(options.lazyConnect ? { lazyConnect: true } : {}),
+    ...(options.enableOfflineQueue === false ? { enableOfflineQueue: false } : {}),
     ...(options.enableAutoPipelining ? { enableAutoPipelining: true } : {}),
     ...(options.enableReadyCheck !== undefined ? { enableReadyCheck: options.enableReadyCheck } : {}),
     // During a failover the other masters answer MOVED towards the dead one until a replica is
