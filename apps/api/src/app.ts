@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import { limits } from "@plant-store/contracts";
 import { loggerOptions } from "@plant-store/logging";
+import type { Durability, Layout, RedisClient } from "@plant-store/store";
 import type { TokenStore } from "@plant-store/tokens";
 import Fastify, { type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
-import type { Redis } from "ioredis";
 import { createAuthenticator, type StoredTokenVerifier } from "./auth.js";
 import { apiError } from "./errors.js";
 import { refuseContentCodings } from "./http/content-coding.js";
@@ -32,7 +32,12 @@ declare module "fastify" {
 
 export type AppOptions = {
   /** Connection for plants, tokens and counters: fail fast (no offline queue) so an outage is a quick 503. */
-  redis: Redis;
+  redis: RedisClient;
+  /** The store's partition count (from `openLayout`) and how many replicas confirm a commit. */
+  layout: Layout;
+  durability: Durability;
+  /** The longest a plant request waits for the store before it is answered 503 (default 3000 ms). */
+  storeDeadlineMs?: number;
   /** API_TOKENS (every scope) and ADMIN_TOKEN (admin): the bootstrap credentials. */
   apiTokens: readonly string[];
   adminToken?: string | undefined;
@@ -40,7 +45,7 @@ export type AppOptions = {
   tokens?: { store: TokenStore; verify: StoredTokenVerifier } | undefined;
   limits?: Limits;
   /** BullMQ connection of the queue dashboard; the dashboard is off without it. */
-  dashboardConnection?: Redis | undefined;
+  dashboardConnection?: RedisClient | undefined;
   logLevel?: string;
   /** Where log lines go (default stdout); tests read them to check no secret is logged. */
   logStream?: NodeJS.WritableStream;
@@ -91,7 +96,7 @@ export async function buildApp(options: AppOptions) {
     limits: options.limits ?? { perToken: 6000, authFailures: 30 },
     redis: options.redis,
   });
-  const store = createPlantStore(options.redis);
+  const store = createPlantStore(options.redis, options.layout, options.durability, options.storeDeadlineMs ?? 3000);
   app.decorateRequest("auth", null);
   const createContext = async ({ req }: { req: FastifyRequest }): Promise<Context> => ({
     auth: await guard.authOf(req, false),

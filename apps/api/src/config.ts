@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { parseStoreConfig, type StoreConfig } from "@plant-store/store";
 import { z } from "zod";
 
 const tokenList = z
@@ -53,7 +54,6 @@ export const TrustProxy = z
 const ApiEnv = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default("127.0.0.1"),
-  REDIS_URL: z.url().default("redis://127.0.0.1:6379"),
   /** Bearer tokens accepted by the API, comma-separated. */
   API_TOKENS: tokenList.pipe(z.array(z.string().min(16, "each API token must be at least 16 characters"))),
   /** A bootstrap token with the admin scope (dashboard, token administration). */
@@ -71,7 +71,8 @@ const ApiEnv = z.object({
 export type ApiConfig = {
   port: number;
   host: string;
-  redisUrl: string;
+  /** Where the store lives (REDIS_URL or REDIS_CLUSTER_NODES), its partitions and durability. */
+  store: StoreConfig;
   apiTokens: string[];
   adminToken: string | undefined;
   redisCommandTimeoutMs: number;
@@ -83,15 +84,21 @@ export type ApiConfig = {
 /** Reads the API's configuration from the environment once, at start-up. */
 export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
   const parsed = ApiEnv.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`);
-    throw new Error(`Invalid configuration: ${problems.join("; ")}`);
+  const problems = parsed.success
+    ? []
+    : parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`);
+  let store: StoreConfig | undefined;
+  try {
+    store = parseStoreConfig(env);
+  } catch (error) {
+    problems.push(error instanceof Error ? error.message : String(error));
   }
+  if (!parsed.success || !store) throw new Error(`Invalid configuration: ${problems.join("; ")}`);
   const e = parsed.data;
   return {
     port: e.PORT,
     host: e.HOST,
-    redisUrl: e.REDIS_URL,
+    store,
     apiTokens: e.API_TOKENS,
     adminToken: e.ADMIN_TOKEN,
     redisCommandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,

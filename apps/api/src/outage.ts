@@ -1,5 +1,6 @@
+import type { RedisClient } from "@plant-store/store";
 import type { FastifyBaseLogger, FastifyRequest } from "fastify";
-import { type Redis, ReplyError } from "ioredis";
+import { ReplyError } from "ioredis";
 
 /** Raised when Redis cannot be reached in time: the request may be retried safely. */
 export class StoreUnavailableError extends Error {
@@ -10,16 +11,39 @@ export class StoreUnavailableError extends Error {
 }
 
 /**
- * Runs a Redis call. A connection failure or time-out becomes StoreUnavailableError (answered 503);
- * a reply error is Redis refusing a command — a bug, left as it is (500).
+ * Replies by which a node says it cannot serve now (a cluster without a master for the slot, a
+ * failover under way, a node still loading its data), not that the command is wrong.
  */
-export async function reach<T>(call: () => Promise<T>): Promise<T> {
+const UNAVAILABLE_REPLY = /^(CLUSTERDOWN|TRYAGAIN|MASTERDOWN|LOADING|READONLY|NOREPLICAS)\b/;
+
+/**
+ * Runs a Redis call. A connection failure, a time-out or a node that cannot serve now becomes
+ * StoreUnavailableError (answered 503); any other reply error is Redis refusing a command — a bug,
+ * left as it is (500).
+ */
+export async function reach<T>(call: () => Promise<T>, deadlineMs?: number): Promise<T> {
   try {
-    return await call();
+    return await (deadlineMs === undefined ? call() : withDeadline(call(), deadlineMs));
   } catch (error) {
-    if (error instanceof ReplyError || error instanceof StoreUnavailableError) throw error;
+    if (error instanceof StoreUnavailableError) throw error;
+    if (error instanceof ReplyError && !UNAVAILABLE_REPLY.test((error as Error).message)) throw error;
     throw new StoreUnavailableError(error);
   }
+}
+
+/**
+ * Fails after `ms` whatever the client is doing. A node's command timeout bounds one attempt, but
+ * on a cluster a command for a shard that is down is redirected and retried for longer than a
+ * request should wait: the caller answers 503 then (the command may still complete later, which
+ * is why creates and deletes are safe to repeat).
+ */
+function withDeadline<T>(pending: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer from Redis within ${ms} ms`)), ms);
+  });
+  pending.catch(() => {}); // its failure after the deadline is nobody's business
+  return Promise.race([pending, deadline]).finally(() => clearTimeout(timer));
 }
 
 const causeOf = (error: unknown): string => {
@@ -43,7 +67,7 @@ export interface OutageMonitor {
  * with it, an info when Redis answers again (probed with PING every `probeMs`, so the hot path pays
  * nothing) — instead of a stack trace per request. Each 503 is still a short warn line.
  */
-export function outageMonitor(redis: Redis, log: FastifyBaseLogger, probeMs = 500): OutageMonitor {
+export function outageMonitor(redis: RedisClient, log: FastifyBaseLogger, probeMs = 500): OutageMonitor {
   let since: number | undefined;
   let timer: NodeJS.Timeout | undefined;
 

@@ -1,5 +1,6 @@
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseStoreConfig } from "@plant-store/store";
 import { z } from "zod";
 import { DEFAULT_RESTART_POLICY, type RestartPolicy } from "./restart-policy.js";
 
@@ -24,6 +25,8 @@ const EnvSchema = z.object({
   PORT: z.coerce.number().int().min(1).max(65_535).default(3000),
   HOST: z.string().default("127.0.0.1"),
   REDIS_URL: redisUrl.optional(),
+  /** Seed nodes of a Redis Cluster: no embedded Redis then; api and worker read it themselves. */
+  REDIS_CLUSTER_NODES: z.string().optional(),
   API_TOKENS: tokenList.optional(),
   ADMIN_TOKEN: z.string().optional(),
   DATA_DIR: z.string().optional(),
@@ -40,6 +43,8 @@ export interface LauncherConfig {
   port: number;
   host: string;
   redisUrl: string | undefined;
+  /** REDIS_CLUSTER_NODES as given (checked here, passed on to api and worker). */
+  clusterNodes: string | undefined;
   apiTokens: string[] | undefined;
   adminToken: string | undefined;
   /** Absolute. */
@@ -64,12 +69,20 @@ export function parseConfig(env: NodeJS.ProcessEnv): ConfigResult {
     };
   }
   const e = parsed.data;
+  if (e.REDIS_CLUSTER_NODES !== undefined) {
+    try {
+      parseStoreConfig(present);
+    } catch (error) {
+      return { ok: false, errors: [error instanceof Error ? error.message : String(error)] };
+    }
+  }
   return {
     ok: true,
     config: {
       port: e.PORT,
       host: e.HOST,
       redisUrl: e.REDIS_URL,
+      clusterNodes: e.REDIS_CLUSTER_NODES,
       apiTokens: e.API_TOKENS,
       adminToken: e.ADMIN_TOKEN,
       // A DATA_DIR given by the user is relative to the working directory; the default lives in the repo.

@@ -4,7 +4,15 @@
 import { existsSync, mkdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { INSTALL_HINT, type RedisServer, redisServerBinary, startRedisServer } from "@plant-store/redis-server";
-import { forgetEmbeddedStore, recordEmbeddedStore } from "@plant-store/store";
+import {
+  connect,
+  disconnect,
+  forgetEmbeddedStore,
+  openLayout,
+  parseStoreConfig,
+  recordEmbeddedStore,
+  StoreLayoutError,
+} from "@plant-store/store";
 import { readyBanner, redactUrl } from "./banner.js";
 import { parseConfig } from "./config.js";
 import { portProblem, waitForPort } from "./net.js";
@@ -60,6 +68,28 @@ async function shutdown(exitCode: number): Promise<never> {
   return new Promise<never>(() => {});
 }
 
+/**
+ * Checks (and on a new store records) the store's layout before the api and worker start, so a
+ * store of an earlier version is refused once with the way out, instead of by both services in
+ * a crash loop. An unreachable store is left to the services, which wait for it.
+ */
+async function layoutUsable(redisUrl: string | undefined): Promise<boolean> {
+  const store = parseStoreConfig({ ...process.env, ...(redisUrl ? { REDIS_URL: redisUrl } : {}) });
+  const client = connect(store.redis, { name: "plant-store-launcher", maxRetriesPerRequest: 1, lazyConnect: true });
+  client.on("error", () => {});
+  try {
+    await client.connect();
+    await openLayout(client, store.partitions === undefined ? {} : { partitions: store.partitions });
+    return true;
+  } catch (error) {
+    if (!(error instanceof StoreLayoutError)) return true;
+    logError(error.message);
+    return false;
+  } finally {
+    await disconnect(client);
+  }
+}
+
 function onSignal(signal: NodeJS.Signals) {
   if (stopping) {
     log(`${signal} received; already stopping (services get up to ${GRACE_MS / 1000} s).`);
@@ -112,7 +142,14 @@ async function main(): Promise<void> {
   }
 
   let redisUrl = config.redisUrl;
-  if (redisUrl) {
+  if (config.clusterNodes) {
+    log(
+      `Redis: using the Redis Cluster at REDIS_CLUSTER_NODES ${config.clusterNodes
+        .split(",")
+        .map((node) => (node.includes("://") ? redactUrl(node) : node))
+        .join(",")}.`,
+    );
+  } else if (redisUrl) {
     log(`Redis: using REDIS_URL ${redactUrl(redisUrl)}.`);
   } else {
     if (!redisServerBinary()) {
@@ -140,6 +177,8 @@ async function main(): Promise<void> {
     superviseRedis(redis, config.restartPolicy);
   }
 
+  if (!(await layoutUsable(redisUrl))) return void shutdown(1);
+
   const apiTokens = config.apiTokens ?? [generateToken()];
   const adminToken = config.adminToken ?? generateToken();
 
@@ -148,7 +187,7 @@ async function main(): Promise<void> {
     ...inherited,
     PORT: String(config.port),
     HOST: config.host,
-    REDIS_URL: redisUrl,
+    ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
     API_TOKENS: apiTokens.join(","),
     ADMIN_TOKEN: adminToken,
   };

@@ -1,10 +1,10 @@
 import { createBullBoard } from "@bull-board/api";
 import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
 import { FastifyAdapter } from "@bull-board/fastify";
-import { queueNames } from "@plant-store/contracts";
+import { queueNames, queuePrefix } from "@plant-store/contracts";
+import type { RedisClient } from "@plant-store/store";
 import { Queue } from "bullmq";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import type { Redis } from "ioredis";
 import { apiError } from "../errors.js";
 import { registerDashboardFonts } from "./dashboard-fonts.js";
 import type { Guard } from "./guard.js";
@@ -34,8 +34,10 @@ function isSameOrigin(request: FastifyRequest) {
  * Bull Board for the worker's queues. It has no auth of its own: the guard asks for a token with
  * the admin scope, as the Basic password (so a browser can log in) or as a Bearer token.
  */
-export async function queueDashboard(app: FastifyInstance, options: { connection: Redis; guard: Guard }) {
-  const queues = Object.values(queueNames).map((name) => new Queue(name, { connection: options.connection }));
+export async function queueDashboard(app: FastifyInstance, options: { connection: RedisClient; guard: Guard }) {
+  const queues = Object.values(queueNames).map(
+    (name) => new Queue(name, { connection: options.connection, prefix: queuePrefix(name) }),
+  );
   // The connection reconnects by itself; an outage is reported by /readyz, not as noise here.
   for (const queue of queues) queue.on("error", (error) => app.log.debug({ err: error }, "dashboard queue error"));
   const serverAdapter = new FastifyAdapter();

@@ -1,6 +1,6 @@
-import { redisKeys, type TokenScope } from "@plant-store/contracts";
+import type { TokenScope } from "@plant-store/contracts";
+import { type RedisClient, storeKeys } from "@plant-store/store";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { Redis } from "ioredis";
 import {
   type Authenticator,
   type AuthFailure,
@@ -33,7 +33,7 @@ export type GuardOptions = {
   limiter: RateLimiter;
   limits: Limits;
   /** For counting failures across instances (stats:auth-failures). */
-  redis: Redis;
+  redis: RedisClient;
 };
 
 export type GuardCheck = {
@@ -77,7 +77,7 @@ export function createGuard({ authenticator, limiter, limits, redis }: GuardOpti
   async function recordFailure(request: FastifyRequest, reason: AuthFailure) {
     request.log.warn({ reason, ip: request.ip }, "authentication failed");
     await Promise.all([
-      redis.hincrby(redisKeys.authFailures, reason, 1),
+      redis.hincrby(storeKeys.authFailures, reason, 1),
       limiter.hit(`auth-failures:${request.ip}`, limits.authFailures),
     ]).catch((error: unknown) => request.log.warn({ err: error }, "could not count an authentication failure"));
   }

@@ -1,0 +1,70 @@
+// `npm run migrate`: moves a store written by the single-node layout of earlier versions to the
+// partitioned layout, in place. Idempotent and resumable (see migrateLayout1): run it again after
+// an interruption. Stop the api and the worker first.
+//
+// Which Redis: REDIS_URL when set; otherwise the embedded store of `npm start` in DATA_DIR
+// (default ./data), started here for the migration and stopped afterwards.
+import { existsSync, mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import {
+  connect,
+  describeTarget,
+  disconnect,
+  findEmbeddedStore,
+  MigrationRefused,
+  migrateLayout1,
+  parseStoreConfig,
+  StoreConfigError,
+} from "@plant-store/store";
+import { parseConfig } from "./config.js";
+
+const say = (line: string) => process.stdout.write(`[migrate] ${line}\n`);
+const fail = (line: string): never => {
+  process.stderr.write(`[migrate] ${line}\n`);
+  process.exit(1);
+};
+
+async function main() {
+  const parsed = parseConfig(process.env);
+  if (!parsed.ok) return fail(`invalid environment: ${parsed.errors.join("; ")}`);
+  const { config } = parsed;
+  let embedded: RedisServer | undefined;
+  let env: Record<string, string | undefined> = process.env;
+  if (!config.redisUrl && !config.clusterNodes) {
+    if (findEmbeddedStore(config.dataDir).ok) {
+      fail("npm start is running on this data folder: stop it (Ctrl+C) first, then run the migration");
+    }
+    const dir = join(config.dataDir, "redis");
+    if (!existsSync(dir)) fail(`no store to migrate: ${dir} does not exist (set REDIS_URL for another Redis)`);
+    mkdirSync(dir, { recursive: true });
+    embedded = await startRedisServer({ dir, appendfsync: "always" });
+    say(`started the embedded store of ${config.dataDir} for the migration`);
+    env = { ...process.env, REDIS_URL: embedded.url };
+  }
+  try {
+    const store = parseStoreConfig(env);
+    say(`migrating the store at ${describeTarget(store.redis)}`);
+    const client = connect(store.redis, { name: "plant-store-migrate", maxRetriesPerRequest: 1 });
+    try {
+      const report = await migrateLayout1(client, {
+        ...(store.partitions === undefined ? {} : { partitions: store.partitions }),
+        log: say,
+      });
+      say(
+        report.alreadyMigrated
+          ? `nothing to do: the store already uses the partitioned layout (${report.partitions} partitions)`
+          : `done: ${report.plants} plants and ${report.tokens} tokens now in ${report.partitions} partitions`,
+      );
+    } finally {
+      await disconnect(client);
+    }
+  } catch (error) {
+    if (error instanceof MigrationRefused || error instanceof StoreConfigError) fail(error.message);
+    throw error;
+  } finally {
+    await embedded?.stop();
+  }
+}
+
+await main();
