@@ -1,0 +1,60 @@
+import type { RedisClient } from "./connection.js";
+import { indexKeys, partitionKeys, storeKeys } from "./keys.js";
+import type { Layout } from "./layout.js";
+
+/**
+ * Whole-store reads for tests, chaos verification and operators' scripts: each walks every
+ * partition or every index bucket, so none belongs on a request path.
+ */
+export function inspectStore(client: RedisClient, layout: Layout) {
+  const partitions = Array.from({ length: layout.partitions }, (_, p) => p);
+
+  return {
+    /** The plant ids in the read index (all plants, or one tag), in listing order; tombstones left out. */
+    async indexedIds(tag?: string): Promise<string[]> {
+      const keys = indexKeys(tag);
+      const buckets = await client.zrange(keys.directory, 0, -1);
+      const ids: string[] = [];
+      for (const bucket of buckets) {
+        const members = await client.zrange(keys.bucket(BigInt(bucket)), 0, "+inf", "BYSCORE");
+        for (const member of members) ids.push(member.slice(0, member.indexOf("@")));
+      }
+      return ids;
+    },
+
+    /** Every audit entry of every partition, as field records with their partition and entry id. */
+    async auditEntries(): Promise<Record<string, string>[]> {
+      const streams = await Promise.all(partitions.map((p) => client.xrange(partitionKeys(p).audit, "-", "+")));
+      return streams.flatMap((entries, p) =>
+        entries.map(([entryId, fields]) => {
+          const record: Record<string, string> = { partition: String(p), auditEntryId: entryId };
+          for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;
+          return record;
+        }),
+      );
+    },
+
+    /** Outbox entries not relayed yet, over all partitions. */
+    async outboxDepth(): Promise<number> {
+      const lengths = await Promise.all(partitions.map((p) => client.xlen(partitionKeys(p).outbox)));
+      return lengths.reduce((sum, n) => sum + n, 0);
+    },
+
+    /** Outbox entries delivered to a relay and not acknowledged yet, over all partitions. */
+    async outboxPending(): Promise<number> {
+      const counts = await Promise.all(
+        partitions.map(async (p) => {
+          try {
+            const [count] = (await client.xpending(partitionKeys(p).outbox, storeKeys.outboxGroup)) as [number];
+            return Number(count);
+          } catch {
+            return 0; // no stream or group yet: nothing pending
+          }
+        }),
+      );
+      return counts.reduce((sum, n) => sum + n, 0);
+    },
+  };
+}
+
+export type StoreInspector = ReturnType<typeof inspectStore>;
