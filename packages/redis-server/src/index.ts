@@ -12,6 +12,7 @@ export {
   type RespReply,
   startRedisCluster,
 } from "./cluster.js";
+export { type StoreKind, startTestStore, storeKinds, type TestStore } from "./test-store.js";
 
 export interface RedisServerOptions {
   /** Data folder (AOF files). Default: a new temp folder, removed again by `stop()`. */

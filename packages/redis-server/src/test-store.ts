@@ -1,0 +1,49 @@
+import { type RedisCluster, startRedisCluster } from "./cluster.js";
+import { type RedisServer, startRedisServer } from "./index.js";
+import { respCall, respCommand } from "./resp.js";
+
+/** The two deployments every end-to-end suite runs against. */
+export type StoreKind = "single" | "cluster";
+export const storeKinds: readonly StoreKind[] = ["single", "cluster"];
+
+/**
+ * A private store for one test file: one redis-server, or a 3-master + 3-replica Redis Cluster.
+ * `env` is what a process needs to reach it (REDIS_URL or REDIS_CLUSTER_NODES); `flush` empties
+ * it between tests, so a file starts its (slow to start) cluster once.
+ */
+export interface TestStore {
+  readonly kind: StoreKind;
+  readonly env: Record<string, string>;
+  /** Set for `single`. */
+  readonly server?: RedisServer;
+  /** Set for `cluster`. */
+  readonly cluster?: RedisCluster;
+  /** FLUSHALL on the one node, or on every master (replicas follow). */
+  flush(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startTestStore(kind: StoreKind): Promise<TestStore> {
+  if (kind === "single") {
+    const server = await startRedisServer();
+    return {
+      kind,
+      server,
+      env: { REDIS_URL: server.url },
+      flush: async () => void (await respCommand(server.port, ["FLUSHALL"])),
+      stop: () => server.stop(),
+    };
+  }
+  const cluster = await startRedisCluster();
+  return {
+    kind,
+    cluster,
+    env: { REDIS_CLUSTER_NODES: cluster.seeds },
+    async flush() {
+      const masters = cluster.nodes.filter((node) => node.running && node.role === "master");
+      // WAIT on the same connection: replicas have the flush too before the next test writes.
+      await Promise.all(masters.map((node) => respCall(node.port, [["FLUSHALL"], ["WAIT", 1, 2000]])));
+    },
+    stop: () => cluster.stop(),
+  };
+}
