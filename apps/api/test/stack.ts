@@ -1,5 +1,5 @@
-import { startRedisServer } from "@plant-store/redis-server";
-import { Redis } from "ioredis";
+import { startTestStore, type TestStore } from "@plant-store/redis-server";
+import { connect, inspectStore, parseStoreConfig, partitionKeys, partitionOf } from "@plant-store/store";
 import { loadApiConfig } from "../src/config.js";
 import { startApi } from "../src/server.js";
 
@@ -9,14 +9,20 @@ export const ADMIN_TOKEN = "admin-token-0123456789abcdef";
 
 type Worker = { close(): Promise<void> };
 
-/** A private redis-server, the real API on a free port and, on demand, the real worker. */
-export async function startStack(options: { worker?: boolean; env?: Record<string, string> } = {}) {
-  const redisServer = await startRedisServer();
+/**
+ * The real API on a free port and, on demand, the real worker, on a store: the given one (a
+ * file's shared single node or cluster, flushed first) or a private redis-server of its own.
+ */
+export async function startStack(
+  options: { store?: TestStore; worker?: boolean; env?: Record<string, string> } = {},
+) {
+  const store = options.store ?? (await startTestStore("single"));
+  if (options.store) await store.flush();
   const api = await startApi(
     loadApiConfig({
       PORT: "0",
       HOST: "127.0.0.1",
-      REDIS_URL: redisServer.url,
+      ...store.env,
       API_TOKENS: `${TOKEN},${OTHER_TOKEN}`,
       ADMIN_TOKEN,
       REDIS_COMMAND_TIMEOUT_MS: "1000",
@@ -24,12 +30,13 @@ export async function startStack(options: { worker?: boolean; env?: Record<strin
       ...options.env,
     }),
   );
-  const redis = new Redis(redisServer.url, { maxRetriesPerRequest: 1 });
+  // For the tests' own reads and writes: the store's connection, so keys route on a cluster too.
+  const redis = connect(parseStoreConfig(store.env).redis, { name: "plant-store-test", maxRetriesPerRequest: 1 });
   redis.on("error", () => {});
   let worker: Worker | undefined;
   const startWorker = async () => {
     const { startWorker: start, loadWorkerConfig } = await import("@plant-store/worker");
-    worker = await start(loadWorkerConfig({ REDIS_URL: redisServer.url, LOG_LEVEL: "silent" }));
+    worker = await start(loadWorkerConfig({ ...store.env, LOG_LEVEL: "silent" }));
     return worker;
   };
   if (options.worker) await startWorker();
@@ -37,7 +44,19 @@ export async function startStack(options: { worker?: boolean; env?: Record<strin
     url: api.url,
     api,
     redis,
-    redisServer,
+    /** The store's partition count, as the api opened it. */
+    layout: api.layout,
+    /** Whole-store reads: the read index, audit entries, outbox depth. */
+    inspect: inspectStore(redis, api.layout),
+    /** The Redis key of a plant's hash (fields: name, tag when given, created, at). */
+    plantKey: (id: bigint | string | number) =>
+      partitionKeys(partitionOf(String(id), api.layout.partitions)).plant(String(id)),
+    store,
+    /** The redis-server of a single-node stack (to kill and restart it). */
+    get redisServer() {
+      if (!store.server) throw new Error("this stack runs on a cluster, not on one redis-server");
+      return store.server;
+    },
     startWorker,
     async stopWorker() {
       await worker?.close();
@@ -47,7 +66,7 @@ export async function startStack(options: { worker?: boolean; env?: Record<strin
       await worker?.close();
       await api.close();
       redis.disconnect();
-      await redisServer.stop();
+      if (!options.store) await store.stop();
     },
   };
 }
