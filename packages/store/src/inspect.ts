@@ -1,4 +1,4 @@
-import type { RedisClient } from "./connection.js";
+import { isCluster, type RedisClient } from "./connection.js";
 import { indexKeys, partitionKeys, storeKeys } from "./keys.js";
 import type { Layout } from "./layout.js";
 
@@ -10,6 +10,13 @@ export function inspectStore(client: RedisClient, layout: Layout) {
   const partitions = Array.from({ length: layout.partitions }, (_, p) => p);
 
   return {
+    /** Keys in the whole store (DBSIZE of every master on a cluster). */
+    async keyCount(): Promise<number> {
+      if (!isCluster(client)) return client.dbsize();
+      const sizes = await Promise.all(client.nodes("master").map((node) => node.dbsize()));
+      return sizes.reduce((sum, n) => sum + n, 0);
+    },
+
     /** The plant ids in the read index (all plants, or one tag), in listing order; tombstones left out. */
     async indexedIds(tag?: string): Promise<string[]> {
       const keys = indexKeys(tag);
