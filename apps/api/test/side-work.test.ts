@@ -1,104 +1,112 @@
 import { createHash } from "node:crypto";
-import { queueNames, redisKeys } from "@plant-store/contracts";
+import { queueNames, queuePrefix } from "@plant-store/contracts";
+import { startTestStore, storeKinds, type TestStore } from "@plant-store/redis-server";
+import { indexBucketOf, indexKeys, indexMember } from "@plant-store/store";
 import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, eventually, type Stack, startStack, TOKEN } from "./stack.js";
 
-let stack: Stack;
-beforeAll(async () => {
-  stack = await startStack({ worker: true });
-});
-afterAll(async () => {
-  await stack.stop();
-});
-
-type AuditEntry = Record<string, string>;
-const auditEntries = async (): Promise<AuditEntry[]> =>
-  (await stack.redis.xrange(redisKeys.audit, "-", "+")).map(([, fields]) => {
-    const entry: AuditEntry = {};
-    for (let i = 0; i < fields.length; i += 2) entry[fields[i] as string] = fields[i + 1] as string;
-    return entry;
+describe.each(storeKinds)("on %s Redis", (kind) => {
+  let store: TestStore;
+  let stack: Stack;
+  beforeAll(async () => {
+    store = await startTestStore(kind);
+    stack = await startStack({ store, worker: true });
   });
-const auditsOf = async (plantId: string) => (await auditEntries()).filter((entry) => entry.plantId === plantId);
-
-describe("side work of an accepted create (real worker)", () => {
-  it("indexes the plant by creation order and by tag", async () => {
-    await call(stack.url, { body: { id: 1, name: "Tulip", tag: "bulb" } });
-    const seq = await stack.redis.hget(redisKeys.plant("1"), "seq");
-    await eventually(async () => (await stack.redis.zscore(redisKeys.indexByTag("bulb"), "1")) !== null);
-    expect(await stack.redis.zscore(redisKeys.indexByCreation, "1")).toBe(seq);
-    expect(await stack.redis.zscore(redisKeys.indexByTag("bulb"), "1")).toBe(seq);
+  afterAll(async () => {
+    await stack?.stop();
+    await store?.stop();
   });
 
-  it("audits it once, with actor, request id and time, and never the token", async () => {
-    const created = await call(stack.url, {
-      body: { id: 2, name: "Daisy" },
-      headers: { "x-request-id": "req-daisy-1" },
+  const auditEntries = () => stack.inspect.auditEntries();
+  /** The score of a plant's entry in the read index (all plants, or one tag): its creation time, or null. */
+  const indexScore = async (id: string, tag?: string) => {
+    const created = await stack.redis.hget(stack.plantKey(id), "created");
+    if (created === null) return null;
+    const key = indexKeys(tag).bucket(indexBucketOf(BigInt(created)));
+    return stack.redis.zscore(key, indexMember(id, created));
+  };
+  const isIndexed = async (id: string, tag?: string) => (await stack.inspect.indexedIds(tag)).includes(id);
+  const auditsOf = async (plantId: string) => (await auditEntries()).filter((entry) => entry.plantId === plantId);
+
+  describe("side work of an accepted create (real worker)", () => {
+    it("indexes the plant by creation order and by tag", async () => {
+      await call(stack.url, { body: { id: 1, name: "Tulip", tag: "bulb" } });
+      const created = await stack.redis.hget(stack.plantKey(1), "created");
+      await eventually(async () => (await indexScore("1", "bulb")) !== null);
+      expect(await indexScore("1")).toBe(created);
+      expect(await indexScore("1", "bulb")).toBe(created);
     });
-    const [entry] = await eventually(async () => {
-      const entries = await auditsOf("2");
-      return entries.length > 0 ? entries : undefined;
+
+    it("audits it once, with actor, request id and time, and never the token", async () => {
+      const created = await call(stack.url, {
+        body: { id: 2, name: "Daisy" },
+        headers: { "x-request-id": "req-daisy-1" },
+      });
+      const [entry] = await eventually(async () => {
+        const entries = await auditsOf("2");
+        return entries.length > 0 ? entries : undefined;
+      });
+      expect(created.headers.get("x-request-id")).toBe("req-daisy-1");
+      const fingerprint = createHash("sha256").update(TOKEN).digest("hex").slice(0, 12);
+      expect(entry).toMatchObject({
+        type: "plant.created",
+        plantId: "2",
+        actor: `config-${fingerprint}`,
+        requestId: "req-daisy-1",
+      });
+      expect(Date.parse(entry?.at ?? "")).not.toBeNaN();
+      const everything = JSON.stringify(await stack.inspect.auditEntries());
+      expect(everything).not.toContain(TOKEN);
     });
-    expect(created.headers.get("x-request-id")).toBe("req-daisy-1");
-    const fingerprint = createHash("sha256").update(TOKEN).digest("hex").slice(0, 12);
-    expect(entry).toMatchObject({
-      type: "plant.created",
-      plantId: "2",
-      actor: `config-${fingerprint}`,
-      requestId: "req-daisy-1",
+
+    it("does the side work once per plant: identical repeats and many concurrent creates", async () => {
+      await call(stack.url, { body: { id: 3, name: "Poppy" } });
+      await call(stack.url, { body: { id: 3, name: "Poppy" } });
+      const ids = Array.from({ length: 50 }, (_, i) => 1000 + i);
+      await Promise.all(ids.map((id) => call(stack.url, { body: { id, name: `bulk-${id}`, tag: "bulk" } })));
+      await eventually(async () => (await stack.inspect.indexedIds("bulk")).length === 50);
+      await eventually(async () => (await auditEntries()).length >= 53);
+      const audits = await auditEntries();
+      const perPlant = new Map<string, number>();
+      for (const entry of audits)
+        perPlant.set(entry.plantId as string, (perPlant.get(entry.plantId as string) ?? 0) + 1);
+      expect([...perPlant.values()].every((count) => count === 1)).toBe(true);
+      expect(perPlant.get("3")).toBe(1);
+      for (const id of ids) expect(perPlant.get(String(id))).toBe(1);
     });
-    expect(Date.parse(entry?.at ?? "")).not.toBeNaN();
-    const everything = JSON.stringify(await stack.redis.xrange(redisKeys.audit, "-", "+"));
-    expect(everything).not.toContain(TOKEN);
-  });
 
-  it("does the side work once per plant: identical repeats and many concurrent creates", async () => {
-    await call(stack.url, { body: { id: 3, name: "Poppy" } });
-    await call(stack.url, { body: { id: 3, name: "Poppy" } });
-    const ids = Array.from({ length: 50 }, (_, i) => 1000 + i);
-    await Promise.all(ids.map((id) => call(stack.url, { body: { id, name: `bulk-${id}`, tag: "bulk" } })));
-    await eventually(async () => (await stack.redis.zcard(redisKeys.indexByTag("bulk"))) === 50);
-    await eventually(async () => (await auditEntries()).length >= 53);
-    const audits = await auditEntries();
-    const perPlant = new Map<string, number>();
-    for (const entry of audits) perPlant.set(entry.plantId as string, (perPlant.get(entry.plantId as string) ?? 0) + 1);
-    expect([...perPlant.values()].every((count) => count === 1)).toBe(true);
-    expect(perPlant.get("3")).toBe(1);
-    for (const id of ids) expect(perPlant.get(String(id))).toBe(1);
-  });
+    it("keeps int64 ids exact through the side work", async () => {
+      await call(stack.url, { body: '{"id":9223372036854775807,"name":"max","tag":"edge"}' });
+      await eventually(async () => (await indexScore("9223372036854775807", "edge")) !== null);
+      expect((await eventually(async () => (await auditsOf("9223372036854775807")).at(0)))?.plantId).toBe(
+        "9223372036854775807",
+      );
+    });
 
-  it("keeps int64 ids exact through the side work", async () => {
-    await call(stack.url, { body: '{"id":9223372036854775807,"name":"max","tag":"edge"}' });
-    await eventually(
-      async () => (await stack.redis.zscore(redisKeys.indexByTag("edge"), "9223372036854775807")) !== null,
-    );
-    expect((await eventually(async () => (await auditsOf("9223372036854775807")).at(0)))?.plantId).toBe(
-      "9223372036854775807",
-    );
-  });
+    it("catches up on plants acknowledged while no worker ran (crash after the commit)", async () => {
+      await stack.stopWorker();
+      const ids = [2000, 2001, 2002];
+      for (const id of ids) expect((await call(stack.url, { body: { id, name: `offline-${id}` } })).status).toBe(200);
+      expect(await stack.inspect.outboxDepth()).toBeGreaterThanOrEqual(3);
+      for (const id of ids) expect(await isIndexed(String(id))).toBe(false);
+      await stack.startWorker();
+      for (const id of ids) {
+        await eventually(() => isIndexed(String(id)));
+        expect(await eventually(async () => (await auditsOf(String(id))).length === 1 || undefined)).toBe(true);
+      }
+    });
 
-  it("catches up on plants acknowledged while no worker ran (crash after the commit)", async () => {
-    await stack.stopWorker();
-    const ids = [2000, 2001, 2002];
-    for (const id of ids) expect((await call(stack.url, { body: { id, name: `offline-${id}` } })).status).toBe(200);
-    expect(await stack.redis.xlen(redisKeys.outbox)).toBeGreaterThanOrEqual(3);
-    for (const id of ids) expect(await stack.redis.zscore(redisKeys.indexByCreation, String(id))).toBeNull();
-    await stack.startWorker();
-    for (const id of ids) {
-      await eventually(async () => (await stack.redis.zscore(redisKeys.indexByCreation, String(id))) !== null);
-      expect(await eventually(async () => (await auditsOf(String(id))).length === 1 || undefined)).toBe(true);
-    }
-  });
-
-  it("shows the jobs in BullMQ: every event in a completed job, none failed", async () => {
-    const queue = new Queue(queueNames.index, { connection: { url: stack.redisServer.url } });
-    try {
-      const completed = await queue.getCompleted(0, -1);
-      const events = completed.flatMap((job) => job.data.events as { eventId: string }[]);
-      expect(new Set(events.map((event) => event.eventId)).size).toBeGreaterThanOrEqual(57);
-      expect((await queue.getJobCounts("failed")).failed).toBe(0);
-    } finally {
-      await queue.close();
-    }
+    it("shows the jobs in BullMQ: every event in a completed job, none failed", async () => {
+      const queue = new Queue(queueNames.index, { connection: stack.redis, prefix: queuePrefix(queueNames.index) });
+      try {
+        const completed = await queue.getCompleted(0, -1);
+        const events = completed.flatMap((job) => job.data.events as { eventId: string }[]);
+        expect(new Set(events.map((event) => event.eventId)).size).toBeGreaterThanOrEqual(57);
+        expect((await queue.getJobCounts("failed")).failed).toBe(0);
+      } finally {
+        await queue.close();
+      }
+    });
   });
 });

@@ -48,6 +48,8 @@ export async function startStack(
     layout: api.layout,
     /** Whole-store reads: the read index, audit entries, outbox depth. */
     inspect: inspectStore(redis, api.layout),
+    /** The keys of a plant's partition (its outbox, audit stream…). */
+    keysOf: (id: bigint | string | number) => partitionKeys(partitionOf(String(id), api.layout.partitions)),
     /** The Redis key of a plant's hash (fields: name, tag when given, created, at). */
     plantKey: (id: bigint | string | number) =>
       partitionKeys(partitionOf(String(id), api.layout.partitions)).plant(String(id)),
