@@ -44,6 +44,10 @@ COPY --from=build /app/packages/tokens/package.json ./packages/tokens/
 COPY --from=build /app/packages/tokens/dist ./packages/tokens/dist
 COPY --from=build /app/packages/logging/package.json ./packages/logging/
 COPY --from=build /app/packages/logging/dist ./packages/logging/dist
+# The store's Lua scripts are read at run time from packages/store/lua/.
+COPY --from=build /app/packages/store/package.json ./packages/store/
+COPY --from=build /app/packages/store/dist ./packages/store/dist
+COPY --from=build /app/packages/store/lua ./packages/store/lua
 USER node
 STOPSIGNAL SIGTERM
 
@@ -54,14 +58,15 @@ COPY --from=build /app/apps/worker/dist ./apps/worker/dist
 ENV WORKER_HEARTBEAT_FILE=/tmp/plant-store-worker.heartbeat
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD ["node", "apps/worker/dist/healthcheck.js"]
-# REDIS_URL (and WORKER_CONCURRENCY) come from the runtime environment.
+# REDIS_URL or REDIS_CLUSTER_NODES (and WORKER_CONCURRENCY) come from the runtime environment.
 CMD ["node", "apps/worker/dist/main.js"]
 
 # Last, so a plain `docker build .` gives the api.
 FROM runtime AS api
 COPY --from=build /app/apps/api/package.json ./apps/api/
 COPY --from=build /app/apps/api/dist ./apps/api/dist
-# In a container the api listens on all interfaces; REDIS_URL, API_TOKENS and ADMIN_TOKEN come from the environment.
+# In a container the api listens on all interfaces; REDIS_URL or REDIS_CLUSTER_NODES, API_TOKENS and
+# ADMIN_TOKEN come from the environment.
 ENV HOST=0.0.0.0 PORT=3000
 EXPOSE 3000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
