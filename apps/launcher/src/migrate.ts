@@ -4,7 +4,7 @@
 //
 // Which Redis: REDIS_URL when set; otherwise the embedded store of `npm start` in DATA_DIR
 // (default ./data), started here for the migration and stopped afterwards.
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import {
@@ -37,7 +37,6 @@ async function main() {
     }
     const dir = join(config.dataDir, "redis");
     if (!existsSync(dir)) fail(`no store to migrate: ${dir} does not exist (set REDIS_URL for another Redis)`);
-    mkdirSync(dir, { recursive: true });
     embedded = await startRedisServer({ dir, appendfsync: "always" });
     say(`started the embedded store of ${config.dataDir} for the migration`);
     env = { ...process.env, REDIS_URL: embedded.url };
