@@ -16,6 +16,7 @@ export {
   forgetEmbeddedStore,
   recordEmbeddedStore,
 } from "./embedded.js";
+export { inspectStore, type StoreInspector } from "./inspect.js";
 export {
   DEFAULT_PARTITIONS,
   INDEX_BUCKET_MICROS,
@@ -29,7 +30,6 @@ export {
   partitionOf,
   storeKeys,
 } from "./keys.js";
-export { inspectStore, type StoreInspector } from "./inspect.js";
 export { type Layout, openLayout, StoreLayoutError } from "./layout.js";
 export { MigrationRefused, type MigrationReport, migrateLayout1 } from "./migrate.js";
 export { appendAudit, eventIdOf, type Outbox, type OutboxEntry, outbox, parseEventId } from "./outbox.js";

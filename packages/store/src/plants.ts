@@ -1,5 +1,6 @@
+import calculateSlot from "cluster-key-slot";
 import type { Result } from "ioredis";
-import type { RedisClient } from "./connection.js";
+import { isCluster, type RedisClient } from "./connection.js";
 import {
   INDEX_BUCKET_MICROS,
   indexBucketOf,
@@ -54,37 +55,89 @@ export class ReplicaAckTimeoutError extends Error {
 const record = (id: bigint, name: string, tag: string | null | undefined, created: string): StoredPlantRecord =>
   tag == null ? { id, name, created: BigInt(created) } : { id, name, tag, created: BigInt(created) };
 
+type Pipeline = ReturnType<RedisClient["pipeline"]>;
+type Run = (target: RedisClient | Pipeline) => unknown;
+
+interface PendingCommit {
+  run: Run;
+  resolve: (result: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
 /**
- * Runs a partition's write script, then, when replicas must confirm it, WAIT on the same node
- * connection (a pipeline in one slot goes to one node): WAIT counts the replicas that have
- * every earlier write of that connection.
+ * Runs a partition's write scripts and, when replicas must confirm them, WAIT on the same node
+ * connection: WAIT counts the replicas that have every earlier write of that connection.
+ *
+ * Group commit: the writes of one event-loop turn bound for one node leave in one pipeline,
+ * followed by one WAIT for all of them. WAIT blocks its connection until the replicas answer, so
+ * a WAIT per write would serialize each node's commits at one replication round trip apiece
+ * (measured on a 3+3 cluster, 50 creates in flight: 9,000 creates/s without WAIT, 2,700 with a
+ * WAIT per create). A pipeline goes to one node, and a MOVED sends all of it to the new master,
+ * so the WAIT always follows the writes it vouches for.
  */
-async function commit<T>(
-  client: RedisClient,
-  durability: Durability,
-  run: (target: RedisClient | ReturnType<RedisClient["pipeline"]>) => unknown,
-): Promise<T> {
-  if (durability.minReplicasAck === 0) return (await run(client)) as T;
-  const pipeline = client.pipeline();
-  run(pipeline);
-  pipeline.call("WAIT", durability.minReplicasAck, durability.replicaAckTimeoutMs);
-  const replies = (await pipeline.exec()) ?? [];
-  const [scriptError, result] = replies[0] ?? [new Error("empty pipeline reply"), undefined];
-  if (scriptError) throw scriptError;
-  const [waitError, acked] = replies[1] ?? [new Error("empty pipeline reply"), undefined];
-  if (waitError) throw waitError;
-  if (Number(acked) < durability.minReplicasAck) {
-    throw new ReplicaAckTimeoutError(
-      `${acked} of ${durability.minReplicasAck} replicas confirmed the write within ${durability.replicaAckTimeoutMs} ms`,
-    );
+function committer(client: RedisClient, durability: Durability) {
+  const { minReplicasAck, replicaAckTimeoutMs } = durability;
+  const batches = new Map<string, PendingCommit[]>();
+  /** The master a key's slot is on, as the client last saw it (a stale view only splits a batch). */
+  const nodeOf = (key: string) => (isCluster(client) ? (client.slots[calculateSlot(key)]?.[0] ?? "?") : "");
+
+  async function flush(items: PendingCommit[]): Promise<void> {
+    const pipeline = client.pipeline();
+    for (const item of items) item.run(pipeline);
+    pipeline.call("WAIT", minReplicasAck, replicaAckTimeoutMs);
+    let replies: [Error | null, unknown][];
+    try {
+      replies = (await pipeline.exec()) ?? [];
+    } catch (error) {
+      // Keys of two nodes in one batch (the slot map changed meanwhile): commit them one by one.
+      if (items.length > 1 && error instanceof Error && error.message.includes("same slots allocation group")) {
+        await Promise.all(items.map((item) => flush([item])));
+        return;
+      }
+      for (const item of items) item.reject(error);
+      return;
+    }
+    const [waitError, acked] = replies[items.length] ?? [new Error("empty pipeline reply"), undefined];
+    for (const [i, item] of items.entries()) {
+      const [error, result] = replies[i] ?? [new Error("empty pipeline reply"), undefined];
+      if (error) item.reject(error);
+      else if (waitError) item.reject(waitError);
+      else if (Number(acked) < minReplicasAck) {
+        item.reject(
+          new ReplicaAckTimeoutError(
+            `${acked} of ${minReplicasAck} replicas confirmed the write within ${replicaAckTimeoutMs} ms`,
+          ),
+        );
+      } else item.resolve(result);
+    }
   }
-  return result as T;
+
+  /** Commits `run` (a script on `key`'s partition); resolves with its reply once replicas hold it. */
+  return function commit<T>(key: string, run: Run): Promise<T> {
+    if (minReplicasAck === 0) return run(client) as Promise<T>;
+    return new Promise<T>((resolve, reject) => {
+      const node = nodeOf(key);
+      let batch = batches.get(node);
+      if (!batch) {
+        const items: PendingCommit[] = [];
+        batches.set(node, items);
+        // After this turn's I/O callbacks: every request read in it joins the batch.
+        setImmediate(() => {
+          batches.delete(node);
+          void flush(items);
+        });
+        batch = items;
+      }
+      batch.push({ run, resolve: resolve as (result: unknown) => void, reject });
+    });
+  };
 }
 
 /** The plant operations of the api, on one store. */
 export function plantStore(client: RedisClient, layout: Layout, durability: Durability) {
   defineScripts(client);
   const keysOf = (id: bigint) => partitionKeys(partitionOf(id, layout.partitions));
+  const commit = committer(client, durability);
 
   return {
     partitionOf: (id: bigint) => partitionOf(id, layout.partitions),
@@ -100,7 +153,7 @@ export function plantStore(client: RedisClient, layout: Layout, durability: Dura
     ): Promise<{ outcome: CreateOutcome; created: bigint }> {
       const keys = keysOf(plant.id);
       const args = [plant.name, plant.tag === undefined ? "0" : "1", plant.tag ?? "", at, ...outboxFields];
-      const [outcome, created] = await commit<[string, string]>(client, durability, (target) =>
+      const [outcome, created] = await commit<[string, string]>(keys.plant(plant.id), (target) =>
         target.createPlant(keys.plant(plant.id), keys.clock, keys.outbox, ...args),
       );
       return { outcome: outcome as CreateOutcome, created: BigInt(created) };
@@ -115,7 +168,7 @@ export function plantStore(client: RedisClient, layout: Layout, durability: Dura
     /** Deletes a plant with its outbox entry; false when there was none. */
     async delete(id: bigint, meta: RequestMeta, at: string): Promise<boolean> {
       const keys = keysOf(id);
-      const deleted = await commit<number>(client, durability, (target) =>
+      const deleted = await commit<number>(keys.plant(id), (target) =>
         target.deletePlant(keys.plant(id), keys.outbox, id.toString(), meta.actor, meta.requestId, at),
       );
       return deleted === 1;

@@ -106,6 +106,27 @@ describe("layout 2 on a Redis Cluster", { timeout: 120_000 }, () => {
     expect(await store.get(ids[0] as bigint)).toBeUndefined();
   });
 
+  it("group-commits: concurrent creates share a WAIT per node instead of one each", async () => {
+    const store = plantStore(client, layout, { minReplicasAck: 1, replicaAckTimeoutMs: 2000 });
+    const masters = cluster.nodes.filter((node) => node.role === "master");
+    const waitCalls = async () => {
+      let calls = 0;
+      for (const node of masters) {
+        const info = String(await cluster.call(node.port, "INFO", "commandstats"));
+        calls += Number(/cmdstat_wait:calls=(\d+)/.exec(info)?.[1] ?? 0);
+      }
+      return calls;
+    };
+    const before = await waitCalls();
+    const ids = Array.from({ length: 90 }, (_, i) => 5_000_000n + BigInt(i));
+    const outcomes = await Promise.all(ids.map((id) => store.create({ id, name: `batched ${id}` }, fields(id), at)));
+    expect(outcomes.map((outcome) => outcome.outcome)).toEqual(ids.map(() => "created"));
+    const waits = (await waitCalls()) - before;
+    expect(waits).toBeGreaterThanOrEqual(1);
+    expect(waits).toBeLessThanOrEqual(masters.length * 2);
+    for (const id of ids) expect((await store.get(id))?.name).toBe(`batched ${id}`);
+  });
+
   it("keeps every plant acknowledged with a replica's confirmation through the kill -9 of its master", async () => {
     const store = plantStore(client, layout, { minReplicasAck: 1, replicaAckTimeoutMs: 2000 });
     const ids = Array.from({ length: 40 }, (_, i) => 1_000_000n + BigInt(i));
@@ -120,9 +141,23 @@ describe("layout 2 on a Redis Cluster", { timeout: 120_000 }, () => {
     let sameShard = 2_000_000n;
     while (cluster.masterForKey(partitionKeys(partitionOf(sameShard, 16)).plant(sameShard)).port !== promoted.port)
       sameShard++;
-    await expect(store.create({ id: sameShard, name: "unconfirmed" }, fields(sameShard), at)).rejects.toThrow(
-      ReplicaAckTimeoutError,
-    );
+    // Every commit of the batch bound for that node is refused; another shard's, in the same turn, is not.
+    let sameShardToo = sameShard + 1n;
+    while (
+      cluster.masterForKey(partitionKeys(partitionOf(sameShardToo, 16)).plant(sameShardToo)).port !== promoted.port
+    )
+      sameShardToo++;
+    let otherShard = 4_000_000n;
+    while (cluster.masterForKey(partitionKeys(partitionOf(otherShard, 16)).plant(otherShard)).port === promoted.port)
+      otherShard++;
+    const [refused, alsoRefused, accepted] = await Promise.allSettled([
+      store.create({ id: sameShard, name: "unconfirmed" }, fields(sameShard), at),
+      store.create({ id: sameShardToo, name: "unconfirmed too" }, fields(sameShardToo), at),
+      store.create({ id: otherShard, name: "elsewhere" }, fields(otherShard), at),
+    ]);
+    expect(refused.status === "rejected" && refused.reason).toBeInstanceOf(ReplicaAckTimeoutError);
+    expect(alsoRefused.status === "rejected" && alsoRefused.reason).toBeInstanceOf(ReplicaAckTimeoutError);
+    expect(accepted.status === "fulfilled" && accepted.value.outcome).toBe("created");
     await cluster.restartNode(victim.port);
     const retried = await store.create({ id: sameShard, name: "unconfirmed" }, fields(sameShard), at);
     // The refused commit did happen on the master: the retry finds the identical plant.
