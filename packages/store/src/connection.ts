@@ -24,6 +24,11 @@ export interface ConnectOptions {
   enableOfflineQueue?: boolean;
   /** Batch the commands of one event-loop turn into one write (per node on a cluster). */
   enableAutoPipelining?: boolean;
+  /**
+   * One-shot tools (the tokens CLI): no reconnecting, a 5 s connect timeout, commands fail at
+   * once when disconnected. Without it a client waits for a Redis that may never come.
+   */
+  failFast?: boolean;
   /** Not ready until the node reports it loaded its data (INFO); off for BullMQ's blocking use. */
   enableReadyCheck?: boolean;
 }
@@ -35,12 +40,16 @@ export function connect(target: RedisTarget, options: ConnectOptions): RedisClie
     ...(options.maxRetriesPerRequest !== undefined ? { maxRetriesPerRequest: options.maxRetriesPerRequest } : {}),
     ...(options.commandTimeout !== undefined ? { commandTimeout: options.commandTimeout } : {}),
     ...(options.enableReadyCheck !== undefined ? { enableReadyCheck: options.enableReadyCheck } : {}),
+    ...(options.failFast
+      ? // disconnectTimeout: ioredis keeps a failed connection's 2 s "destroy the stream" timer alive otherwise.
+        { retryStrategy: () => null, connectTimeout: 5_000, maxRetriesPerRequest: 0, disconnectTimeout: 100 }
+      : {}),
   };
   if (target.mode === "single") {
     return new Redis(target.url, {
       ...common,
       ...(options.lazyConnect ? { lazyConnect: true } : {}),
-      ...(options.enableOfflineQueue === false ? { enableOfflineQueue: false } : {}),
+      ...(options.enableOfflineQueue === false || options.failFast ? { enableOfflineQueue: false } : {}),
       ...(options.enableAutoPipelining ? { enableAutoPipelining: true } : {}),
     });
   }
@@ -67,6 +76,7 @@ export function connect(target: RedisTarget, options: ConnectOptions): RedisClie
     retryDelayOnClusterDown: 200,
     retryDelayOnTryAgain: 100,
     slotsRefreshTimeout: 2000,
+    ...(options.failFast ? { clusterRetryStrategy: () => null } : {}),
   };
   return new Cluster(target.nodes, clusterOptions);
 }

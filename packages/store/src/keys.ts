@@ -85,9 +85,8 @@ export const storeKeys = {
   token: (id: string) => `tokens:{tokens}:${id}`,
   tokensByHash: "tokens:{tokens}:by-hash",
   tokenIds: "tokens:{tokens}:ids",
-  /** One-minute counters. */
-  tokenRequests: (tokenId: string) => `ratelimit:token:${tokenId}`,
-  authFailuresOf: (address: string) => `ratelimit:auth-failures:${address}`,
+  /** A rate-limit window counter, e.g. `token:<id>` or `auth-failures:<address>`; one key, one slot each. */
+  rateLimit: (name: string) => `ratelimit:${name}`,
   /** Hash of auth failure reason → count, across all api instances. */
   authFailures: "stats:auth-failures",
 } as const;

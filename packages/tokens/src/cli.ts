@@ -4,8 +4,16 @@ import { dirname, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { NewToken, type TokenRecord, TokenScope } from "@plant-store/contracts";
-import { embeddedStoreFile, findEmbeddedStore } from "@plant-store/store";
-import { Redis } from "ioredis";
+import {
+  connect,
+  describeTarget,
+  disconnect,
+  embeddedStoreFile,
+  findEmbeddedStore,
+  parseStoreConfig,
+  type RedisTarget,
+  StoreConfigError,
+} from "@plant-store/store";
 import { z } from "zod";
 import { createTokenStore, type TokenStore } from "./store.js";
 
@@ -27,17 +35,19 @@ Commands:
 Environment:
   REDIS_URL   redis:// or rediss:// URL of the store's Redis. Unset: the embedded Redis of a
               running \`npm start\` (its address is recorded in <DATA_DIR>/redis/address.json)
+  REDIS_CLUSTER_NODES
+              the store's Redis Cluster instead: seed nodes, host:port or redis:// URLs, comma-separated
+  REDIS_PASSWORD
+              password of the Redis (or of every cluster node)
   DATA_DIR    the data folder of that \`npm start\` (default: ./data of this repository)
 
-Exit status: 0 success, 1 failure (e.g. Redis unreachable, unknown id), 2 bad arguments or REDIS_URL.
+Exit status: 0 success, 1 failure (e.g. Redis unreachable, unknown id), 2 bad arguments or Redis settings.
 `;
 
 const unsetIfEmpty = (value: unknown) => (value === "" ? undefined : value);
 const Env = z.object({
-  REDIS_URL: z.preprocess(
-    unsetIfEmpty,
-    z.url({ protocol: /^rediss?$/, error: "REDIS_URL must be a redis:// or rediss:// URL" }).optional(),
-  ),
+  REDIS_URL: z.preprocess(unsetIfEmpty, z.string().optional()),
+  REDIS_CLUSTER_NODES: z.preprocess(unsetIfEmpty, z.string().optional()),
   DATA_DIR: z.preprocess(unsetIfEmpty, z.string().optional()),
 });
 
@@ -46,7 +56,7 @@ const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
 /** The Redis the CLI talks to; `recordedIn` is set when it is the embedded one of `npm start`. */
 interface Target {
-  url: string;
+  redis: RedisTarget;
   recordedIn?: string;
 }
 
@@ -54,10 +64,12 @@ interface Target {
  * The Redis to use, said on stderr: REDIS_URL, or else the embedded Redis of the running
  * `npm start` (never a guess such as localhost:6379, which may be another server).
  */
-function chooseRedis(env: z.output<typeof Env>): Target | undefined {
-  if (env.REDIS_URL) {
-    process.stderr.write(`tokens: using REDIS_URL ${redactUrl(env.REDIS_URL)}\n`);
-    return { url: env.REDIS_URL };
+function chooseRedis(env: z.output<typeof Env>, all: NodeJS.ProcessEnv): Target | undefined {
+  if (env.REDIS_URL || env.REDIS_CLUSTER_NODES) {
+    const { redis } = parseStoreConfig(all); // a StoreConfigError is a usage error (exit 2)
+    const setting = redis.mode === "cluster" ? "REDIS_CLUSTER_NODES" : "REDIS_URL";
+    process.stderr.write(`tokens: using ${setting} ${showTarget(redis)}\n`);
+    return { redis };
   }
   const dataDir = env.DATA_DIR ? resolve(env.DATA_DIR) : resolve(repoRoot, "data");
   const found = findEmbeddedStore(dataDir);
@@ -70,7 +82,7 @@ function chooseRedis(env: z.output<typeof Env>): Target | undefined {
   }
   const shown = relative(process.cwd(), embeddedStoreFile(dataDir));
   process.stderr.write(`tokens: using the embedded Redis of npm start at ${found.store.url} (from ${shown})\n`);
-  return { url: found.store.url, recordedIn: shown };
+  return { redis: parseStoreConfig({ REDIS_URL: found.store.url }).redis, recordedIn: shown };
 }
 
 /** Bad command line: usage on stderr, exit 2. */
@@ -178,6 +190,9 @@ function parseCommand(argv: readonly string[]): Command {
 }
 
 /** The URL without its password, for messages. */
+/** Where the CLI talks to, without a password: the URL of one Redis, or the cluster's seeds. */
+const showTarget = (target: RedisTarget) => (target.mode === "single" ? redactUrl(target.url) : describeTarget(target));
+
 function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
@@ -268,18 +283,13 @@ async function execute(store: TokenStore, command: Exclude<Command, { kind: "hel
 }
 
 async function run(command: Exclude<Command, { kind: "help" }>, target: Target): Promise<number> {
-  const redisUrl = target.url;
-  const redis = new Redis(redisUrl, {
+  const where = showTarget(target.redis);
+  // Fail instead of waiting for a reconnect that may never come.
+  const redis = connect(target.redis, {
+    name: "plant-store-tokens-cli",
     lazyConnect: true,
-    connectTimeout: 5_000,
+    failFast: true,
     commandTimeout: 10_000,
-    // Fail instead of waiting for a reconnect that may never come.
-    retryStrategy: () => null,
-    maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
-    // ioredis keeps a failed connection's 2 s "destroy the stream" timer alive otherwise.
-    disconnectTimeout: 100,
-    connectionName: "plant-store-tokens-cli",
   });
   let lastError: unknown;
   redis.on("error", (error) => {
@@ -295,9 +305,9 @@ async function run(command: Exclude<Command, { kind: "help" }>, target: Target):
         target.recordedIn
           ? // The launcher that recorded it is alive but its Redis does not answer (e.g. being restarted).
             `error: no running Plant Store found: the embedded Redis recorded in ${target.recordedIn} ` +
-              `(${redactUrl(redisUrl)}) does not answer: ${why}\n` +
+              `(${where}) does not answer: ${why}\n` +
               "Start it with `npm start` (or wait for it to come back), or set REDIS_URL to the store's Redis.\n"
-          : `error: cannot reach Redis at ${redactUrl(redisUrl)}: ${why}\n` +
+          : `error: cannot reach Redis at ${where}: ${why}\n` +
               "Is it running? Start it with `npm start`, or set REDIS_URL to the store's Redis.\n",
       );
       return 1;
@@ -307,8 +317,7 @@ async function run(command: Exclude<Command, { kind: "help" }>, target: Target):
     process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
     return 1;
   } finally {
-    if (redis.status === "ready") await redis.quit().catch(() => redis.disconnect());
-    else redis.disconnect();
+    await disconnect(redis);
   }
 }
 
@@ -330,7 +339,14 @@ async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<nu
     process.stderr.write(`error: ${parsedEnv.error.issues.map((issue) => issue.message).join("; ")}\n`);
     return 2;
   }
-  const target = chooseRedis(parsedEnv.data);
+  let target: Target | undefined;
+  try {
+    target = chooseRedis(parsedEnv.data, env);
+  } catch (error) {
+    if (!(error instanceof StoreConfigError)) throw error;
+    process.stderr.write(`error: ${error.message}\n`);
+    return 2;
+  }
   return target === undefined ? 1 : run(command, target);
 }
 

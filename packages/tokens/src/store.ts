@@ -1,7 +1,7 @@
 import { hash, randomBytes } from "node:crypto";
 import type { CreatedToken } from "@plant-store/contracts";
-import { ALL_SCOPES, NewToken, redisKeys, TOKEN_PREFIX, TokenRecord } from "@plant-store/contracts";
-import type { Redis, Result } from "ioredis";
+import { ALL_SCOPES, NewToken, TOKEN_PREFIX, TokenRecord } from "@plant-store/contracts";
+import { type RedisClient, tokenRecords } from "@plant-store/store";
 
 /** Why a presented token was refused. */
 export type VerifyFailure = "invalid" | "expired" | "revoked";
@@ -16,7 +16,7 @@ export interface TokenStoreOptions {
 export interface TokenStore {
   /** Issues a token. The returned `token` is the only time it is ever seen: Redis keeps its SHA-256. */
   create(input: NewToken): Promise<CreatedToken>;
-  /** Checks a presented token in one Redis round trip (and notes its use, at most once a minute). */
+  /** Checks a presented token (a lookup and a script; notes its use, at most once a minute). */
   verify(token: string): Promise<VerifyResult>;
   /** Every issued token, revoked ones included (the audit trail), oldest first. */
   list(): Promise<TokenRecord[]>;
@@ -50,87 +50,6 @@ export function isTokenId(id: string): boolean {
 
 const newToken = () => TOKEN_PREFIX + randomBytes(32).toString("base64url");
 const newId = () => `tok_${randomBytes(6).toString("hex")}`;
-const keyPrefix = redisKeys.token("");
-
-/**
- * KEYS: token hash, by-hash, ids. ARGV: id, hash, createdAt ms, then the record's field/value pairs.
- * Refuses (0) an id already taken, and (-1) a hash already known, so nothing is overwritten.
- */
-const CREATE = `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[1]) == 0 then return -1 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
-redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
-return 1
-`;
-
-/** Milliseconds since the epoch of a 'YYYY-MM-DDTHH:MM:SS.sssZ' string (Date#toISOString), or nil. */
-const ISO_MS = `
-local function iso_ms(text)
-  if not text then return nil end
-  local y, mo, d, h, mi, s, ms = string.match(text, '^(%d%d%d%d)-(%d%d)-(%d%d)T(%d%d):(%d%d):(%d%d)%.(%d%d%d)Z$')
-  if not y then return nil end
-  y, mo, d = tonumber(y), tonumber(mo), tonumber(d)
-  if mo <= 2 then y = y - 1 end
-  local era = math.floor(y / 400)
-  local yoe = y - era * 400
-  local doy = math.floor((153 * ((mo + 9) % 12) + 2) / 5) + d - 1
-  local days = era * 146097 + yoe * 365 + math.floor(yoe / 4) - math.floor(yoe / 100) + doy - 719468
-  return ((days * 24 + tonumber(h)) * 60 + tonumber(mi)) * 60000 + tonumber(s) * 1000 + tonumber(ms)
-end
-`;
-
-/**
- * KEYS: by-hash. ARGV: hash, token key prefix, now ms, now ISO, last-used granularity ms.
- * Returns {'invalid'} | {'revoked'} | {'expired'} | {'ok', field, value, ...}. Ids come from our
- * own by-hash index, so the record key built here is always one of ours.
- */
-const VERIFY = `${ISO_MS}
-local id = redis.call('HGET', KEYS[1], ARGV[1])
-if not id then return {'invalid'} end
-local key = ARGV[2] .. id
-local flat = redis.call('HGETALL', key)
-if #flat == 0 then return {'invalid'} end
-local record = {}
-for i = 1, #flat, 2 do record[flat[i]] = flat[i + 1] end
-if record['hash'] ~= ARGV[1] then return {'invalid'} end
-if record['revokedAt'] then return {'revoked'} end
-local now = tonumber(ARGV[3])
-if record['expiresAt'] then
-  local expires = iso_ms(record['expiresAt'])
-  -- An unreadable expiry fails closed.
-  if not expires or expires <= now then return {'expired'} end
-end
-local used = iso_ms(record['lastUsedAt'])
-if not used or now - used >= tonumber(ARGV[5]) then
-  redis.call('HSET', key, 'lastUsedAt', ARGV[4])
-  flat = redis.call('HGETALL', key)
-end
-return {'ok', unpack(flat)}
-`;
-
-/** KEYS: token hash. ARGV: now ISO. 0: no such token; 1: revoked (now or earlier: the first time stays). */
-const REVOKE = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSETNX', KEYS[1], 'revokedAt', ARGV[1])
-return 1
-`;
-
-declare module "ioredis" {
-  interface RedisCommander<Context> {
-    tokenCreate(tokenKey: string, byHashKey: string, idsKey: string, ...args: string[]): Result<number, Context>;
-    tokenVerify(
-      byHashKey: string,
-      hash: string,
-      tokenKeyPrefix: string,
-      nowMs: string,
-      nowIso: string,
-      granularityMs: string,
-    ): Result<string[], Context>;
-    tokenRevoke(tokenKey: string, nowIso: string): Result<number, Context>;
-  }
-}
-
 /** A record as it leaves the store: from the Redis hash, validated, never with the hash. */
 function toRecord(flat: readonly string[] | Record<string, string>): TokenRecord {
   let fields: Record<string, string>;
@@ -152,15 +71,14 @@ function toRecord(flat: readonly string[] | Record<string, string>): TokenRecord
   return TokenRecord.parse(record);
 }
 
-export function createTokenStore(redis: Redis, options: TokenStoreOptions = {}): TokenStore {
+/** The token store on a Redis or a cluster; keys and scripts are `@plant-store/store`'s. */
+export function createTokenStore(redis: RedisClient, options: TokenStoreOptions = {}): TokenStore {
   const now = options.now ?? (() => new Date());
-  redis.defineCommand("tokenCreate", { numberOfKeys: 3, lua: CREATE });
-  redis.defineCommand("tokenVerify", { numberOfKeys: 1, lua: VERIFY });
-  redis.defineCommand("tokenRevoke", { numberOfKeys: 1, lua: REVOKE });
+  const records = tokenRecords(redis);
 
   async function get(id: string): Promise<TokenRecord | undefined> {
     if (!isTokenId(id)) return undefined;
-    const fields = await redis.hgetall(redisKeys.token(id));
+    const fields = await records.get(id);
     return Object.keys(fields).length === 0 ? undefined : toRecord(fields);
   }
 
@@ -187,15 +105,7 @@ export function createTokenStore(redis: Redis, options: TokenStoreOptions = {}):
         const fields = ["id", id, "name", record.name, "scopes", record.scopes.join(" "), "hash", hash];
         fields.push("createdAt", record.createdAt);
         if (record.expiresAt !== undefined) fields.push("expiresAt", record.expiresAt);
-        const outcome = await redis.tokenCreate(
-          redisKeys.token(id),
-          redisKeys.tokensByHash,
-          redisKeys.tokenIds,
-          id,
-          hash,
-          String(createdAt.getTime()),
-          ...fields,
-        );
+        const outcome = await records.create(id, hash, createdAt.getTime(), fields);
         if (outcome === 1) return { ...TokenRecord.parse({ ...record, id }), token };
       }
       throw new Error("could not allocate a unique token id");
@@ -203,41 +113,21 @@ export function createTokenStore(redis: Redis, options: TokenStoreOptions = {}):
 
     async verify(token) {
       if (!isTokenShaped(token)) return { ok: false, reason: "invalid" };
-      const at = now();
-      const reply = await redis.tokenVerify(
-        redisKeys.tokensByHash,
-        tokenHash(token),
-        keyPrefix,
-        String(at.getTime()),
-        at.toISOString(),
-        String(LAST_USED_GRANULARITY_MS),
-      );
-      const [status, ...flat] = reply;
+      const [status, ...flat] = await records.verify(tokenHash(token), now(), LAST_USED_GRANULARITY_MS);
       if (status === "ok") return { ok: true, record: toRecord(flat) };
       if (status === "revoked" || status === "expired") return { ok: false, reason: status };
       return { ok: false, reason: "invalid" };
     },
 
     async list() {
-      const ids = await redis.zrange(redisKeys.tokenIds, 0, -1);
-      if (ids.length === 0) return [];
-      const pipeline = redis.pipeline();
-      for (const id of ids) pipeline.hgetall(redisKeys.token(id));
-      const replies = (await pipeline.exec()) ?? [];
-      const records: TokenRecord[] = [];
-      for (const [error, fields] of replies) {
-        if (error) throw error;
-        const hash = fields as Record<string, string>;
-        if (Object.keys(hash).length > 0) records.push(toRecord(hash));
-      }
-      return records;
+      return (await records.list()).map(toRecord);
     },
 
     get,
 
     async revoke(id) {
       if (!isTokenId(id)) return false;
-      return (await redis.tokenRevoke(redisKeys.token(id), now().toISOString())) === 1;
+      return (await records.revoke(id, now())) === 1;
     },
   };
 }

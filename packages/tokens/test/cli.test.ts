@@ -174,7 +174,7 @@ describe("tokens CLI (dist/cli.js)", () => {
   it("a bad REDIS_URL exits 2; an unreachable Redis exits 1 quickly, saying so", async () => {
     const bad = await cli(["list"], { REDIS_URL: "http://example.com" });
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/REDIS_URL must be a redis:\/\//);
+    expect(bad.stderr).toMatch(/REDIS_URL: must be a redis:\/\//);
 
     const down = await cli(["list"], { REDIS_URL: "redis://:hunter2@127.0.0.1:1" });
     expect(down.code).toBe(1);

@@ -1,0 +1,11 @@
+--[[
+  Counts one event in a fixed window: the first event of a window starts its expiry.
+
+  KEYS[1] counter   ratelimit:<name>
+  ARGV[1] window (ms).
+
+  Returns {count, ms left in the window}.
+]]
+local count = redis.call('INCR', KEYS[1])
+if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return {count, redis.call('PTTL', KEYS[1])}
