@@ -41,11 +41,15 @@ const redisUrl = z.url({ protocol: /^rediss?$/, error: "must be a redis:// or re
 
 /** `host:port` or a `redis://` / `rediss://` URL (credentials and TLS per node). */
 function parseNode(entry: string): { host: string; port: number; username?: string; password?: string; tls: boolean } {
-  const url = new URL(/^rediss?:\/\//.test(entry) ? entry : `redis://${entry}`);
-  const port = Number(url.port || "6379");
-  if (!url.hostname || !Number.isInteger(port) || port < 1 || port > 65_535) {
-    throw new StoreConfigError(`REDIS_CLUSTER_NODES: "${entry}" is not host:port or a redis:// URL`);
+  const invalid = () => new StoreConfigError(`REDIS_CLUSTER_NODES: "${entry}" is not host:port or a redis:// URL`);
+  let url: URL;
+  try {
+    url = new URL(/^rediss?:\/\//.test(entry) ? entry : `redis://${entry}`);
+  } catch {
+    throw invalid(); // e.g. a port past 65535: not a URL at all
   }
+  const port = Number(url.port || "6379");
+  if (!url.hostname || !Number.isInteger(port) || port < 1 || port > 65_535) throw invalid();
   return {
     host: url.hostname.replace(/^\[|\]$/g, ""),
     port,

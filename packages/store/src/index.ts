@@ -48,7 +48,7 @@ export {
   type RequestMeta,
   type StoredPlantRecord,
 } from "./plants.js";
-export { type RateLimitCounters, rateLimitCounters } from "./rate-limit.js";
+export { type RateLimitCount, type RateLimitCounters, rateLimitCounters } from "./rate-limit.js";
 export { type PartitionLeases, type PartitionLeasesOptions, partitionLeases } from "./relay-leases.js";
 export { defineScripts, scriptFiles } from "./scripts.js";
 export { type TokenRecords, tokenRecords } from "./tokens.js";

@@ -7,22 +7,47 @@ declare module "ioredis" {
   interface RedisCommander<Context> {
     rateLimitHit(key: string, windowMs: number): Result<[number, number], Context>;
     rateLimitPeek(key: string): Result<[number, number], Context>;
+    rateLimitUnhit(key: string): Result<number, Context>;
   }
 }
 
+/** A counter's state: events counted in the current window, and ms left in it (negative: none open). */
+export type RateLimitCount = [count: number, ttlMs: number];
+
 /**
  * Fixed-window counters shared by every api instance, one key each (`ratelimit:<name>`), so any
- * two may live on different shards. Each reply: [count, ms left in the window].
+ * two may live on different shards: no script reads two counters.
  */
 export function rateLimitCounters(client: RedisClient) {
   defineScripts(client);
+  const key = storeKeys.rateLimit;
+  const hit = (name: string, windowMs: number): Promise<RateLimitCount> => client.rateLimitHit(key(name), windowMs);
+  const peek = (name: string): Promise<RateLimitCount> => client.rateLimitPeek(key(name));
   return {
     /** Counts one event; the first of a window starts its expiry. */
-    hit: (name: string, windowMs: number) => client.rateLimitHit(storeKeys.rateLimit(name), windowMs),
+    hit,
     /** The count so far, without counting. */
-    peek: (name: string) => client.rateLimitPeek(storeKeys.rateLimit(name)),
-    /** Takes back one counted event (the request turned out not to be admitted). */
-    unhit: (name: string) => client.decr(storeKeys.rateLimit(name)),
+    peek,
+    /** Takes back one counted event (a no-op once its window is over). */
+    unhit: (name: string) => client.rateLimitUnhit(key(name)),
+    /**
+     * Counts one event on `hitName` only while `peekName` is under `peekLimit`, in one round trip:
+     * the two counters may be on different shards, so the peek and the hit go out together and a
+     * hit that turns out refused is taken back (its count is one higher for that moment only).
+     * `admitted`: the hit's count; refused: the peeked one, nothing left counted.
+     */
+    async admit(
+      peekName: string,
+      peekLimit: number,
+      hitName: string,
+      windowMs: number,
+    ): Promise<{ admitted: boolean; count: RateLimitCount }> {
+      const [peeked, counted] = await Promise.all([peek(peekName), hit(hitName, windowMs)]);
+      if (peeked[0] < peekLimit) return { admitted: true, count: counted };
+      // Refused whatever happens to the take-back: a failure of it must not let the request through.
+      await client.rateLimitUnhit(key(hitName)).catch(() => undefined);
+      return { admitted: false, count: peeked };
+    },
   };
 }
 

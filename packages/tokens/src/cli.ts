@@ -189,10 +189,10 @@ function parseCommand(argv: readonly string[]): Command {
   }
 }
 
-/** The URL without its password, for messages. */
 /** Where the CLI talks to, without a password: the URL of one Redis, or the cluster's seeds. */
 const showTarget = (target: RedisTarget) => (target.mode === "single" ? redactUrl(target.url) : describeTarget(target));
 
+/** The URL without its password, for messages. */
 function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
@@ -308,7 +308,7 @@ async function run(command: Exclude<Command, { kind: "help" }>, target: Target):
               `(${where}) does not answer: ${why}\n` +
               "Start it with `npm start` (or wait for it to come back), or set REDIS_URL to the store's Redis.\n"
           : `error: cannot reach Redis at ${where}: ${why}\n` +
-              "Is it running? Start it with `npm start`, or set REDIS_URL to the store's Redis.\n",
+              "Is it running? Start it with `npm start`, or set REDIS_URL (REDIS_CLUSTER_NODES) to the store's Redis.\n",
       );
       return 1;
     }

@@ -1,13 +1,13 @@
 import { type RedisClient, rateLimitCounters } from "@plant-store/store";
 
+export type Window = { limit: number; remaining: number; resetSeconds: number; exceeded: boolean };
+
 /**
  * Fixed-window counters in Redis, shared by every api instance. Hand-written rather than
  * @fastify/rate-limit because the limits sit at points of the auth flow the plugin's hook cannot
  * reach: an address is checked before its token is verified, and only failures are counted.
- * Each counter is its own key (and cluster slot); the scripts are `@plant-store/store`'s.
+ * Each counter is its own key (its own cluster slot); keys and scripts are `@plant-store/store`'s.
  */
-export type Window = { limit: number; remaining: number; resetSeconds: number; exceeded: boolean };
-
 export function createRateLimiter(redis: RedisClient, windowMs = 60_000) {
   const counters = rateLimitCounters(redis);
   const window = (limit: number, count: number, ttlMs: number, exceeded: boolean): Window => ({
@@ -29,10 +29,9 @@ export function createRateLimiter(redis: RedisClient, windowMs = 60_000) {
       return window(limit, count, ttl, count >= limit);
     },
     /**
-     * `peek(peekKey)`, and `hit(hitKey)` only when the first is not exceeded, in one round trip:
-     * both are sent at once (the two keys may be on different shards), and a hit that turns out
-     * not to be admitted is taken back. `blocked` is set when `peekKey` was exceeded (nothing stays
-     * counted); otherwise `window` is the hit's.
+     * `peek(peekKey)`, and `hit(hitKey)` only when the first is not exceeded, in one round trip
+     * (the store's `admit`: the two keys may be on different shards). `blocked` is set when
+     * `peekKey` was exceeded (nothing stays counted); otherwise `window` is the hit's.
      */
     async admit(
       peekKey: string,
@@ -40,15 +39,11 @@ export function createRateLimiter(redis: RedisClient, windowMs = 60_000) {
       hitKey: string,
       hitLimit: number,
     ): Promise<{ blocked: Window } | { blocked?: undefined; window: Window }> {
-      const [[failures, failuresTtl], [count, ttl]] = await Promise.all([
-        counters.peek(peekKey),
-        counters.hit(hitKey, windowMs),
-      ]);
-      if (failures >= peekLimit) {
-        await counters.unhit(hitKey);
-        return { blocked: window(peekLimit, failures, failuresTtl, true) };
-      }
-      return { window: window(hitLimit, count, ttl, count > hitLimit) };
+      const { admitted, count } = await counters.admit(peekKey, peekLimit, hitKey, windowMs);
+      const [value, ttl] = count;
+      return admitted
+        ? { window: window(hitLimit, value, ttl, value > hitLimit) }
+        : { blocked: window(peekLimit, value, ttl, true) };
     },
   };
 }

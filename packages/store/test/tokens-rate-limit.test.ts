@@ -1,0 +1,182 @@
+// Token records and rate-limit counters on one node and on a real Redis Cluster (3 masters, 3
+// replicas): every script stays in one slot (no CROSSSLOT), and the semantics the api relies on
+// hold on both (window expiry, peek, admit refused at the failure limit, exact concurrent counts).
+import { setTimeout as sleep } from "node:timers/promises";
+import { keySlot, startTestStore, storeKinds, type TestStore } from "@plant-store/redis-server";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import {
+  connect,
+  disconnect,
+  parseStoreConfig,
+  type RedisClient,
+  rateLimitCounters,
+  storeKeys,
+  tokenRecords,
+} from "../src/index.js";
+
+describe.each(storeKinds)("tokens and rate limits on %s Redis", (kind) => {
+  let testStore: TestStore;
+  let client: RedisClient;
+
+  beforeAll(async () => {
+    testStore = await startTestStore(kind);
+    client = connect(parseStoreConfig(testStore.env).redis, { name: "store-tokens-test" });
+  });
+  afterAll(async () => {
+    if (client) await disconnect(client);
+    await testStore?.stop();
+  });
+  beforeEach(() => testStore.flush());
+
+  describe("rate-limit counters", () => {
+    // Two names whose counters hash to different slots (on a cluster: usually different shards).
+    const address = "auth-failures:203.0.113.7";
+    const token = "token:tok_0123456789ab";
+
+    it("the address and token counters are in different slots, and admit still works", async () => {
+      expect(keySlot(storeKeys.rateLimit(address))).not.toBe(keySlot(storeKeys.rateLimit(token)));
+      const counters = rateLimitCounters(client);
+      expect(await counters.admit(address, 3, token, 60_000)).toEqual({
+        admitted: true,
+        count: [1, expect.any(Number)],
+      });
+    });
+
+    it("hit counts in a window that expires; peek reads without counting", async () => {
+      const counters = rateLimitCounters(client);
+      expect(await counters.peek(token)).toEqual([0, -2]);
+      const [first, ttl] = await counters.hit(token, 300);
+      expect(first).toBe(1);
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(300);
+      const [second, ttl2] = await counters.hit(token, 300);
+      expect(second).toBe(2);
+      // Later hits do not push the window's end back.
+      expect(ttl2).toBeLessThanOrEqual(ttl);
+      expect((await counters.peek(token))[0]).toBe(2);
+      expect((await counters.peek(token))[0]).toBe(2);
+      await sleep(350);
+      expect(await counters.peek(token)).toEqual([0, -2]);
+      expect((await counters.hit(token, 300))[0]).toBe(1);
+    });
+
+    it("admit counts while the address is under its limit, and is refused once it reached it, counting nothing", async () => {
+      const counters = rateLimitCounters(client);
+      for (let i = 1; i <= 2; i++) {
+        await counters.hit(address, 60_000);
+        expect(await counters.admit(address, 3, token, 60_000)).toEqual({
+          admitted: true,
+          count: [i, expect.any(Number)],
+        });
+      }
+      const [failures] = await counters.hit(address, 60_000);
+      expect(failures).toBe(3);
+      for (let i = 0; i < 3; i++) {
+        const refused = await counters.admit(address, 3, token, 60_000);
+        expect(refused.admitted).toBe(false);
+        // The refusal reports the address's window.
+        expect(refused.count[0]).toBe(3);
+        expect(refused.count[1]).toBeGreaterThan(0);
+      }
+      expect((await counters.peek(token))[0]).toBe(2);
+    });
+
+    it("concurrent admits count exactly: each sees its own count, none lost, refused ones leave nothing", async () => {
+      const counters = rateLimitCounters(client);
+      const admitted = await Promise.all(Array.from({ length: 60 }, () => counters.admit(address, 1, token, 60_000)));
+      expect(admitted.every((result) => result.admitted)).toBe(true);
+      expect(admitted.map((result) => result.count[0]).sort((a, b) => a - b)).toEqual(
+        Array.from({ length: 60 }, (_, i) => i + 1),
+      );
+      expect((await counters.peek(token))[0]).toBe(60);
+
+      await counters.hit(address, 60_000);
+      const refused = await Promise.all(Array.from({ length: 40 }, () => counters.admit(address, 1, token, 60_000)));
+      expect(refused.every((result) => !result.admitted)).toBe(true);
+      expect((await counters.peek(token))[0]).toBe(60);
+    });
+
+    it("a take-back after the window ended leaves no counter behind (never one without expiry)", async () => {
+      const counters = rateLimitCounters(client);
+      await counters.hit(token, 50);
+      await sleep(100);
+      expect(await counters.unhit(token)).toBe(0);
+      expect(await client.exists(storeKeys.rateLimit(token))).toBe(0);
+      // Within a window: one back, the window's expiry kept.
+      await counters.hit(token, 60_000);
+      await counters.hit(token, 60_000);
+      expect(await counters.unhit(token)).toBe(1);
+      expect(await client.pttl(storeKeys.rateLimit(token))).toBeGreaterThan(0);
+    });
+  });
+
+  describe("token records", () => {
+    const id = "tok_0123456789ab";
+    const hash = "a".repeat(64);
+    const fields = (name: string, tokenHash = hash, tokenId = id) => [
+      "id",
+      tokenId,
+      "name",
+      name,
+      "scopes",
+      "admin",
+      "hash",
+      tokenHash,
+      "createdAt",
+      "2030-01-01T00:00:00.000Z",
+    ];
+    const t0 = new Date("2030-01-01T00:00:00.000Z");
+
+    it("keeps every token key in one slot", () => {
+      const slots = new Set(
+        [storeKeys.token(id), storeKeys.tokensByHash, storeKeys.tokenIds].map((key) => keySlot(key)),
+      );
+      expect(slots.size).toBe(1);
+    });
+
+    it("creates, refusing a taken id or a known hash; verifies, noting the use; revokes once", async () => {
+      const records = tokenRecords(client);
+      expect(await records.create(id, hash, t0.getTime(), fields("first"))).toBe(1);
+      expect(await records.create(id, "b".repeat(64), t0.getTime(), fields("same id", "b".repeat(64)))).toBe(0);
+      expect(await records.create("tok_ba9876543210", hash, t0.getTime(), fields("same hash"))).toBe(-1);
+      expect(await client.zrange(storeKeys.tokenIds, 0, -1)).toEqual([id]);
+      expect(await client.hgetall(storeKeys.tokensByHash)).toEqual({ [hash]: id });
+
+      const [status, ...flat] = await records.verify(hash, t0, 60_000);
+      expect(status).toBe("ok");
+      expect(flat).toEqual(expect.arrayContaining(["lastUsedAt", t0.toISOString(), "name", "first"]));
+      expect(await records.verify("c".repeat(64), t0, 60_000)).toEqual(["invalid"]);
+      expect((await records.list()).map((record) => record.name)).toEqual(["first"]);
+
+      expect(await records.revoke(id, new Date(t0.getTime() + 1000))).toBe(1);
+      expect(await records.revoke(id, new Date(t0.getTime() + 2000))).toBe(1);
+      expect(await records.revoke("tok_000000000000", t0)).toBe(0);
+      expect((await records.get(id)).revokedAt).toBe(new Date(t0.getTime() + 1000).toISOString());
+      expect(await records.verify(hash, t0, 60_000)).toEqual(["revoked"]);
+    });
+
+    it("a verification whose lookup went stale (the hash now names another record, or none) is invalid", async () => {
+      const records = tokenRecords(client);
+      await records.create(id, hash, t0.getTime(), fields("first"));
+      const other = "tok_ba9876543210";
+      await records.create(other, "b".repeat(64), t0.getTime(), fields("other", "b".repeat(64), other));
+      const verifyAs = (lookedUp: string) =>
+        client.tokenVerify(
+          storeKeys.tokensByHash,
+          storeKeys.token(lookedUp),
+          hash,
+          lookedUp,
+          String(t0.getTime()),
+          t0.toISOString(),
+          "60000",
+        );
+      // As if the by-hash lookup had answered `other` (a replaced entry): the script re-checks it.
+      expect(await verifyAs(other)).toEqual(["invalid"]);
+      expect(await client.hexists(storeKeys.token(other), "lastUsedAt")).toBe(0);
+      // The record is gone between the lookup and the script.
+      await client.del(storeKeys.token(id));
+      expect(await verifyAs(id)).toEqual(["invalid"]);
+      expect(await client.exists(storeKeys.token(id))).toBe(0);
+    });
+  });
+});
