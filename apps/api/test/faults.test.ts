@@ -1,4 +1,3 @@
-import { redisKeys } from "@plant-store/contracts";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, eventually, expectError, type Stack, startStack } from "./stack.js";
@@ -13,12 +12,15 @@ afterAll(async () => {
 
 describe("server faults", () => {
   it("answers a fault inside the commit with 500 and no internals", async () => {
-    await stack.redis.hset(redisKeys.plantSeq, "broken", "1"); // INCR on a hash fails: WRONGTYPE
+    // The partition clock as a hash: the commit script's GET on it fails with WRONGTYPE.
+    const { clock } = stack.keysOf(1);
+    await stack.redis.hset(clock, "broken", "1");
     const result = await call(stack.url, { body: { id: 1, name: "x" } });
-    await stack.redis.del(redisKeys.plantSeq);
+    await stack.redis.del(clock);
     expectError(result, 500, /^Internal server error$/);
     expect(result.text).not.toMatch(/WRONGTYPE|redis|stack|at /i);
-    expect(await stack.redis.exists(redisKeys.plant("1"))).toBe(0);
+    expect(await stack.redis.exists(stack.plantKey(1))).toBe(0);
+    expect(await stack.redis.xlen(stack.keysOf(1).outbox)).toBe(0);
   });
 
   it("answers 503 while Redis is down, and recovers by itself when it is back", async () => {
@@ -44,8 +46,12 @@ describe("durability", () => {
     await stack.redisServer.restart();
     const probe = new Redis(stack.redisServer.url);
     try {
-      expect(await probe.hgetall(redisKeys.plant("3"))).toMatchObject({ name: "Durable", tag: "tough" });
-      const outbox = await probe.xrange(redisKeys.outbox, "-", "+");
+      expect(await probe.hgetall(stack.plantKey(3))).toMatchObject({
+        name: "Durable",
+        tag: "tough",
+        created: expect.stringMatching(/^[1-9]\d*$/),
+      });
+      const outbox = await probe.xrange(stack.keysOf(3).outbox, "-", "+");
       expect(outbox.some(([, fields]) => fields.includes("Durable"))).toBe(true);
     } finally {
       probe.disconnect();

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { request as httpRequest } from "node:http";
-import { redisKeys } from "@plant-store/contracts";
+import { storeKeys } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { appRouter } from "../src/router.js";
 import { call, expectError, type Stack, startStack, TOKEN } from "./stack.js";
@@ -86,7 +86,7 @@ beforeAll(async () => {
   expect((await call(stack.url, { method: "DELETE", path: `/admin/tokens/${revoked.id}` })).status).toBe(204);
   tokens.revoked = revoked.token;
   const expired = await issue(["plants:read", "plants:write", "admin"], 60);
-  await stack.redis.hset(redisKeys.token(expired.id), "expiresAt", new Date(Date.now() - 1000).toISOString());
+  await stack.redis.hset(storeKeys.token(expired.id), "expiresAt", new Date(Date.now() - 1000).toISOString());
   tokens.expired = expired.token;
   expect((await call(stack.url, { body: { id: 7000, name: "fixture" } })).status).toBe(200);
 });

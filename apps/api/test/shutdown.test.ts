@@ -1,6 +1,6 @@
 import { connect } from "node:net";
-import { redisKeys } from "@plant-store/contracts";
 import { startRedisServer } from "@plant-store/redis-server";
+import { partitionKeys, partitionOf } from "@plant-store/store";
 import { Redis } from "ioredis";
 import { expect, it } from "vitest";
 import { loadApiConfig } from "../src/config.js";
@@ -17,6 +17,7 @@ it("on close, finishes the request in flight and answers later ones with a 503 E
     loadApiConfig({ PORT: "0", REDIS_URL: redisServer.url, API_TOKENS: TOKEN, LOG_LEVEL: "silent" }),
   );
   const redis = new Redis(redisServer.url);
+  const plantKey = (id: string) => partitionKeys(partitionOf(id, api.layout.partitions)).plant(id);
   try {
     const { port } = new URL(api.url);
     const socket = connect(Number(port), "127.0.0.1");
@@ -41,8 +42,8 @@ it("on close, finishes the request in flight and answers later ones with a 503 E
     expect(secondResponse).toMatch(/^HTTP\/1\.1 503 /);
     expect(secondResponse?.toLowerCase()).toContain("connection: close");
     expect(secondResponse).toContain('{"error":503,"message":"The service is shutting down; retry the request"}');
-    expect(await redis.hget(redisKeys.plant("1"), "name")).toBe("in flight");
-    expect(await redis.exists(redisKeys.plant("2"))).toBe(0);
+    expect(await redis.hget(plantKey("1"), "name")).toBe("in flight");
+    expect(await redis.exists(plantKey("2"))).toBe(0);
   } finally {
     redis.disconnect();
     await redisServer.stop();
