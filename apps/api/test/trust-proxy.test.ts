@@ -2,8 +2,8 @@
 // per-address throttle must see the client (from X-Forwarded-For) only when the proxy is trusted.
 import { PassThrough } from "node:stream";
 import { startRedisServer } from "@plant-store/redis-server";
+import { connect, openLayout } from "@plant-store/store";
 import Fastify from "fastify";
-import { Redis } from "ioredis";
 import { afterEach, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
 import { loadApiConfig } from "../src/config.js";
@@ -26,9 +26,13 @@ const fail = (forwardedFor: string) =>
 
 /** Runs `use` against an api configured with TRUST_PROXY=`trust` (unset: default) and returns its log lines. */
 async function withLoggingApp(trust: string | undefined, use: (url: string) => Promise<void>) {
-  const config = loadApiConfig({ API_TOKENS: TOKEN, ...(trust === undefined ? {} : { TRUST_PROXY: trust }) });
   const redisServer = await startRedisServer();
-  const redis = new Redis(redisServer.url, { maxRetriesPerRequest: 1 });
+  const config = loadApiConfig({
+    REDIS_URL: redisServer.url,
+    API_TOKENS: TOKEN,
+    ...(trust === undefined ? {} : { TRUST_PROXY: trust }),
+  });
+  const redis = connect(config.store.redis, { name: "plant-store-test", maxRetriesPerRequest: 1 });
   const lines: Record<string, unknown>[] = [];
   const logStream = new PassThrough();
   logStream.on("data", (chunk: Buffer) => {
@@ -36,6 +40,8 @@ async function withLoggingApp(trust: string | undefined, use: (url: string) => P
   });
   const app = await buildApp({
     redis,
+    layout: await openLayout(redis),
+    durability: { minReplicasAck: config.store.minReplicasAck, replicaAckTimeoutMs: config.store.replicaAckTimeoutMs },
     apiTokens: config.apiTokens,
     logLevel: "info",
     logStream,
