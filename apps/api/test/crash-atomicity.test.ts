@@ -10,8 +10,8 @@
 // write, in either order) leaves a plant without its event, or an event without its plant, here.
 // Then the api may reconnect (ioredis resends what went unanswered) and the same must still hold.
 import { createServer, type Server, type Socket, connect as tcpConnect } from "node:net";
-import { redisKeys } from "@plant-store/contracts";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { partitionKeys, partitionOf } from "@plant-store/store";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadApiConfig } from "../src/config.js";
@@ -187,14 +187,19 @@ afterAll(async () => {
   await server?.stop();
 });
 
-/** Outbox events of one type for a plant. */
-async function eventsFor(id: string, type: string): Promise<number> {
-  const entries = await redis.xrange(redisKeys.outbox, "-", "+");
-  return entries.filter(([, fields]) => {
-    const record: Record<string, string> = {};
-    for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;
-    return record.plantId === id && record.type === type;
-  }).length;
+/** The keys of a plant's partition (its hash, its outbox) in the store the api opened. */
+const keysOf = (id: string) => partitionKeys(partitionOf(id, api.layout.partitions));
+
+/** Outbox events of one type for a plant (in its partition's outbox, where its script writes them). */
+async function eventsFor(id: string, type: string): Promise<Record<string, string>[]> {
+  const entries = await redis.xrange(keysOf(id).outbox, "-", "+");
+  return entries
+    .map(([, fields]) => {
+      const record: Record<string, string> = {};
+      for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;
+      return record;
+    })
+    .filter((record) => record.plantId === id && record.type === type);
 }
 
 /** Retries while the api answers 503 (Redis not reached, e.g. right after a cut). */
@@ -271,12 +276,16 @@ describe("a connection cut around the commit command", { timeout: 120_000 }, () 
         pointFor(i, n),
         () => call(api.url, { body: plantBody(id, name, tag) }),
         async (when) => {
-          const plant = await redis.hgetall(redisKeys.plant(id));
+          const plant = await redis.hgetall(keysOf(id).plant(id));
           const exists = plant.name !== undefined;
           const events = await eventsFor(id, "plant.created");
-          const state = `create ${id}, ${when}: plant ${exists ? "exists" : "does not exist"}, ${events} events`;
-          expect(events, state).toBe(exists ? 1 : 0);
-          if (exists) expect({ name: plant.name, tag: plant.tag }, state).toEqual({ name, tag });
+          const state = `create ${id}, ${when}: plant ${exists ? "exists" : "does not exist"}, ${events.length} events`;
+          expect(events.length, state).toBe(exists ? 1 : 0);
+          if (exists) {
+            expect({ name: plant.name, tag: plant.tag }, state).toEqual({ name, tag });
+            // Its own event: the one the same script wrote, with the plant's creation time.
+            expect(events[0]?.created, state).toBe(plant.created);
+          }
           return exists;
         },
       );
@@ -300,11 +309,11 @@ describe("a connection cut around the commit command", { timeout: 120_000 }, () 
         pointFor(i, n),
         () => call(api.url, { method: "DELETE", path: `/plants/${id}` }),
         async (when) => {
-          const gone = (await redis.exists(redisKeys.plant(id))) === 0;
+          const gone = (await redis.exists(keysOf(id).plant(id))) === 0;
           const events = await eventsFor(id, "plant.deleted");
-          const state = `delete ${id}, ${when}: plant ${gone ? "gone" : "still there"}, ${events} delete events`;
-          expect(events, state).toBe(gone ? 1 : 0);
-          expect(await eventsFor(id, "plant.created"), state).toBe(1);
+          const state = `delete ${id}, ${when}: plant ${gone ? "gone" : "still there"}, ${events.length} delete events`;
+          expect(events.length, state).toBe(gone ? 1 : 0);
+          expect((await eventsFor(id, "plant.created")).length, state).toBe(1);
           return gone;
         },
       );
