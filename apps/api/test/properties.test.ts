@@ -6,6 +6,7 @@
  * shows. Case counts scale with PROPERTY_RUNS_SCALE (default 1,
  * a few thousand cases); PROPERTY_SEED replays a run (every run prints its seed).
  */
+import { encodeCursor } from "@plant-store/store";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -126,7 +127,7 @@ const fail = (problem: string, req: RawRequest, res?: RawResponse): never => {
 
 /** The stored plant as Redis has it (the ground truth for 200 / 409). */
 async function stored(id: bigint | string) {
-  const hash = await stack.redis.hgetall(`plant:${id}`);
+  const hash = await stack.redis.hgetall(stack.plantKey(id));
   return hash.name === undefined ? undefined : { name: hash.name, tag: hash.tag };
 }
 
@@ -181,9 +182,10 @@ async function checkValidCreate(
     return;
   }
   if (res.status !== 200) fail("a valid NewPlant was not accepted", req, res);
-  checkCreateWrites(req, res, writes, String(id));
+  const { clock, outbox } = stack.keysOf(id);
+  checkCreateWrites(req, res, writes, { plant: stack.plantKey(id), clock, outbox });
   if (same && writes.length > 0) fail(`an identical repeat wrote ${JSON.stringify(writes)}`, req, res);
-  if (!same && !writes.some((w) => w.key === `plant:${id}`)) fail("a 200 create stored nothing", req, res);
+  if (!same && !writes.some((w) => w.key === stack.plantKey(id))) fail("a 200 create stored nothing", req, res);
   await checkCreated(req, res, id, plant);
 }
 
@@ -253,6 +255,16 @@ describe("the oracle (properties/spec.ts) reads the README's rules", () => {
       kind: "valid",
       depth: 100_001,
     });
+  });
+
+  it("list queries: limit 1–100, a tag of 1–100 characters, a cursor of 22 base64url characters", () => {
+    const cursor = encodeCursor(1_700_000_000_000_000n, -9_223_372_036_854_775_808n);
+    expect(cursor).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(judgeListQuery({ limit: "100", tag: "é", cursor }).valid).toBe(true);
+    for (const bad of ["", "1234", cursor.slice(1), `${cursor}A`, `${cursor.slice(2)}==`, cursor.replace(/.$/, "+")])
+      expect(judgeListQuery({ cursor: bad }), JSON.stringify(bad)).toEqual({ valid: false, fields: ["cursor"] });
+    expect(judgeListQuery({ cursor: [cursor, cursor] })).toEqual({ valid: false, fields: ["cursor"] });
+    expect(judgeListQuery({ limit: "0", tag: "" })).toEqual({ valid: false, fields: ["limit", "tag"] });
   });
 });
 
@@ -537,10 +549,9 @@ async function checkIdCase(c: IdCase) {
   if (c.method === "DELETE") {
     if (res.status !== 204 || res.body.length > 0) fail("DELETE of a stored plant is not a bare 204", req, res);
     const keys = new Set(writes.map((w) => w.key));
-    if (
-      !keys.has(`plant:${parsed.value}`) ||
-      [...keys].some((k) => k !== `plant:${parsed.value}` && k !== "plants:outbox")
-    ) {
+    const plant = stack.plantKey(parsed.value);
+    const { outbox } = stack.keysOf(parsed.value);
+    if (!keys.has(plant) || [...keys].some((k) => k !== plant && k !== outbox)) {
       fail(`DELETE wrote ${JSON.stringify(writes)}`, req, res);
     }
     return;
@@ -831,9 +842,18 @@ const queryValue = fc.oneof(
     "99999999999999999999",
     "12345678901234567",
     "1234567890123456",
+    "AAAAAAAAAAAAAAAAAAAAAA",
+    "AAAAAAAAAAAAAAAAAAAAA",
+    "AAAAAAAAAAAAAAAAAAAAAAA",
+    "AAAAAAAAAAAAAAAAAAAA==",
+    "////////////////////++",
+    "__________________-_-_",
   ),
   fc.integer({ min: -5, max: 200 }).map(String),
   unicodeText(TAG_MAX + 2),
+  // Cursors as the service makes them (any position, even one no page gave out), and near misses.
+  fc.tuple(fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), int64).map(([created, id]) => encodeCursor(created, id)),
+  fc.stringMatching(/^[A-Za-z0-9_+/=.-]{20,24}$/),
 );
 
 const queryCase = (value: fc.Arbitrary<string>) =>

@@ -115,15 +115,18 @@ export function checkNoWrites(req: RawRequest, res: RawResponse, writes: KeyEven
   }
 }
 
-/** An accepted create writes only its plant, the sequence and the outbox — or nothing (an identical repeat). */
-export function checkCreateWrites(req: RawRequest, res: RawResponse, writes: KeyEvent[], id?: string) {
-  const allowed = (key: string) =>
-    key === "plants:seq" ||
-    key === "plants:outbox" ||
-    (id === undefined ? /^plant:-?\d+$/.test(key) : key === `plant:${id}`);
-  const stray = writes.filter((w) => !allowed(w.key));
-  const plantKeys = new Set(writes.filter((w) => w.key.startsWith("plant:")).map((w) => w.key));
-  if (stray.length > 0 || plantKeys.size > 1) {
+/**
+ * An accepted create writes only its plant, its partition's clock and its partition's outbox — or
+ * nothing (an identical repeat). `keys`: those three keys, as the store names them.
+ */
+export function checkCreateWrites(
+  req: RawRequest,
+  res: RawResponse,
+  writes: KeyEvent[],
+  keys: { plant: string; clock: string; outbox: string },
+) {
+  const allowed = new Set([keys.plant, keys.clock, keys.outbox]);
+  if (writes.some((w) => !allowed.has(w.key))) {
     throw new PropertyViolation(`a create wrote unexpected keys: ${JSON.stringify(writes.slice(0, 10))}`, req, res);
   }
 }

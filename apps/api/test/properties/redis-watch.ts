@@ -1,7 +1,8 @@
+import { type RedisClient, storeKeys } from "@plant-store/store";
 import { Redis } from "ioredis";
 
 /** Keys a rejected request may legitimately touch: failure statistics and rate-limit windows. */
-export const IGNORED_KEY_PREFIXES = ["stats:auth-failures", "ratelimit:"] as const;
+export const IGNORED_KEY_PREFIXES: readonly string[] = [storeKeys.authFailures, storeKeys.rateLimit("")];
 
 export type KeyEvent = { event: string; key: string };
 
@@ -15,7 +16,7 @@ const FENCE = "properties:fence";
  * order, so every notification of a write that finished before the fence has arrived by then.
  * Exact (it sees an overwrite as well as a new key), and costs nothing when nothing is written.
  */
-export async function watchRedis(url: string, control: Redis) {
+export async function watchRedis(url: string, control: RedisClient) {
   await control.config("SET", "notify-keyspace-events", "KEA");
   const subscriber = new Redis(url, { maxRetriesPerRequest: 1 });
   subscriber.on("error", () => {});

@@ -7,7 +7,8 @@
 //   NewPlant: id a JSON number literal that is an integer in int64 (1.0 and 1e3 are integers, as in
 //   JSON Schema; "5", true, null, 1.5 are not); name a string of 1–200 Unicode characters (code
 //   points), tag (optional) 1–100, both well-formed (no lone surrogates); other properties ignored.
-//   List query: limit 1–100, tag as above, cursor as the service issues it. Path id: decimal int64.
+//   List query: limit 1–100, tag as above, cursor as the service issues it (22 base64url
+//   characters: the contract's PageCursor). Path id: decimal int64.
 
 export const INT64_MIN = -(2n ** 63n);
 export const INT64_MAX = 2n ** 63n - 1n;
@@ -252,7 +253,8 @@ export function judgeListQuery(query: Record<string, unknown>): Verdict<true> {
   if (limit !== undefined && !(typeof limit === "string" && /^[0-9]{1,3}$/.test(limit) && +limit >= 1 && +limit <= 100))
     fields.push("limit");
   if (tag !== undefined && !isText(tag, TAG_MAX)) fields.push("tag");
-  if (cursor !== undefined && !(typeof cursor === "string" && /^[1-9][0-9]{0,15}$/.test(cursor))) fields.push("cursor");
+  if (cursor !== undefined && !(typeof cursor === "string" && /^[A-Za-z0-9_-]{22}$/.test(cursor)))
+    fields.push("cursor");
   return fields.length > 0 ? { valid: false, fields } : { valid: true, value: true };
 }
 
