@@ -90,6 +90,8 @@ describe("GET /openapi.json", () => {
       "query:cursor",
     ]);
     expect(list.parameters[0].schema).toMatchObject({ type: "integer", minimum: 1, maximum: 100, default: 20 });
+    // The cursor is opaque and short: 16 bytes (creation time, id) in base64url.
+    expect(list.parameters[2].schema).toMatchObject({ type: "string", pattern: "^[A-Za-z0-9_-]{22}$" });
     expect(list.responses["200"].headers.Link.schema).toEqual(expect.objectContaining({ type: "string" }));
     expect(list.responses["200"].content["application/json"].schema).toEqual({
       type: "array",
