@@ -1,14 +1,20 @@
 import { loadApiConfig, startApi } from "@plant-store/api";
-import { redisKeys } from "@plant-store/contracts";
 import { startRedisServer } from "@plant-store/redis-server";
-import { Redis } from "ioredis";
+import {
+  connect,
+  indexCreated,
+  parseStoreConfig,
+  partitionKeys,
+  partitionOf,
+  type RedisClient,
+} from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AppRouter, createPlantStoreClient, type PlantStoreClient, TRPCClientError } from "../src/index.js";
 
 const TOKEN = "client-test-token-0123456789";
 let redisServer: Awaited<ReturnType<typeof startRedisServer>>;
 let api: Awaited<ReturnType<typeof startApi>>;
-let redis: Redis;
+let redis: RedisClient;
 let client: PlantStoreClient;
 
 beforeAll(async () => {
@@ -16,9 +22,13 @@ beforeAll(async () => {
   api = await startApi(
     loadApiConfig({ PORT: "0", REDIS_URL: redisServer.url, API_TOKENS: TOKEN, LOG_LEVEL: "silent" }),
   );
-  redis = new Redis(redisServer.url);
+  redis = connect(parseStoreConfig({ REDIS_URL: redisServer.url }).redis, { name: "client-test" });
   client = createPlantStoreClient({ url: api.url, token: TOKEN });
 });
+
+/** The Redis key of a plant's hash, in its partition of the store the api opened. */
+const plantKey = (id: bigint | string) =>
+  partitionKeys(partitionOf(String(id), api.layout.partitions)).plant(String(id));
 afterAll(async () => {
   redis.disconnect();
   await api.close();
@@ -41,14 +51,14 @@ describe("createPlantStoreClient", () => {
     const name: string = plant.name;
     const tag: string | undefined = plant.tag;
     expect({ name, tag }).toEqual({ name: "Orchid", tag: "flower" });
-    expect(await redis.hget(redisKeys.plant("1"), "name")).toBe("Orchid");
+    expect(await redis.hget(plantKey("1"), "name")).toBe("Orchid");
   });
 
   it("carries int64 ids exactly as bigint", async () => {
     await client.plants.create.mutate({ id: 9007199254740993n, name: "big" });
     await client.plants.create.mutate({ id: 2n ** 63n - 1n, name: "max" });
-    expect(await redis.hget(redisKeys.plant("9007199254740993"), "name")).toBe("big");
-    expect(await redis.hget(redisKeys.plant("9223372036854775807"), "name")).toBe("max");
+    expect(await redis.hget(plantKey("9007199254740993"), "name")).toBe("big");
+    expect(await redis.hget(plantKey("9223372036854775807"), "name")).toBe("max");
   });
 
   it("reports validation errors with the specification's Error in data.apiError", async () => {
@@ -80,7 +90,7 @@ describe("createPlantStoreClient", () => {
     const error = await failure(stranger.plants.create.mutate({ id: 3, name: "x" }));
     expect(error.data?.code).toBe("UNAUTHORIZED");
     expect(error.data?.httpStatus).toBe(401);
-    expect(await redis.exists(redisKeys.plant("3"))).toBe(0);
+    expect(await redis.exists(plantKey("3"))).toBe(0);
   });
 });
 
@@ -97,15 +107,16 @@ describe("reading and deleting through the client", () => {
   });
 
   it("pages through the index with the cursor in the body", async () => {
-    // No worker runs here: index the plants the way the worker does, by creation seq.
+    // No worker runs here: index the plants as the worker does (the store's indexCreated), by creation time.
     for (const id of [10n, 11n, 12n]) {
       await client.plants.create.mutate({ id, name: `paged-${id}`, tag: "paged" });
-      const seq = await redis.hget(redisKeys.plant(id), "seq");
-      await redis.zadd(redisKeys.indexByTag("paged"), Number(seq), id.toString());
+      const created = await redis.hget(plantKey(id), "created");
+      expect(created).toMatch(/^[1-9]\d*$/);
+      await indexCreated(redis, { plantId: id.toString(), tag: "paged", created: created as string });
     }
     const first = await client.plants.page.query({ tag: "paged", limit: 2 });
     expect(first.plants.map((plant) => plant.id)).toEqual([10n, 11n]);
-    expect(first.nextCursor).toBeDefined();
+    expect(first.nextCursor).toMatch(/^[A-Za-z0-9_-]{22}$/);
     const second = await client.plants.page.query({ tag: "paged", limit: 2, cursor: first.nextCursor });
     expect(second).toEqual({ plants: [{ id: 12n, name: "paged-12", tag: "paged" }] });
     expect(await client.plants.list.query({ tag: "paged" })).toHaveLength(3);
@@ -116,7 +127,7 @@ describe("reading and deleting through the client", () => {
   it("deletes a plant, then reports NOT_FOUND", async () => {
     await client.plants.create.mutate({ id: 20n, name: "Doomed" });
     await expect(client.plants.delete.mutate({ id: 20n })).resolves.toBeUndefined();
-    expect(await redis.exists(redisKeys.plant(20n))).toBe(0);
+    expect(await redis.exists(plantKey(20n))).toBe(0);
     expect((await failure(client.plants.delete.mutate({ id: 20n }))).data?.httpStatus).toBe(404);
   });
 });
