@@ -3,14 +3,14 @@
 // worker writes too.
 import { PassThrough } from "node:stream";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { connect, openLayout, parseStoreConfig, type RedisClient } from "@plant-store/store";
 import { createLogger } from "@plant-store/worker";
-import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
 import { call, eventually, expectError, TOKEN } from "./stack.js";
 
 let server: RedisServer;
-let redis: Redis;
+let redis: RedisClient;
 let app: Awaited<ReturnType<typeof buildApp>>;
 let url: string;
 const lines: Record<string, unknown>[] = [];
@@ -18,7 +18,14 @@ const raw: string[] = [];
 
 beforeAll(async () => {
   server = await startRedisServer({ appendfsync: "no" });
-  redis = new Redis(server.url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, commandTimeout: 500 });
+  const config = parseStoreConfig({ REDIS_URL: server.url });
+  // As the api connects: no offline queue, and a command timeout (500 ms here).
+  redis = connect(config.redis, {
+    name: "plant-store-api",
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: 500,
+  });
   redis.on("error", () => {});
   await new Promise((resolve) => redis.once("ready", resolve));
   const logStream = new PassThrough();
@@ -28,7 +35,14 @@ beforeAll(async () => {
       lines.push(JSON.parse(line) as Record<string, unknown>);
     }
   });
-  app = await buildApp({ redis, apiTokens: [TOKEN], logLevel: "info", logStream });
+  app = await buildApp({
+    redis,
+    layout: await openLayout(redis),
+    durability: { minReplicasAck: config.minReplicasAck, replicaAckTimeoutMs: config.replicaAckTimeoutMs },
+    apiTokens: [TOKEN],
+    logLevel: "info",
+    logStream,
+  });
   await app.listen({ port: 0, host: "127.0.0.1" });
   url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
 });
