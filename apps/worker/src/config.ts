@@ -1,3 +1,4 @@
+import { parseStoreConfig, type StoreConfig } from "@plant-store/store";
 import { z } from "zod";
 
 /** Log levels in increasing severity; `silent` turns logging off (useful in tests). */
@@ -14,8 +15,9 @@ const unsetIfEmpty = (value: unknown) => (typeof value === "string" && value.tri
  * Fault points for crash tests (test-only: never set this in production). A fault kills the
  * worker process on purpose at a precise moment, so a test can prove the recovery path:
  * - `relay-crash-before-enqueue`: the relay SIGKILLs its own process right after XREADGROUP
- *   returned outbox entries and before it adds their jobs, leaving the entries read but
- *   unacknowledged (pending) — what a crash between the commit and the enqueue looks like.
+ *   returned outbox entries (of any of its partitions) and before it adds their jobs, leaving the
+ *   entries read but unacknowledged (pending) — what a crash between the commit and the enqueue
+ *   looks like.
  */
 export const workerFaults = ["relay-crash-before-enqueue"] as const;
 export type WorkerFault = (typeof workerFaults)[number];
@@ -39,21 +41,18 @@ export function loadWorkerFault(env: Record<string, string | undefined> = proces
 const integer = (min: number, fallback: number) =>
   z.preprocess(unsetIfEmpty, z.coerce.number().int().min(min).default(fallback));
 
-/** Environment variables the worker reads. Defaults are safe for a local Redis. */
+/**
+ * Environment variables the worker reads besides the store's (REDIS_URL or REDIS_CLUSTER_NODES,
+ * REDIS_PASSWORD, STORE_PARTITIONS: parsed by @plant-store/store). Defaults are safe for a local Redis.
+ */
 const WorkerEnv = z.object({
-  REDIS_URL: z.preprocess(
-    unsetIfEmpty,
-    z
-      .url({ protocol: /^rediss?$/, error: "REDIS_URL must be a redis:// or rediss:// URL" })
-      .default("redis://127.0.0.1:6379"),
-  ),
   /** Jobs processed at the same time, per queue. */
   WORKER_CONCURRENCY: integer(1, 8),
   /** Total tries of a job (first run included) before it stays in the failed set. */
   JOB_ATTEMPTS: integer(1, 5),
   /** First retry delay; later retries double it (exponential backoff). */
   JOB_BACKOFF_MS: integer(0, 1000),
-  /** Outbox entries read (and enqueued) per round trip. */
+  /** Most events per job, and most entries read from one partition's outbox per round. */
   RELAY_BATCH_SIZE: integer(1, 100),
   /**
    * An outbox entry delivered to a relay consumer but not acknowledged for this long is taken
@@ -62,6 +61,17 @@ const WorkerEnv = z.object({
    * each other (harmless, since job ids dedupe, but wasteful).
    */
   RELAY_CLAIM_IDLE_MS: integer(1, 30_000),
+  /**
+   * How long a relay's hold on its partitions lasts without renewal (renewed every third of it).
+   * The partitions of a worker that died pass to the others once its leases expire.
+   */
+  RELAY_LEASE_MS: integer(100, 10_000),
+  /**
+   * Pause of the relay after a round in which none of its partitions had new entries. A cluster
+   * cannot block on streams of several slots at once, so an idle relay polls: this bounds the
+   * delay of the side work of an idle store (and the polling's cost).
+   */
+  RELAY_POLL_MS: integer(1, 50),
   /**
    * How long a worker holds a job's lock (renewed every half of it while the job runs). A job of a
    * worker that died is taken up again once its lock has expired and a stalled check has run:
@@ -86,12 +96,15 @@ const WorkerEnv = z.object({
 });
 
 export interface WorkerConfig {
-  redisUrl: string;
+  /** Where the store lives (one Redis or a cluster) and its partition count, as the store parses them. */
+  store: StoreConfig;
   concurrency: number;
   jobAttempts: number;
   jobBackoffMs: number;
   relayBatchSize: number;
   relayClaimIdleMs: number;
+  relayLeaseMs: number;
+  relayPollMs: number;
   jobLockMs: number;
   stalledCheckMs: number;
   shutdownTimeoutMs: number;
@@ -112,19 +125,30 @@ export class WorkerConfigError extends Error {
  * process before it touches Redis instead of surfacing later as odd behaviour.
  */
 export function loadWorkerConfig(env: Record<string, string | undefined> = process.env): WorkerConfig {
+  const problems: string[] = [];
+  let store: StoreConfig | undefined;
+  try {
+    store = parseStoreConfig(env);
+  } catch (error) {
+    problems.push(
+      (error instanceof Error ? error.message : String(error)).replace(/^invalid Redis configuration: /, ""),
+    );
+  }
   const parsed = WorkerEnv.safeParse(env);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`);
-    throw new WorkerConfigError(`invalid worker configuration: ${problems.join("; ")}`);
+    problems.push(...parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`));
   }
+  if (!parsed.success || !store) throw new WorkerConfigError(`invalid worker configuration: ${problems.join("; ")}`);
   const e = parsed.data;
   return {
-    redisUrl: e.REDIS_URL,
+    store,
     concurrency: e.WORKER_CONCURRENCY,
     jobAttempts: e.JOB_ATTEMPTS,
     jobBackoffMs: e.JOB_BACKOFF_MS,
     relayBatchSize: e.RELAY_BATCH_SIZE,
     relayClaimIdleMs: e.RELAY_CLAIM_IDLE_MS,
+    relayLeaseMs: e.RELAY_LEASE_MS,
+    relayPollMs: e.RELAY_POLL_MS,
     jobLockMs: e.JOB_LOCK_MS,
     stalledCheckMs: e.STALLED_CHECK_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,

@@ -1,5 +1,5 @@
 import { rmSync, writeFileSync } from "node:fs";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "@plant-store/store";
 
 /** How often the heartbeat is written, and the age past which the health check fails. */
 export const HEARTBEAT_INTERVAL_MS = 5_000;
@@ -10,7 +10,7 @@ export const HEARTBEAT_MAX_AGE_MS = 30_000;
  * check (dist/healthcheck.js) can tell a worker that runs and reaches its store from one that
  * hangs or has lost Redis, without a port of its own.
  */
-export function startHeartbeat(redis: Redis, file: string, intervalMs = HEARTBEAT_INTERVAL_MS) {
+export function startHeartbeat(redis: RedisClient, file: string, intervalMs = HEARTBEAT_INTERVAL_MS) {
   const beat = async () => {
     try {
       await redis.ping();

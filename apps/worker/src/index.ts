@@ -1,4 +1,3 @@
 export { type LogLevel, loadWorkerConfig, type WorkerConfig, WorkerConfigError } from "./config.js";
 export { createLogger, type Logger } from "./logger.js";
-export { outboxDeadLetterKey } from "./relay.js";
 export { type RunningWorker, type StartWorkerOptions, startWorker } from "./worker.js";

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "@plant-store/store";
 import type { Logger } from "./logger.js";
 
 /** Errors that mean "Redis cannot be reached" rather than "Redis refused a command". */
@@ -21,7 +21,7 @@ export interface OutageLog {
  * Redis answers the command connection again (info, with its length); the errors in between go to
  * debug. Other errors are logged at error, at most once per message per `intervalMs`.
  */
-export function outageLog(redis: Redis, logger: Logger, intervalMs = 5000): OutageLog {
+export function outageLog(redis: RedisClient, logger: Logger, intervalMs = 5000): OutageLog {
   let since: number | undefined;
   const seen = new Map<string, { at: number; suppressed: number }>();
 

@@ -6,18 +6,19 @@ import {
   type PlantEvent,
   type PlantEventBatch,
   parseOutboxEntry,
-  redisKeys,
 } from "@plant-store/contracts";
+import {
+  eventIdOf,
+  type OutboxEntry,
+  outbox,
+  type PartitionLeases,
+  partitionLeases,
+  type RedisClient,
+} from "@plant-store/store";
 import type { BulkJobOptions, Queue } from "bullmq";
-import type { Redis } from "ioredis";
 import { loadWorkerFault, type WorkerFault } from "./config.js";
 import type { Logger } from "./logger.js";
-import { luaScript } from "./lua.js";
 import { isConnectionError } from "./outage.js";
-import { closeRedis } from "./redis.js";
-
-/** Where outbox entries that cannot be parsed go, so one bad entry cannot block the stream. */
-export const outboxDeadLetterKey = redisKeys.outboxDead;
 
 /** Completed jobs are kept a day (the job id dedupes a late redelivery), at most 10 000. */
 const KEEP_COMPLETED = { age: 24 * 3600, count: 10_000 } as const;
@@ -28,56 +29,54 @@ export interface RelayJobOptions {
 }
 
 /**
- * The BullMQ job for a batch of events, creates and deletes alike, in outbox order: the same job
- * goes to every queue. One job per batch, not per event: BullMQ's cost per job (its add, fetch
- * and finish scripts) is what limited the side work's throughput. The job id derives from the
- * outbox entry ids, so delivering the same entries twice (a relay that died after enqueueing but
- * before acknowledging) adds the job only once. Failed jobs are never removed: they stay visible
- * (and retryable) in the dashboard.
+ * The BullMQ jobs for events read from the outbox, creates and deletes alike: one `plant-events`
+ * job per `batchSize` events (default: all in one), in read order (outbox order within a
+ * partition); the same jobs go to every queue. One job per batch, not per event: BullMQ's cost per
+ * job (its add, fetch and finish scripts) is what limited the side work's throughput. The job id
+ * derives from the event ids, so delivering the same entries twice (a relay that died after
+ * enqueueing but before acknowledging) adds the job only once. Failed jobs are never removed:
+ * they stay visible (and retryable) in the dashboard.
  */
-export function plantEventJobs(events: readonly PlantEvent[], options: RelayJobOptions) {
-  return [
-    {
+export function plantEventJobs(events: readonly PlantEvent[], options: RelayJobOptions, batchSize = events.length) {
+  const jobs = [];
+  for (let start = 0; start < events.length; start += Math.max(1, batchSize)) {
+    const batch = events.slice(start, start + Math.max(1, batchSize));
+    jobs.push({
       name: PLANT_EVENTS_JOB,
-      data: { events: [...events] } satisfies PlantEventBatch,
+      data: { events: batch } satisfies PlantEventBatch,
       opts: {
-        jobId: jobIdFor(events.map((event) => event.eventId)),
+        jobId: jobIdFor(batch.map((event) => event.eventId)),
         attempts: options.attempts,
         backoff: { type: "exponential", delay: options.backoffMs },
         removeOnComplete: KEEP_COMPLETED,
         removeOnFail: false,
       } satisfies BulkJobOptions,
-    },
-  ];
+    });
+  }
+  return jobs;
 }
 
-/**
- * Moves an unparseable outbox entry to the dead-letter stream and acknowledges + deletes it,
- * atomically, so it is neither lost nor dead-lettered twice.
- * KEYS: outbox, dead-letter stream. ARGV: group, entry id, error text, raw fields as JSON.
- */
-const deadLetterEntry = luaScript(`
-redis.call('XADD', KEYS[2], '*', 'outboxId', ARGV[2], 'error', ARGV[3], 'fields', ARGV[4])
-redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
-redis.call('XDEL', KEYS[1], ARGV[2])
-return 1
-`);
-
-/** A stream entry as ioredis returns it; the fields are null for an entry deleted meanwhile (Redis < 7). */
-type StreamEntry = [id: string, fields: string[] | null];
-
 export interface RelayOptions {
-  /** Command connection (XAUTOCLAIM, XACK, XDEL, XGROUP). The relay duplicates it for its blocking reads. */
-  redis: Redis;
+  /**
+   * The relay's own connection (one node or a cluster): outbox reads, claims, acks and the
+   * partition leases.
+   */
+  client: RedisClient;
+  /** The store's partition count (from openLayout). */
+  partitions: number;
   /** Every queue an outbox event fans out to. */
   queues: readonly Queue[];
+  /** Most events per job, and most entries read from one partition per round. */
   batchSize: number;
+  /** An entry pending this long at another consumer is taken over (its reader most likely died). */
   claimIdleMs: number;
+  /** Lease time of this relay's partitions (renewed every third of it). */
+  leaseMs: number;
+  /** Pause after a round that found nothing new in any partition. */
+  pollMs: number;
   jobOptions: RelayJobOptions;
   logger: Logger;
-  /** Longest XREADGROUP BLOCK; bounds how long close() waits for the loop. Default 1000 ms. */
-  blockMs?: number;
-  /** Consumer name in the `relay` group; default unique per process (hostname-pid-random). */
+  /** Consumer name in each partition's `relay` group and lease owner; default unique per process. */
   consumer?: string;
   /**
    * Test-only fault point. Default: `PLANT_STORE_FAULT` from the environment (validated with the
@@ -89,7 +88,12 @@ export interface RelayOptions {
 
 export interface Relay {
   readonly consumer: string;
-  /** Stops reading, lets the batch in hand finish (enqueue + ack), then closes the blocking connection. */
+  /** The partitions this relay holds now. */
+  held(): ReadonlySet<number>;
+  /**
+   * Stops reading, lets the batch in hand finish (enqueue + ack), gives the partitions' leases up
+   * (so the other workers take them over at once) and leaves the consumer groups it read from.
+   */
   close(): Promise<void>;
 }
 
@@ -99,41 +103,40 @@ export function relayConsumerName(): string {
 
 const isErrorWith = (error: unknown, prefix: string) => error instanceof Error && error.message.startsWith(prefix);
 
-/** Creates the consumer group (and the stream, if the api has not written yet). Idempotent. */
-export async function ensureOutboxGroup(redis: Redis): Promise<void> {
-  try {
-    // Id 0: a group created after the api already wrote entries must still relay them.
-    await redis.xgroup("CREATE", redisKeys.outbox, redisKeys.outboxGroup, "0", "MKSTREAM");
-  } catch (error) {
-    if (!isErrorWith(error, "BUSYGROUP")) throw error;
-  }
+/** Where a partition's sweep for entries left pending by other consumers stands. */
+interface Sweep {
+  /** XAUTOCLAIM cursor: "0-0" starts from the beginning. */
+  cursor: string;
+  /** When the next page is due (ms). */
+  dueAt: number;
 }
 
 /**
- * Relays the outbox stream into the BullMQ queues. The api commits a plant and its outbox entry
- * in one script; this loop turns each entry into jobs and only then acknowledges it, so a crash
- * anywhere leaves the entry either unread or pending — never lost:
- * - unread entries are read by the next relay (XREADGROUP `>`);
- * - entries pending at a consumer that died are taken over after `claimIdleMs` (XAUTOCLAIM);
- * - an entry enqueued but not yet acknowledged is enqueued again, and the job ids dedupe it.
+ * Relays the partitions' outbox streams into the BullMQ queues. The api commits a plant and its
+ * outbox entry in one script; this loop turns each entry into jobs and only then acknowledges
+ * it, so a crash anywhere leaves the entry either unread or pending — never lost:
+ * - the workers share the partitions through leases: this relay reads only those it holds, and a
+ *   dead worker's partitions pass to the others when its leases expire;
+ * - unread entries are read by the partition's holder (XREADGROUP `>`, one per partition: a
+ *   cluster cannot read streams of several slots in one command, so an idle relay polls);
+ * - entries pending at a consumer that died are taken over after `claimIdleMs` (XAUTOCLAIM) by the
+ *   partition's holder: at once when it gains the partition, then periodically;
+ * - an entry enqueued but not yet acknowledged is enqueued again, and the job ids dedupe it (the
+ *   jobs are idempotent anyway, should a batch be composed differently the second time).
  */
 export async function startRelay(options: RelayOptions): Promise<Relay> {
-  const { redis, queues, batchSize, claimIdleMs, jobOptions, logger } = options;
-  const blockMs = options.blockMs ?? 1000;
+  const { client, partitions, queues, batchSize, claimIdleMs, leaseMs, pollMs, jobOptions, logger } = options;
   const consumer = options.consumer ?? relayConsumerName();
   const log = (fields: Record<string, unknown> = {}) => ({ consumer, ...fields });
   const fault = "fault" in options ? options.fault : loadWorkerFault(process.env);
   if (fault !== undefined) logger.warn("TEST-ONLY FAULT POINT ENABLED", log({ fault }));
-
-  await ensureOutboxGroup(redis);
-  // XREADGROUP BLOCK holds its connection; a dedicated one keeps the command connection free.
-  const blocking = redis.duplicate({ connectionName: "plant-store-relay-blocking" });
-  // Debug only: an outage is already reported by the command connection this one duplicates.
-  blocking.on("error", (error) => logger.debug("relay blocking connection error", log({ error })));
+  const ops = outbox(client);
+  // Pending entries are swept in pages, per partition, at most every `claimSweepMs` once done.
+  const claimSweepMs = Math.max(50, Math.min(Math.floor(claimIdleMs / 2), 5000));
 
   let closing = false;
   let stopped: Promise<void> | undefined;
-  // Ends the back-off pause after a failed iteration early when close() is called.
+  /** Ends the current pause (idle poll or back-off) early: on close, or when partitions are gained. */
   let wake = () => {};
   const pause = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -143,146 +146,192 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
         resolve();
       };
     });
-  // Pending entries are swept in pages: `claimCursor` is where the next page starts ("0-0" =
-  // from the beginning). A full sweep runs at most every `claimSweepMs`.
-  let claimCursor = "0-0";
-  let nextSweepAt = 0;
-  const claimSweepMs = Math.max(50, Math.min(claimIdleMs, blockMs));
 
-  async function deliver(entries: StreamEntry[]): Promise<void> {
-    const events: PlantEvent[] = [];
-    const relayedIds: string[] = [];
-    for (const [id, fields] of entries) {
-      if (fields === null) {
-        relayedIds.push(id); // deleted from the stream: nothing to relay, just release it
-        continue;
-      }
-      try {
-        events.push(parseOutboxEntry(id, fields));
-        relayedIds.push(id);
-      } catch (error) {
-        const reason = error instanceof Error ? error.message : String(error);
-        await deadLetterEntry(
-          redis,
-          [redisKeys.outbox, outboxDeadLetterKey],
-          [redisKeys.outboxGroup, id, reason, JSON.stringify(fields)],
-        );
-        logger.error("unparseable outbox entry moved to the dead-letter stream", {
-          ...log(),
-          entryId: id,
-          deadLetterKey: outboxDeadLetterKey,
-          error: reason,
-        });
-      }
-    }
-    if (events.length > 0) {
-      const jobs = plantEventJobs(events, jobOptions);
-      await Promise.all(queues.map((queue) => queue.addBulk(jobs)));
-    }
-    if (relayedIds.length === 0) return;
-    // Only now, with the jobs stored, is the entry done. Deleting it keeps the outbox small.
-    const results = await redis
-      .multi()
-      .xack(redisKeys.outbox, redisKeys.outboxGroup, ...relayedIds)
-      .xdel(redisKeys.outbox, ...relayedIds)
-      .exec();
-    const failure = results?.find(([error]) => error !== null)?.[0];
-    if (failure) throw failure;
-    logger.debug("relayed outbox entries", log({ count: events.length }));
-  }
+  /** Gained partitions whose consumer group is not known to exist yet. */
+  const groupsToEnsure = new Set<number>();
+  const sweeps = new Map<number, Sweep>();
+  /** Partitions this relay has read from: it leaves their groups on close. */
+  const touched = new Set<number>();
+  /** A batch whose delivery failed: still pending at this consumer, retried first (no claim needed). */
+  let inHand: OutboxEntry[] = [];
 
-  /** One page of entries pending too long at some (presumably dead) consumer, now ours. */
-  async function reclaimStalled(): Promise<{ claimed: number; more: boolean }> {
-    const [next, entries] = (await redis.xautoclaim(
-      redisKeys.outbox,
-      redisKeys.outboxGroup,
-      consumer,
-      claimIdleMs,
-      claimCursor,
-      "COUNT",
-      batchSize,
-    )) as [string, StreamEntry[], string[]?];
-    claimCursor = next;
-    const more = next !== "0-0";
-    if (!more) nextSweepAt = Date.now() + claimSweepMs;
-    if (entries.length > 0) {
-      logger.warn("reclaimed outbox entries left pending by another relay consumer", log({ count: entries.length }));
-      await deliver(entries);
-    }
-    return { claimed: entries.length, more };
-  }
+  const leases: PartitionLeases = partitionLeases({
+    client,
+    partitions,
+    owner: consumer,
+    leaseMs,
+    renewMs: Math.max(10, Math.floor(leaseMs / 3)),
+    onChange(held, gained, lost) {
+      for (const p of gained) {
+        groupsToEnsure.add(p);
+        // What the previous holder left pending is claimed at once (once idle `claimIdleMs`).
+        sweeps.set(p, { cursor: "0-0", dueAt: 0 });
+      }
+      for (const p of lost) sweeps.delete(p);
+      logger.info("relay partitions changed", log({ held: held.size, gained, lost }));
+      if (gained.length > 0) wake();
+    },
+    onError(error) {
+      if (isConnectionError(error)) logger.debug("relay leases wait for Redis", log({ error: String(error) }));
+      else logger.warn("could not renew the relay's partition leases", log({ error }));
+    },
+  });
 
   /**
-   * Reads and delivers one batch. `>`: entries never delivered to any consumer (may BLOCK).
-   * `0`: entries already delivered to this consumer and still pending (never blocks).
+   * Enqueues the events of `entries` (one job per `batchSize` events, in every queue), then
+   * acknowledges them per partition. Unparseable entries go to their partition's dead letters.
    */
-  async function readAndDeliver(from: ">" | "0", block: boolean): Promise<number> {
-    const args: (string | number)[] = ["GROUP", redisKeys.outboxGroup, consumer, "COUNT", batchSize];
-    if (block) args.push("BLOCK", blockMs);
-    args.push("STREAMS", redisKeys.outbox, from);
-    const reply = (await blocking.call("XREADGROUP", ...args)) as [string, StreamEntry[]][] | null;
-    const entries = reply?.[0]?.[1] ?? [];
-    if (entries.length > 0 && fault === "relay-crash-before-enqueue") crashBeforeEnqueue(entries, logger, log());
-    if (entries.length > 0) await deliver(entries);
-    return entries.length;
+  async function deliver(entries: readonly OutboxEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    const events: PlantEvent[] = [];
+    const relayed = new Map<number, string[]>();
+    for (const entry of entries) {
+      const eventId = eventIdOf(entry.partition, entry.entryId);
+      try {
+        events.push(parseOutboxEntry(eventId, entry.fields));
+      } catch (error) {
+        const reason = error instanceof Error ? error.message : String(error);
+        await ops.deadLetter(entry, reason);
+        logger.error("unparseable outbox entry moved to the dead-letter stream", {
+          ...log(),
+          partition: entry.partition,
+          entryId: entry.entryId,
+          error: reason,
+        });
+        continue;
+      }
+      const ids = relayed.get(entry.partition) ?? [];
+      ids.push(entry.entryId);
+      relayed.set(entry.partition, ids);
+    }
+    if (events.length > 0) {
+      const jobs = plantEventJobs(events, jobOptions, batchSize);
+      await Promise.all(queues.map((queue) => queue.addBulk(jobs)));
+    }
+    // Only now, with the jobs stored, are the entries done. Deleting them keeps the outboxes small.
+    await Promise.all([...relayed].map(([partition, ids]) => ops.ack(partition, ids)));
+    if (events.length > 0) {
+      logger.debug("relayed outbox entries", log({ count: events.length, partitions: [...relayed.keys()] }));
+    }
+  }
+
+  /** Delivers `entries`; should that fail, keeps them to retry before anything else. */
+  async function deliverOrKeep(entries: OutboxEntry[]): Promise<void> {
+    try {
+      await deliver(entries);
+    } catch (error) {
+      inHand = entries;
+      throw error;
+    }
+  }
+
+  /** One page of each due partition's entries pending too long at some (presumably dead) consumer. */
+  async function reclaimStalled(held: readonly number[]): Promise<boolean> {
+    const now = Date.now();
+    const due = held.filter((p) => (sweeps.get(p)?.dueAt ?? Number.POSITIVE_INFINITY) <= now);
+    if (due.length === 0) return false;
+    const pages = await Promise.all(
+      due.map(async (p) => {
+        const sweep = sweeps.get(p) ?? { cursor: "0-0", dueAt: now };
+        const page = await ops.claimPending(p, consumer, claimIdleMs, sweep.cursor, batchSize);
+        sweeps.set(
+          p,
+          page.next === "0-0" ? { cursor: "0-0", dueAt: now + claimSweepMs } : { cursor: page.next, dueAt: 0 },
+        );
+        return page;
+      }),
+    );
+    const claimed = pages.flatMap((page) => page.entries);
+    if (claimed.length > 0) {
+      logger.warn(
+        "reclaimed outbox entries left pending by another relay consumer",
+        log({ count: claimed.length, partitions: [...new Set(claimed.map((entry) => entry.partition))] }),
+      );
+      await deliverOrKeep(claimed);
+    }
+    // More pages to go: do not pause before the next round.
+    return claimed.length > 0 || pages.some((page) => page.next !== "0-0");
+  }
+
+  async function ensureGroups(held: ReadonlySet<number>): Promise<void> {
+    const missing = [...groupsToEnsure].filter((p) => held.has(p));
+    await Promise.all(missing.map((p) => ops.ensureGroup(p)));
+    for (const p of missing) groupsToEnsure.delete(p);
+  }
+
+  async function round(): Promise<boolean> {
+    const heldSet = leases.held();
+    if (inHand.length > 0) {
+      // A partition lost meanwhile is its new holder's: it claims these once they are idle.
+      const retry = inHand.filter((entry) => heldSet.has(entry.partition));
+      inHand = [];
+      await deliverOrKeep(retry);
+      return true;
+    }
+    if (heldSet.size === 0) return false;
+    await ensureGroups(heldSet);
+    const held = [...heldSet].sort((a, b) => a - b);
+    const busy = await reclaimStalled(held);
+    if (closing) return busy;
+    const entries = await ops.readNew(held, consumer, batchSize);
+    for (const p of held) touched.add(p);
+    if (entries.length === 0) return busy;
+    if (fault === "relay-crash-before-enqueue") crashBeforeEnqueue(entries, logger, log());
+    await deliverOrKeep(entries);
+    return true;
   }
 
   async function loop(): Promise<void> {
     let failures = 0;
-    // After a failed iteration (say, enqueueing failed) the batch in hand is still pending at
-    // this consumer, and `>` never returns it again: re-read our own pending entries first
-    // rather than wait `claimIdleMs` for XAUTOCLAIM. Also done once at start, for a reused name.
-    let ownPendingToRetry = true;
     while (!closing) {
       try {
-        if (ownPendingToRetry) {
-          if ((await readAndDeliver("0", false)) === 0) ownPendingToRetry = false;
-          continue;
-        }
-        let busy = false;
-        if (Date.now() >= nextSweepAt) {
-          const { claimed, more } = await reclaimStalled();
-          busy = claimed > 0 || more;
-        }
-        if (closing) break;
-        // While a sweep is still paging through pending entries, do not sit in BLOCK.
-        await readAndDeliver(">", !busy);
+        const busy = await round();
         failures = 0;
+        if (!busy && !closing) await pause(pollMs);
       } catch (error) {
-        ownPendingToRetry = true;
         if (closing) break;
         failures++;
         // An outage is logged once by the worker's outage log; other failures here are faults.
         if (isConnectionError(error)) logger.debug("relay waits for Redis", log({ error: String(error), failures }));
         else logger.error("relay iteration failed; retrying", log({ error, failures }));
-        // The stream or group was deleted (e.g. FLUSHDB): recreate it instead of failing forever.
-        if (isErrorWith(error, "NOGROUP")) await ensureOutboxGroup(redis).catch(() => {});
+        // A stream or group was deleted (e.g. FLUSHALL): recreate them instead of failing forever.
+        if (isErrorWith(error, "NOGROUP")) for (const p of leases.held()) groupsToEnsure.add(p);
         await pause(Math.min(100 * 2 ** Math.min(failures, 7), 10_000));
       }
     }
   }
 
+  await leases.renew();
   const running = loop();
-  logger.info("relay started", log({ batchSize, claimIdleMs }));
+  logger.info("relay started", log({ partitions, held: leases.held().size, batchSize, claimIdleMs, leaseMs, pollMs }));
 
   async function stop(): Promise<void> {
     closing = true;
     wake();
-    // The loop notices `closing` within one BLOCK period. If Redis is unreachable the
-    // blocked read never returns: drop the connection after a grace period. Entries it
-    // may have delivered stay pending and are reclaimed by the next relay.
-    const grace = setTimeout(() => blocking.disconnect(), blockMs + 2000);
+    // With Redis unreachable a command in flight never returns: drop the connection after a grace
+    // period. Entries the loop had read stay pending and are claimed by the partitions' next holder.
+    const grace = setTimeout(() => client.disconnect(), 5000);
     await running;
-    clearTimeout(grace);
-    await closeRedis(blocking);
-    await removeConsumerIfIdle(redis, consumer).catch((error) =>
-      logger.warn("could not remove the relay consumer from the group", log({ error })),
-    );
+    try {
+      await leases.close();
+      await Promise.all(
+        [...touched].map((p) =>
+          ops.removeConsumerIfIdle(p, consumer).catch((error: unknown) => {
+            if (!isErrorWith(error, "NOGROUP")) throw error;
+          }),
+        ),
+      );
+    } catch (error) {
+      logger.warn("could not give the relay's partitions up cleanly", log({ error }));
+    } finally {
+      clearTimeout(grace);
+    }
     logger.info("relay stopped", log());
   }
 
   return {
     consumer,
+    held: () => leases.held(),
     close() {
       stopped ??= stop();
       return stopped;
@@ -296,27 +345,15 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
  * acknowledgement — exactly a crash. The log line is written synchronously first, so a test can
  * see which entries were in hand (a logger at level error or below writes it).
  */
-function crashBeforeEnqueue(entries: StreamEntry[], logger: Logger, fields: Record<string, unknown>): never {
-  const ids = entries.map(([id]) => id);
+function crashBeforeEnqueue(entries: OutboxEntry[], logger: Logger, fields: Record<string, unknown>): never {
+  const eventIds = entries.map((entry) => eventIdOf(entry.partition, entry.entryId));
   // stdout writes to a pipe or file are synchronous on Linux: the line is out before the kill.
   logger.error("fault point relay-crash-before-enqueue: killing the process before enqueueing", {
     ...fields,
-    count: ids.length,
-    firstEntryId: ids[0],
-    lastEntryId: ids.at(-1),
+    count: eventIds.length,
+    eventIds,
   });
   process.kill(process.pid, "SIGKILL");
   // SIGKILL is delivered before this line runs; should it not be, still never enqueue.
   throw new Error("fault point relay-crash-before-enqueue: SIGKILL did not stop the process");
-}
-
-/**
- * Consumer names are unique per process, so without this every restart would leave one more
- * consumer in the group. Only a consumer with nothing pending is deleted (XGROUP DELCONSUMER
- * drops its pending entries); nothing else adds to this consumer's pending list once our loop
- * has stopped, so the check cannot race.
- */
-async function removeConsumerIfIdle(redis: Redis, consumer: string): Promise<void> {
-  const pending = (await redis.xpending(redisKeys.outbox, redisKeys.outboxGroup, "-", "+", 1, consumer)) as unknown[];
-  if (pending.length === 0) await redis.xgroup("DELCONSUMER", redisKeys.outbox, redisKeys.outboxGroup, consumer);
 }

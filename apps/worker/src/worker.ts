@@ -6,10 +6,12 @@ import {
   PlantDeletedEvent,
   PlantEvent,
   PlantEventBatch,
+  type QueueName,
   queueNames,
+  queuePrefix,
 } from "@plant-store/contracts";
+import { connect, disconnect, isCluster, type Layout, openLayout, type RedisClient } from "@plant-store/store";
 import { type Job, Queue, UnrecoverableError, Worker } from "bullmq";
-import type { Redis } from "ioredis";
 import { z } from "zod";
 import { recordAudit } from "./audit-job.js";
 import type { WorkerConfig } from "./config.js";
@@ -17,19 +19,20 @@ import { startHeartbeat } from "./heartbeat.js";
 import { updateIndexes } from "./index-job.js";
 import { createLogger, type Logger } from "./logger.js";
 import { outageLog } from "./outage.js";
-import { closeRedis, connectRedis } from "./redis.js";
 import { type Relay, startRelay } from "./relay.js";
 
 export interface StartWorkerOptions {
   /** Default: JSON lines on stdout at `config.logLevel`. */
   logger?: Logger;
-  /** Longest XREADGROUP BLOCK of the relay (default 1000 ms); tests lower it. */
-  relayBlockMs?: number;
 }
 
 export interface RunningWorker {
-  /** Consumer name of this process's relay in the outbox group. */
+  /** Consumer name of this process's relay in the partitions' outbox groups (and its lease owner name). */
   readonly relayConsumer: string;
+  /** The store's partition count. */
+  readonly layout: Layout;
+  /** The partitions this worker relays now. */
+  relayedPartitions(): ReadonlySet<number>;
   /**
    * Graceful stop: the relay stops reading (finishing the batch in hand), the BullMQ workers
    * stop taking jobs and wait for the active ones, then the connections close. Idempotent.
@@ -78,15 +81,36 @@ export function plantEventsOf(job: Job): PlantEvent[] {
   return [parsed.data];
 }
 
-/** Starts the outbox relay and one BullMQ worker per queue; resolves once all are connected. */
+/**
+ * Starts the outbox relay and one BullMQ worker per queue; resolves once all are connected.
+ * Rejects with a StoreLayoutError when the store is of layout 1 (it must be migrated) or was
+ * created with another partition count than STORE_PARTITIONS.
+ */
 export async function startWorker(config: WorkerConfig, options: StartWorkerOptions = {}): Promise<RunningWorker> {
   const logger = options.logger ?? createLogger(config.logLevel);
+  const { store } = config;
   // One command connection for the queues, the workers' non-blocking commands and the job
-  // scripts; BullMQ opens its own blocking connection per Worker, the relay one for its reads.
-  const redis = connectRedis(config.redisUrl, "plant-store-worker");
+  // scripts (BullMQ opens its own blocking connection per Worker), one for the relay's polling.
+  // `maxRetriesPerRequest: null` (BullMQ requires it): while Redis is unreachable a command waits
+  // for the reconnect instead of failing after a few tries, so nothing is half-done.
+  const redis = connect(store.redis, { name: "plant-store-worker", maxRetriesPerRequest: null });
+  // On one node auto-pipelined: a relay round's reads of all its partitions leave in one write.
+  // Not on a cluster: ioredis's auto-pipelining routes a command by its first argument, which for
+  // XGROUP and XREADGROUP is not the key (they would go to the wrong node and fail with MOVED).
+  const relayConnection = connect(store.redis, {
+    name: "plant-store-relay",
+    maxRetriesPerRequest: null,
+    enableAutoPipelining: store.redis.mode === "single",
+  });
   const outage = outageLog(redis, logger);
   const logError = outage.error;
-  redis.on("error", (error) => logError("redis connection", error));
+  redis.on("error", (error: Error) => logError("redis connection", error));
+  // A cluster reports each node connection's errors apart; one node down is not an outage (its
+  // commands wait for the failover, and the cluster connection reports what fails for good).
+  if (isCluster(redis)) redis.on("node error", (error: Error) => logger.debug("redis node error", { error }));
+  // Debug only: an outage is already reported by the command connection.
+  relayConnection.on("error", (error: Error) => logger.debug("relay connection error", { error }));
+  if (isCluster(relayConnection)) relayConnection.on("node error", () => {});
 
   const queues: Queue[] = [];
   const workers: Worker[] = [];
@@ -96,27 +120,34 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     await relay?.close();
     await Promise.all(workers.map((worker) => worker.close()));
     await Promise.all(queues.map((queue) => queue.close()));
-    await closeRedis(redis);
+    await Promise.all([disconnect(relayConnection), disconnect(redis)]);
   }
 
+  let layout: Layout;
   try {
-    const processors: Record<string, (event: PlantEvent, redis: Redis) => Promise<unknown>> = {
+    layout = await openLayout(redis, store.partitions === undefined ? {} : { partitions: store.partitions });
+
+    const processors: Record<string, (event: PlantEvent, client: RedisClient) => Promise<unknown>> = {
       [queueNames.index]: (event, client) => updateIndexes(client, event),
       [queueNames.audit]: (event, client) => recordAudit(client, event),
     };
 
-    for (const [name, processEvent] of Object.entries(processors)) {
-      const queue = new Queue(name, { connection: redis });
+    for (const [name, processEvent] of Object.entries(processors) as [QueueName, (typeof processors)[string]][]) {
+      // A hash tag per queue: BullMQ's scripts touch several keys of a queue (one slot on a
+      // cluster), and the two queues may live on different shards.
+      const prefix = queuePrefix(name);
+      const queue = new Queue(name, { connection: redis, prefix });
       queue.on("error", (error) => logError(`queue ${name}`, error));
       queues.push(queue);
 
-      // A batch's events are sent at once, in outbox order, on one connection: Redis runs them in
-      // that order, each in its own idempotent script, so a retry of the whole batch is harmless.
+      // A batch's events are sent at once, each in its own idempotent command or script, so a
+      // retry of the whole batch is harmless, and so is any order among them.
       const worker = new Worker(
         name,
         async (job) => Promise.all(plantEventsOf(job).map((event) => processEvent(event, redis))),
         {
           connection: redis,
+          prefix,
           concurrency: config.concurrency,
           lockDuration: config.jobLockMs,
           stalledInterval: config.stalledCheckMs,
@@ -136,13 +167,15 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
 
     await Promise.all([...queues, ...workers].map((client) => client.waitUntilReady()));
     relay = await startRelay({
-      redis,
+      client: relayConnection,
+      partitions: layout.partitions,
       queues,
       batchSize: config.relayBatchSize,
       claimIdleMs: config.relayClaimIdleMs,
+      leaseMs: config.relayLeaseMs,
+      pollMs: config.relayPollMs,
       jobOptions: { attempts: config.jobAttempts, backoffMs: config.jobBackoffMs },
       logger,
-      ...(options.relayBlockMs === undefined ? {} : { blockMs: options.relayBlockMs }),
     });
   } catch (error) {
     await closeAll().catch(() => {});
@@ -150,10 +183,12 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   }
 
   const heartbeat = config.heartbeatFile === undefined ? undefined : startHeartbeat(redis, config.heartbeatFile);
-  const consumer = relay.consumer;
+  const started = relay;
   let closing: Promise<void> | undefined;
   return {
-    relayConsumer: consumer,
+    relayConsumer: started.consumer,
+    layout,
+    relayedPartitions: () => started.held(),
     close() {
       heartbeat?.stop();
       closing ??= closeAll();

@@ -4,12 +4,19 @@ import { loadWorkerConfig, WorkerConfigError } from "../src/config.js";
 describe("loadWorkerConfig", () => {
   it("uses safe local defaults when nothing is set", () => {
     expect(loadWorkerConfig({})).toEqual({
-      redisUrl: "redis://127.0.0.1:6379",
+      store: {
+        redis: { mode: "single", url: "redis://127.0.0.1:6379" },
+        partitions: undefined,
+        minReplicasAck: 0,
+        replicaAckTimeoutMs: 1000,
+      },
       concurrency: 8,
       jobAttempts: 5,
       jobBackoffMs: 1000,
       relayBatchSize: 100,
       relayClaimIdleMs: 30_000,
+      relayLeaseMs: 10_000,
+      relayPollMs: 50,
       jobLockMs: 10_000,
       stalledCheckMs: 5_000,
       shutdownTimeoutMs: 30_000,
@@ -20,28 +27,56 @@ describe("loadWorkerConfig", () => {
   it("reads every variable, treating empty values as unset", () => {
     const config = loadWorkerConfig({
       REDIS_URL: "rediss://user:secret@redis.internal:6380/2",
+      STORE_PARTITIONS: "64",
       WORKER_CONCURRENCY: "3",
       JOB_ATTEMPTS: "",
       JOB_BACKOFF_MS: "250",
       RELAY_BATCH_SIZE: "10",
       RELAY_CLAIM_IDLE_MS: "5000",
+      RELAY_LEASE_MS: "3000",
+      RELAY_POLL_MS: "",
       JOB_LOCK_MS: "4000",
       STALLED_CHECK_MS: "2000",
       SHUTDOWN_TIMEOUT_MS: "7000",
       LOG_LEVEL: "DEBUG",
     });
     expect(config).toEqual({
-      redisUrl: "rediss://user:secret@redis.internal:6380/2",
+      store: {
+        redis: { mode: "single", url: "rediss://user:secret@redis.internal:6380/2" },
+        partitions: 64,
+        minReplicasAck: 0,
+        replicaAckTimeoutMs: 1000,
+      },
       concurrency: 3,
       jobAttempts: 5,
       jobBackoffMs: 250,
       relayBatchSize: 10,
       relayClaimIdleMs: 5000,
+      relayLeaseMs: 3000,
+      relayPollMs: 50,
       jobLockMs: 4000,
       stalledCheckMs: 2000,
       shutdownTimeoutMs: 7000,
       logLevel: "debug",
     });
+  });
+
+  it("reads a cluster's seed nodes and password with the store's configuration", () => {
+    const config = loadWorkerConfig({
+      REDIS_CLUSTER_NODES: "10.0.0.1:7000, 10.0.0.2:7001",
+      REDIS_PASSWORD: "pw",
+    });
+    expect(config.store.redis).toEqual({
+      mode: "cluster",
+      nodes: [
+        { host: "10.0.0.1", port: 7000 },
+        { host: "10.0.0.2", port: 7001 },
+      ],
+      username: undefined,
+      password: "pw",
+      tls: false,
+    });
+    expect(config.store.minReplicasAck).toBe(1);
   });
 
   it("rejects invalid values, naming each offending variable", () => {
@@ -50,9 +85,16 @@ describe("loadWorkerConfig", () => {
         REDIS_URL: "http://localhost",
         WORKER_CONCURRENCY: "0",
         JOB_ATTEMPTS: "2.5",
+        RELAY_LEASE_MS: "10",
         LOG_LEVEL: "loud",
       });
     expect(load).toThrow(WorkerConfigError);
-    expect(load).toThrow(/REDIS_URL.*WORKER_CONCURRENCY.*JOB_ATTEMPTS.*LOG_LEVEL/);
+    expect(load).toThrow(
+      /^invalid worker configuration: REDIS_URL: .*WORKER_CONCURRENCY.*JOB_ATTEMPTS.*RELAY_LEASE_MS.*LOG_LEVEL/,
+    );
+    expect(() => loadWorkerConfig({ REDIS_URL: "redis://a:1", REDIS_CLUSTER_NODES: "b:2" })).toThrow(
+      /set REDIS_URL \(one Redis\) or REDIS_CLUSTER_NODES \(a cluster\), not both/,
+    );
+    expect(() => loadWorkerConfig({ STORE_PARTITIONS: "0" })).toThrow(/STORE_PARTITIONS/);
   });
 });

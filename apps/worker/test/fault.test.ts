@@ -1,22 +1,21 @@
-import { queueNames, redisKeys } from "@plant-store/contracts";
-import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
-import { Queue } from "bullmq";
-import type { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+// Worker processes (dist/main.js) on a real store — a single redis-server and a 3+3 Redis Cluster:
+// a crash between reading the outbox and enqueueing, and two workers sharing the partitions.
+import { queueNames, queuePrefix } from "@plant-store/contracts";
+import { type StoreKind, storeKinds } from "@plant-store/redis-server";
+import { partitionKeys, storeKeys } from "@plant-store/store";
+import type { Queue } from "bullmq";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { loadWorkerConfig, loadWorkerFault, WorkerConfigError } from "../src/config.js";
-import { connect, createPlantAsApi, outboxPendingCount, type SpawnedWorker, spawnWorker, waitFor } from "./support.js";
-
-let server: RedisServer;
-let redis: Redis;
-
-beforeAll(async () => {
-  server = await startRedisServer();
-  redis = connect(server.url);
-});
-afterAll(async () => {
-  await redis?.quit();
-  await server?.stop();
-});
+import {
+  auditCountByPlant,
+  type CreatedPlant,
+  openTestStore,
+  PARTITIONS,
+  type SpawnedWorker,
+  spawnWorker,
+  type TestStoreContext,
+  waitFor,
+} from "./support.js";
 
 describe("PLANT_STORE_FAULT (test-only fault point)", () => {
   it("is optional, accepts only the known fault names, and is off by default", () => {
@@ -31,76 +30,184 @@ describe("PLANT_STORE_FAULT (test-only fault point)", () => {
   });
 });
 
-describe("relay-crash-before-enqueue", { timeout: 30_000 }, () => {
-  it("SIGKILLs the worker after XREADGROUP and before any job is added; a restarted worker reclaims the entries and does the side work exactly once", async () => {
-    const created = [];
-    for (let i = 0; i < 25; i++) created.push(await createPlantAsApi(redis, { id: String(5000 + i), tag: "fault" }));
-    const queues = [
-      new Queue(queueNames.index, { connection: redis }),
-      new Queue(queueNames.audit, { connection: redis }),
-    ];
-    const workers: SpawnedWorker[] = [];
-    try {
-      const env = { REDIS_URL: server.url, RELAY_CLAIM_IDLE_MS: "500", LOG_LEVEL: "info" };
-      const faulty = spawnWorker({ ...env, PLANT_STORE_FAULT: "relay-crash-before-enqueue" });
-      workers.push(faulty);
-      const { code, signal } = await faulty.exit;
-      expect({ code, signal }).toEqual({ code: null, signal: "SIGKILL" });
-      const faultLine = faulty.lines().find((line) => String(line.msg).startsWith("fault point"));
-      expect(faultLine).toMatchObject({ count: created.length, firstEntryId: created[0]?.eventId });
+describe.each(storeKinds)("worker processes on %s Redis", { timeout: 40_000 }, (kind: StoreKind) => {
+  let t: TestStoreContext;
+  let queues: Queue[];
+  const workers: SpawnedWorker[] = [];
 
-      // Crashed between reading and enqueueing: every entry is still in the outbox, pending at
-      // the dead consumer, and not one job (nor any side effect) exists.
-      expect(await redis.xlen(redisKeys.outbox)).toBe(created.length);
-      expect(await outboxPendingCount(redis)).toBe(created.length);
-      for (const queue of queues) {
-        const counts = await queue.getJobCounts("wait", "active", "delayed", "completed", "failed", "prioritized");
-        expect(Object.values(counts).reduce((sum, n) => sum + n, 0)).toBe(0);
-      }
-      expect(await redis.exists(`bull:${queueNames.index}:id`, `bull:${queueNames.audit}:id`)).toBe(0);
-      expect(await redis.xlen(redisKeys.audit)).toBe(0);
-      expect(await redis.zcard(redisKeys.indexByCreation)).toBe(0);
-
-      // Restarted without the fault: the new relay (another consumer name) claims the entries
-      // once they have been idle RELAY_CLAIM_IDLE_MS, and the side work happens exactly once.
-      const healthy = spawnWorker(env);
-      workers.push(healthy);
-      await waitFor(
-        "every plant audited and indexed",
-        async () =>
-          (await redis.xlen(redisKeys.audit)) >= created.length &&
-          (await redis.zcard(redisKeys.indexByCreation)) === created.length,
-        15_000,
-      );
-      await waitFor("the outbox drained", async () => (await redis.xlen(redisKeys.outbox)) === 0, 5000);
-      expect(
-        healthy.lines().some((line) => line.msg === "reclaimed outbox entries left pending by another relay consumer"),
-      ).toBe(true);
-      await waitFor("no job left", async () => {
-        const counts = await Promise.all(queues.map((queue) => queue.getJobCounts("wait", "active", "delayed")));
-        return counts.every((c) => (c.wait ?? 0) + (c.active ?? 0) + (c.delayed ?? 0) === 0);
-      });
-
-      const audit = (await redis.xrange(redisKeys.audit, "-", "+")).map(([, fields]) => {
-        const record: Record<string, string> = {};
-        for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;
-        return record;
-      });
-      expect(audit.map((entry) => entry.plantId).sort()).toEqual(created.map((plant) => plant.plantId).sort());
-      expect(audit.map((entry) => entry.eventId).sort()).toEqual(created.map((plant) => plant.eventId).sort());
-      for (const plant of created) {
-        expect(await redis.zscore(redisKeys.indexByCreation, plant.plantId)).toBe(String(plant.seq));
-        expect(await redis.zscore(redisKeys.indexByTag("fault"), plant.plantId)).toBe(String(plant.seq));
-      }
-      expect(await redis.zcard(`bull:${queueNames.index}:failed`)).toBe(0);
-      expect(await redis.zcard(`bull:${queueNames.audit}:failed`)).toBe(0);
-      expect(await outboxPendingCount(redis)).toBe(0);
-
-      healthy.child.kill("SIGTERM");
-      expect(await healthy.exit).toEqual({ code: 0, signal: null });
-    } finally {
-      for (const worker of workers) worker.child.kill("SIGKILL");
-      await Promise.all(queues.map((queue) => queue.close()));
+  beforeAll(async () => {
+    t = await openTestStore(kind);
+    queues = [t.queue(queueNames.index), t.queue(queueNames.audit)];
+  }, 120_000);
+  afterAll(async () => {
+    for (const worker of workers) worker.child.kill("SIGKILL");
+    await Promise.all((queues ?? []).map((queue) => queue.close()));
+    await t?.stop();
+  });
+  beforeEach(async () => {
+    for (const worker of workers.splice(0)) {
+      worker.child.kill("SIGKILL");
+      await worker.exit;
     }
+    await t.reset();
+  });
+
+  /** A worker process on this store with short leases and claims (RELAY_LEASE_MS 1 s). */
+  function spawn(env: Record<string, string> = {}): SpawnedWorker {
+    const worker = spawnWorker({
+      ...t.env,
+      RELAY_CLAIM_IDLE_MS: "500",
+      RELAY_LEASE_MS: "1000",
+      RELAY_POLL_MS: "20",
+      LOG_LEVEL: "info",
+      ...env,
+    });
+    workers.push(worker);
+    return worker;
+  }
+
+  const ready = async (worker: SpawnedWorker) =>
+    String(
+      (await waitFor("the ready line", () => worker.lines().find((line) => line.msg === "worker ready"), 15_000))
+        .relayConsumer,
+    );
+
+  const noJobLeft = async () => {
+    const counts = await Promise.all(queues.map((queue) => queue.getJobCounts("wait", "active", "delayed")));
+    return counts.every((c) => (c.wait ?? 0) + (c.active ?? 0) + (c.delayed ?? 0) === 0);
+  };
+
+  /** Every plant listed and audited exactly once, nothing failed, nothing left in the outboxes. */
+  async function expectSideWorkExactlyOnce(plants: readonly CreatedPlant[], tag: string) {
+    const audit = await t.audit();
+    expect(audit.map((entry) => entry.eventId).sort()).toEqual(plants.map((plant) => plant.eventId).sort());
+    expect([...auditCountByPlant(audit).values()].every((n) => n === 1)).toBe(true);
+    const byCreation = [...plants].sort((a, b) => (BigInt(a.created) < BigInt(b.created) ? -1 : 1));
+    expect(await t.inspect.indexedIds(tag)).toEqual(byCreation.map((plant) => plant.plantId));
+    expect(await t.indexState(tag)).toEqual(byCreation.map((p) => `${p.plantId}@${p.created} ${p.created}`));
+    for (const queue of queues) expect((await queue.getJobCounts("failed")).failed).toBe(0);
+    expect(await t.inspect.outboxDepth()).toBe(0);
+    expect(await t.inspect.outboxPending()).toBe(0);
+  }
+
+  it("relay-crash-before-enqueue: SIGKILLs the worker after XREADGROUP and before any job is added; a restarted worker claims the entries and does the side work exactly once", async () => {
+    const created: CreatedPlant[] = [];
+    for (let i = 0; i < 25; i++) created.push(await t.createPlant({ id: String(5000 + i), tag: "fault" }));
+    expect(new Set(created.map((plant) => plant.partition)).size).toBeGreaterThan(4);
+
+    const faulty = spawn({ PLANT_STORE_FAULT: "relay-crash-before-enqueue" });
+    const { code, signal } = await faulty.exit;
+    expect({ code, signal }).toEqual({ code: null, signal: "SIGKILL" });
+    const faultLine = faulty.lines().find((line) => String(line.msg).startsWith("fault point"));
+    expect(faultLine).toMatchObject({ count: created.length });
+    expect([...((faultLine?.eventIds ?? []) as string[])].sort()).toEqual(created.map((plant) => plant.eventId).sort());
+
+    // Crashed between reading and enqueueing: every entry is still in its outbox, pending at the
+    // dead consumer, and not one job (nor any side effect) exists.
+    expect(await t.inspect.outboxDepth()).toBe(created.length);
+    expect(await t.inspect.outboxPending()).toBe(created.length);
+    for (const queue of queues) {
+      const counts = await queue.getJobCounts("wait", "active", "delayed", "completed", "failed", "prioritized");
+      expect(Object.values(counts).reduce((sum, n) => sum + n, 0)).toBe(0);
+    }
+    for (const name of [queueNames.index, queueNames.audit]) {
+      expect(await t.client.exists(`${queuePrefix(name)}:${name}:id`)).toBe(0);
+    }
+    expect(await t.audit()).toHaveLength(0);
+    expect(await t.inspect.indexedIds()).toHaveLength(0);
+
+    // Restarted without the fault: the new relay (another consumer name) gets the partitions once
+    // the dead one's leases expire, and claims the entries once idle RELAY_CLAIM_IDLE_MS.
+    const healthy = spawn();
+    await waitFor(
+      "every plant audited and indexed",
+      async () =>
+        (await t.audit()).length >= created.length && (await t.inspect.indexedIds("fault")).length === created.length,
+      15_000,
+    );
+    await waitFor("the outboxes drained", async () => (await t.inspect.outboxDepth()) === 0);
+    expect(
+      healthy.lines().some((line) => line.msg === "reclaimed outbox entries left pending by another relay consumer"),
+    ).toBe(true);
+    await waitFor("no job left", noJobLeft);
+    await expectSideWorkExactlyOnce(created, "fault");
+
+    healthy.child.kill("SIGTERM");
+    expect(await healthy.exit).toEqual({ code: 0, signal: null });
+  });
+
+  it("two workers share the partitions, each relayed by one of them; when one is killed the other takes its partitions over", async () => {
+    const env = { LOG_LEVEL: "debug" };
+    const a = spawn(env);
+    const b = spawn(env);
+    const names = await Promise.all([ready(a), ready(b)]);
+    const holders = async () =>
+      Promise.all(Array.from({ length: PARTITIONS }, (_, p) => t.client.get(partitionKeys(p).relayLease)));
+    // Each holds half: the live relays split the partitions round-robin.
+    const split = await waitFor(
+      "the partitions split between the two",
+      async () => {
+        const now = await holders();
+        const count = (name: string) => now.filter((holder) => holder === name).length;
+        return count(names[0] as string) === PARTITIONS / 2 && count(names[1] as string) === PARTITIONS / 2
+          ? now
+          : undefined;
+      },
+      10_000,
+    );
+    const leasedBy = (name: string) => new Set(split.flatMap((holder, p) => (holder === name ? [p] : [])));
+
+    const plants: CreatedPlant[] = [];
+    for (let i = 0; i < 64; i++) plants.push(await t.createPlant({ id: String(7000 + i), tag: "shared" }));
+    await waitFor(
+      "every plant audited and indexed",
+      async () => (await t.audit()).length >= 64 && (await t.inspect.indexedIds("shared")).length === 64,
+      15_000,
+    );
+    await waitFor("no job left", noJobLeft);
+    await expectSideWorkExactlyOnce(plants, "shared");
+
+    // Which partitions each relayed: only its own, none relayed by both, all 64 events once.
+    const relayed = (worker: SpawnedWorker) => {
+      const lines = worker.lines().filter((line) => line.msg === "relayed outbox entries");
+      return {
+        partitions: new Set(lines.flatMap((line) => line.partitions as number[])),
+        count: lines.reduce((sum, line) => sum + Number(line.count), 0),
+      };
+    };
+    const [byA, byB] = [relayed(a), relayed(b)];
+    for (const p of byA.partitions) expect(leasedBy(names[0] as string).has(p)).toBe(true);
+    for (const p of byB.partitions) expect(leasedBy(names[1] as string).has(p)).toBe(true);
+    expect(byA.count + byB.count).toBe(64);
+    expect(byA.partitions.size).toBeGreaterThan(0);
+    expect(byB.partitions.size).toBeGreaterThan(0);
+    expect(new Set([...byA.partitions, ...byB.partitions])).toEqual(new Set(plants.map((plant) => plant.partition)));
+
+    // A dies. Its partitions' new entries wait until its leases expire, then B relays them.
+    a.child.kill("SIGKILL");
+    await a.exit;
+    const later: CreatedPlant[] = [];
+    for (let i = 0; i < 32; i++) later.push(await t.createPlant({ id: String(8000 + i), tag: "shared" }));
+    expect(later.some((plant) => leasedBy(names[0] as string).has(plant.partition))).toBe(true);
+    await waitFor(
+      "the later plants audited and indexed",
+      async () => (await t.audit()).length >= 96 && (await t.inspect.indexedIds("shared")).length === 96,
+      15_000,
+    );
+    await waitFor("no job left", noJobLeft);
+    await expectSideWorkExactlyOnce([...plants, ...later], "shared");
+    expect(await holders()).toEqual(new Array(PARTITIONS).fill(names[1]));
+    const gained = b
+      .lines()
+      .filter((line) => line.msg === "relay partitions changed")
+      .flatMap((line) => line.gained as number[]);
+    for (const p of leasedBy(names[0] as string)) expect(gained).toContain(p);
+
+    // A graceful stop gives every lease up and leaves the relay membership.
+    b.child.kill("SIGTERM");
+    expect(await b.exit).toEqual({ code: 0, signal: null });
+    expect(await holders()).toEqual(new Array(PARTITIONS).fill(null));
+    // Only the dead one's heartbeat may be left, until it ages out.
+    expect(await t.client.zrange(storeKeys.relayWorkers, 0, -1)).not.toContain(names[1]);
   });
 });

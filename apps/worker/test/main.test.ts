@@ -1,30 +1,32 @@
-import { queueNames, redisKeys } from "@plant-store/contracts";
-import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
-import { Queue } from "bullmq";
-import type { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect, createPlantAsApi, outboxPendingCount, spawnWorker, waitFor } from "./support.js";
+import { queueNames } from "@plant-store/contracts";
+import { partitionKeys, storeKeys } from "@plant-store/store";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { openTestStore, PARTITIONS, spawnWorker, type TestStoreContext, waitFor } from "./support.js";
 
-let server: RedisServer;
-let redis: Redis;
+let t: TestStoreContext;
 
 beforeAll(async () => {
-  server = await startRedisServer();
-  redis = connect(server.url);
+  t = await openTestStore("single");
 });
 afterAll(async () => {
-  await redis?.quit();
-  await server?.stop();
+  await t?.stop();
+});
+beforeEach(async () => {
+  await t.reset();
 });
 
+/** The fatal line of a worker that failed to start: its error message. */
+const fatalMessage = (lines: Record<string, unknown>[]) =>
+  String((lines.find((line) => line.level === "error")?.error as { message?: string } | undefined)?.message);
+
 describe("worker process (dist/main.js)", { timeout: 20_000 }, () => {
-  it("stops gracefully on SIGTERM: exit 0, promptly, no job left active, outbox nothing pending", async () => {
+  it("stops gracefully on SIGTERM: exit 0, promptly, no job left active, nothing pending, leases and consumers given up", async () => {
     // Jobs slow enough to be in flight at SIGTERM: plenty of them and little concurrency.
-    const worker = spawnWorker({ REDIS_URL: server.url, WORKER_CONCURRENCY: "2", LOG_LEVEL: "info" });
+    const worker = spawnWorker({ ...t.env, WORKER_CONCURRENCY: "2", LOG_LEVEL: "info" });
     try {
       await waitFor("the ready line", () => worker.lines().some((line) => line.msg === "worker ready"), 10_000);
-      for (let i = 0; i < 300; i++) await createPlantAsApi(redis, { id: String(100 + i) });
-      await waitFor("jobs in progress", async () => (await redis.xlen(redisKeys.audit)) > 0);
+      for (let i = 0; i < 300; i++) await t.createPlant({ id: String(100 + i) });
+      await waitFor("jobs in progress", async () => (await t.audit()).length > 0);
 
       const sentAt = Date.now();
       worker.child.kill("SIGTERM");
@@ -38,10 +40,7 @@ describe("worker process (dist/main.js)", { timeout: 20_000 }, () => {
       worker.child.kill("SIGKILL");
     }
 
-    const queues = [
-      new Queue(queueNames.index, { connection: redis }),
-      new Queue(queueNames.audit, { connection: redis }),
-    ];
+    const queues = [t.queue(queueNames.index), t.queue(queueNames.audit)];
     try {
       for (const queue of queues) {
         const counts = await queue.getJobCounts("active", "failed");
@@ -50,17 +49,36 @@ describe("worker process (dist/main.js)", { timeout: 20_000 }, () => {
     } finally {
       await Promise.all(queues.map((queue) => queue.close()));
     }
-    // The relay finished its batch before stopping: nothing read-but-unacknowledged remains,
-    // and it removed its own consumer from the group.
-    expect(await outboxPendingCount(redis)).toBe(0);
-    expect(await redis.xinfo("CONSUMERS", redisKeys.outbox, redisKeys.outboxGroup)).toEqual([]);
+    // The relay finished its batch before stopping: nothing read-but-unacknowledged remains; it
+    // gave its leases up (another worker takes over at once) and left every consumer group.
+    expect(await t.inspect.outboxPending()).toBe(0);
+    expect(await t.client.zcard(storeKeys.relayWorkers)).toBe(0);
+    for (let p = 0; p < PARTITIONS; p++) {
+      const keys = partitionKeys(p);
+      expect(await t.client.exists(keys.relayLease)).toBe(0);
+      expect(await t.client.xinfo("CONSUMERS", keys.outbox, storeKeys.outboxGroup)).toEqual([]);
+    }
   });
 
   it("exits 1 with a readable message on an invalid configuration", async () => {
-    const worker = spawnWorker({ REDIS_URL: server.url, WORKER_CONCURRENCY: "lots" });
+    const worker = spawnWorker({ ...t.env, WORKER_CONCURRENCY: "lots", REDIS_CLUSTER_NODES: "127.0.0.1:7000" });
     const { code } = await worker.exit;
     expect(code).toBe(1);
-    const fatal = worker.lines().find((line) => line.level === "error");
-    expect(String((fatal?.error as { message?: string } | undefined)?.message)).toMatch(/WORKER_CONCURRENCY/);
+    const message = fatalMessage(worker.lines());
+    expect(message).toMatch(/WORKER_CONCURRENCY/);
+    expect(message).toMatch(/REDIS_URL \(one Redis\) or REDIS_CLUSTER_NODES/);
+  });
+
+  it("exits 1, saying what to do, on a store of layout 1 or of another partition count", async () => {
+    await t.client.del(storeKeys.meta);
+    await t.client.set("plants:seq", "12"); // what a store of layout 1 holds
+    const legacy = spawnWorker({ ...t.env });
+    expect((await legacy.exit).code).toBe(1);
+    expect(fatalMessage(legacy.lines())).toMatch(/single-node layout.*npm run migrate/);
+
+    await t.reset(); // 16 partitions
+    const mismatch = spawnWorker({ ...t.env, STORE_PARTITIONS: "64" });
+    expect((await mismatch.exit).code).toBe(1);
+    expect(fatalMessage(mismatch.lines())).toMatch(/created with 16 partitions.*STORE_PARTITIONS=64/);
   });
 });

@@ -1,30 +1,26 @@
 // A Redis outage in the worker's log: one error line when it starts, one info line when it is
 // over, nothing per reconnect attempt in between; and the worker goes on with the side work.
-import { redisKeys } from "@plant-store/contracts";
+import { outboxFields } from "@plant-store/contracts";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
-import type { Redis } from "ioredis";
+import { connect, disconnect, inspectStore, type Layout, openLayout, plantStore } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../src/logger.js";
 import { outageLog } from "../src/outage.js";
-import { closeRedis, connectRedis } from "../src/redis.js";
-import { connect, createPlantAsApi, spawnWorker, waitFor } from "./support.js";
+import { connectTo, spawnWorker, waitFor } from "./support.js";
 
 let server: RedisServer;
-let redis: Redis;
 
 beforeAll(async () => {
   server = await startRedisServer({ appendfsync: "no" });
-  redis = connect(server.url);
-  redis.on("error", () => {});
 });
 afterAll(async () => {
-  redis.disconnect();
   await server.stop();
 });
 
 describe("worker logs during a Redis outage", { timeout: 30_000 }, () => {
   it("logs the outage once when it starts and once when it ends, then catches up", async () => {
-    const worker = spawnWorker({ REDIS_URL: server.url, LOG_LEVEL: "info" });
+    const worker = spawnWorker({ REDIS_URL: server.url, STORE_PARTITIONS: "16", LOG_LEVEL: "info" });
+    const client = connectTo({ REDIS_URL: server.url });
     try {
       await waitFor("the ready line", () => worker.lines().some((line) => line.msg === "worker ready"), 10_000);
       await server.kill();
@@ -36,8 +32,22 @@ describe("worker logs during a Redis outage", { timeout: 30_000 }, () => {
         () => worker.lines().some((line) => String(line.msg).startsWith("store outage over")),
         15_000,
       );
-      await createPlantAsApi(redis, { id: "7" });
-      await waitFor("the side work", async () => (await redis.xlen(redisKeys.audit)) === 1, 15_000);
+      // A plant committed as the api does (the store's create), then its side work.
+      const layout: Layout = await openLayout(client, { partitions: 16 });
+      await plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 }).create(
+        { id: 7n, name: "after the outage" },
+        outboxFields({
+          type: "plant.created",
+          plantId: "7",
+          name: "after the outage",
+          actor: "test",
+          requestId: "r-7",
+          at: new Date().toISOString(),
+        }),
+        new Date().toISOString(),
+      );
+      const inspect = inspectStore(client, layout);
+      await waitFor("the side work", async () => (await inspect.auditEntries()).length === 1, 15_000);
 
       const lines = worker.lines();
       const errors = lines.filter((line) => line.level === "error");
@@ -53,13 +63,17 @@ describe("worker logs during a Redis outage", { timeout: 30_000 }, () => {
     } finally {
       worker.child.kill("SIGTERM");
       await worker.exit;
+      await disconnect(client);
     }
   });
 
   it("ends an outage another connection reported once Redis answers the command connection", async () => {
     // E.g. a queue's or worker's own connection was reset while ours stayed up: no "ready" event
     // comes on ours, yet the outage must end (or the next one would not be logged).
-    const command = connectRedis(server.url, "outage-log-test");
+    const command = connect(
+      { mode: "single", url: server.url },
+      { name: "outage-log-test", maxRetriesPerRequest: null },
+    );
     const lines: Record<string, unknown>[] = [];
     const outage = outageLog(
       command,
@@ -84,7 +98,7 @@ describe("worker logs during a Redis outage", { timeout: 30_000 }, () => {
       ]);
       expect(lines[0]).toMatchObject({ source: "worker plant-index", cause: "read ECONNRESET" });
     } finally {
-      await closeRedis(command);
+      await disconnect(command);
     }
   });
 });

@@ -1,133 +1,207 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { outboxFields, redisKeys } from "@plant-store/contracts";
-import { Redis } from "ioredis";
+import { outboxFields, type PlantEvent, parseOutboxEntry, type QueueName, queuePrefix } from "@plant-store/contracts";
+import { type StoreKind, startTestStore, type TestStore } from "@plant-store/redis-server";
+import {
+  connect,
+  disconnect,
+  eventIdOf,
+  indexKeys,
+  inspectStore,
+  isCluster,
+  type Layout,
+  openLayout,
+  outbox,
+  parseStoreConfig,
+  partitionKeys,
+  partitionOf,
+  plantStore,
+  type RedisClient,
+} from "@plant-store/store";
+import { Queue } from "bullmq";
 import { loadWorkerConfig, type WorkerConfig } from "../src/config.js";
 
+/** Partitions of the tests' stores: few, so whole-store reads stay cheap. */
+export const PARTITIONS = 16;
+
 /**
- * Mirrors the api's create script: the plant hash and its outbox entry in one atomic script,
- * with the seq appended as the last field pair of the entry.
- * KEYS: plant hash, seq counter, outbox. ARGV: name, tag ("" = none), createdAt, ...outbox fields.
+ * A test file's store (a single redis-server or a 3+3 cluster, started once per file and kind),
+ * the tests' own connection to it (the store's `connect`, so keys route on a cluster too), and
+ * the store's operations the tests write and read with — the api's own commit and delete.
  */
-const CREATE_PLANT_LUA = `
-local seq = redis.call('INCR', KEYS[2])
-if ARGV[2] ~= '' then
-  redis.call('HSET', KEYS[1], 'name', ARGV[1], 'tag', ARGV[2], 'seq', seq, 'createdAt', ARGV[3])
-else
-  redis.call('HSET', KEYS[1], 'name', ARGV[1], 'seq', seq, 'createdAt', ARGV[3])
-end
-local fields = {}
-for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
-fields[#fields + 1] = 'seq'
-fields[#fields + 1] = seq
-local eventId = redis.call('XADD', KEYS[3], '*', unpack(fields))
-return {eventId, seq}
-`;
+export async function openTestStore(kind: StoreKind) {
+  const store: TestStore = await startTestStore(kind);
+  const client = connect(parseStoreConfig(store.env).redis, { name: "worker-test", maxRetriesPerRequest: null });
+  client.on("error", () => {});
+  let layout: Layout = await openLayout(client, { partitions: PARTITIONS });
+  let counter = 0;
+  const plants = () => plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+  const keysOf = (plantId: string) => partitionKeys(partitionOf(plantId, layout.partitions));
+
+  /**
+   * The event id of the request's outbox entry: read from the partition's outbox, or, once the
+   * relay has taken it from there, from the audit stream (polled until the audit job ran).
+   */
+  async function eventIdOfRequest(partition: number, requestId: string): Promise<string> {
+    const keys = partitionKeys(partition);
+    const hasRequest = (fields: string[]) =>
+      fields.some((value, i) => i % 2 === 1 && fields[i - 1] === "requestId" && value === requestId);
+    return waitFor(`the event of ${requestId}`, async () => {
+      const entries = await client.xrevrange(keys.outbox, "+", "-", "COUNT", 1000);
+      const entry = entries.find(([, fields]) => hasRequest(fields));
+      if (entry) return eventIdOf(partition, entry[0]);
+      const audited = (await client.xrange(keys.audit, "-", "+")).find(([, fields]) => hasRequest(fields));
+      const eventId = audited?.[1][audited[1].indexOf("eventId") + 1];
+      return eventId;
+    });
+  }
+
+  const context = {
+    kind,
+    store,
+    client,
+    /** What a worker needs to reach this store (REDIS_URL or REDIS_CLUSTER_NODES, STORE_PARTITIONS). */
+    env: { ...store.env, STORE_PARTITIONS: String(PARTITIONS) },
+    get layout() {
+      return layout;
+    },
+    /** Whole-store reads: index ids, audit entries, outbox depth and pending. */
+    get inspect() {
+      return inspectStore(client, layout);
+    },
+    keysOf,
+
+    /** Empties the store (every master) and opens its layout again. */
+    async reset() {
+      await store.flush();
+      layout = await openLayout(client, { partitions: PARTITIONS });
+    },
+
+    /** Writes a plant exactly as the api commits an accepted POST /plants (the store's create). */
+    async createPlant(plant: { id?: string; name?: string; tag?: string } = {}): Promise<CreatedPlant> {
+      counter++;
+      const plantId = plant.id ?? String(1000 + counter);
+      const name = plant.name ?? `plant ${counter}`;
+      const requestId = `req-${counter}`;
+      const at = new Date().toISOString();
+      const fields = outboxFields({
+        type: "plant.created",
+        plantId,
+        name,
+        ...(plant.tag === undefined ? {} : { tag: plant.tag }),
+        actor: "token-fp-test",
+        requestId,
+        at,
+      });
+      const { outcome, created } = await plants().create(
+        { id: BigInt(plantId), name, ...(plant.tag === undefined ? {} : { tag: plant.tag }) },
+        fields,
+        at,
+      );
+      if (outcome !== "created") throw new Error(`plant ${plantId} not created: ${outcome}`);
+      const partition = partitionOf(plantId, layout.partitions);
+      return { plantId, partition, created: String(created), eventId: await eventIdOfRequest(partition, requestId) };
+    },
+
+    /**
+     * Deletes a plant exactly as the api commits an accepted DELETE /plants/{id} (the store's
+     * delete); undefined when there was no such plant (the api's 404: nothing written).
+     */
+    async deletePlant(plantId: string): Promise<DeletedPlant | undefined> {
+      counter++;
+      const requestId = `req-${counter}`;
+      const deleted = await plants().delete(
+        BigInt(plantId),
+        { actor: "token-fp-test", requestId },
+        new Date().toISOString(),
+      );
+      if (!deleted) return undefined;
+      const partition = partitionOf(plantId, layout.partitions);
+      return { plantId, partition, eventId: await eventIdOfRequest(partition, requestId) };
+    },
+
+    /** The events in the outboxes not relayed yet (every partition, in partition order). */
+    async outboxEvents(): Promise<PlantEvent[]> {
+      const events: PlantEvent[] = [];
+      for (let p = 0; p < layout.partitions; p++) {
+        for (const [entryId, fields] of await client.xrange(partitionKeys(p).outbox, "-", "+")) {
+          events.push(parseOutboxEntry(eventIdOf(p, entryId), fields));
+        }
+      }
+      return events;
+    },
+
+    /** A dead relay: reads entries into its pending lists and never acknowledges them. */
+    async readAsDeadRelay(countPerPartition: number): Promise<PlantEvent[]> {
+      const ops = outbox(client);
+      const all = Array.from({ length: layout.partitions }, (_, p) => p);
+      await Promise.all(all.map((p) => ops.ensureGroup(p)));
+      const entries = await ops.readNew(all, "dead-relay", countPerPartition);
+      return entries.map((entry) => parseOutboxEntry(eventIdOf(entry.partition, entry.entryId), entry.fields));
+    },
+
+    /**
+     * Every read-index entry (all plants, or one tag) as `member score`, tombstones (score -1)
+     * included, bucket by bucket in score order.
+     */
+    async indexState(tag?: string): Promise<string[]> {
+      const keys = indexKeys(tag);
+      const state: string[] = [];
+      for (const bucket of await client.zrange(keys.directory, 0, -1)) {
+        const flat = await client.zrange(keys.bucket(BigInt(bucket)), 0, -1, "WITHSCORES");
+        for (let i = 0; i < flat.length; i += 2) state.push(`${flat[i]} ${flat[i + 1]}`);
+      }
+      return state;
+    },
+
+    /** Keys matching a KEYS pattern, on every master of a cluster. */
+    async keysMatching(pattern: string): Promise<string[]> {
+      const nodes = isCluster(client) ? client.nodes("master") : [client];
+      return (await Promise.all(nodes.map((node) => node.keys(pattern)))).flat().sort();
+    },
+
+    /** The audit entries of every partition, as field records. */
+    audit: () => inspectStore(client, layout).auditEntries(),
+
+    /** A BullMQ queue of the worker's, with its hash-tag prefix. */
+    queue: (name: QueueName) => new Queue(name, { connection: client, prefix: queuePrefix(name) }),
+
+    /** Worker settings for tests: this store, small delays, quiet logs. */
+    config(env: Record<string, string> = {}): WorkerConfig {
+      return loadWorkerConfig({ ...context.env, ...TEST_WORKER_ENV, LOG_LEVEL: "silent", ...env });
+    },
+
+    async stop() {
+      await disconnect(client);
+      await store.stop();
+    },
+  };
+  return context;
+}
+
+export type TestStoreContext = Awaited<ReturnType<typeof openTestStore>>;
+
+/** Worker timings for tests: quick retries, leases and polls; claims only when a test asks. */
+export const TEST_WORKER_ENV = {
+  JOB_BACKOFF_MS: "20",
+  RELAY_CLAIM_IDLE_MS: "30000",
+  RELAY_LEASE_MS: "1000",
+  RELAY_POLL_MS: "20",
+} as const;
 
 export interface CreatedPlant {
   plantId: string;
+  partition: number;
+  /** Creation time (µs) on the store's clock: the plant version. */
+  created: string;
   eventId: string;
-  seq: number;
 }
-
-let counter = 0;
-
-/** Writes a plant exactly as the api commits an accepted POST /plants. */
-export async function createPlantAsApi(
-  redis: Redis,
-  plant: { id?: string; name?: string; tag?: string } = {},
-): Promise<CreatedPlant> {
-  counter++;
-  const plantId = plant.id ?? String(1000 + counter);
-  const at = new Date().toISOString();
-  const fields = outboxFields({
-    type: "plant.created",
-    plantId,
-    name: plant.name ?? `plant ${counter}`,
-    ...(plant.tag === undefined ? {} : { tag: plant.tag }),
-    actor: "token-fp-test",
-    requestId: `req-${counter}`,
-    at,
-  });
-  const [eventId, seq] = (await redis.eval(
-    CREATE_PLANT_LUA,
-    3,
-    redisKeys.plant(plantId),
-    redisKeys.plantSeq,
-    redisKeys.outbox,
-    plant.name ?? `plant ${counter}`,
-    plant.tag ?? "",
-    at,
-    ...fields,
-  )) as [string, number];
-  return { plantId, eventId, seq };
-}
-
-/**
- * Mirrors the api's delete script: reads the plant, and if it exists deletes it and records a
- * `plant.deleted` outbox entry carrying the removed plant's name, tag and seq, all atomically.
- * KEYS: plant hash, outbox. ARGV: plant id, actor, requestId, at. Returns nil when the plant is absent.
- */
-const DELETE_PLANT_LUA = `
-local plant = redis.call('HMGET', KEYS[1], 'name', 'tag', 'seq')
-if not plant[3] then
-  return false
-end
-redis.call('DEL', KEYS[1])
-local fields = {}
-local function push(field, value)
-  fields[#fields + 1] = field
-  fields[#fields + 1] = value
-end
-push('type', 'plant.deleted')
-push('plantId', ARGV[1])
-push('name', plant[1])
-if plant[2] then push('tag', plant[2]) end
-push('actor', ARGV[2])
-push('requestId', ARGV[3])
-push('at', ARGV[4])
-push('seq', plant[3])
-local eventId = redis.call('XADD', KEYS[2], '*', unpack(fields))
-return {eventId, plant[3]}
-`;
 
 export interface DeletedPlant {
   plantId: string;
+  partition: number;
   eventId: string;
-  /** Seq of the plant that was removed. */
-  seq: number;
-}
-
-/**
- * Deletes a plant exactly as the api commits an accepted DELETE /plants/{id}; undefined when
- * there was no such plant (the api's 404: nothing written).
- */
-export async function deletePlantAsApi(redis: Redis, plantId: string): Promise<DeletedPlant | undefined> {
-  counter++;
-  const result = (await redis.eval(
-    DELETE_PLANT_LUA,
-    2,
-    redisKeys.plant(plantId),
-    redisKeys.outbox,
-    plantId,
-    "token-fp-test",
-    `req-${counter}`,
-    new Date().toISOString(),
-  )) as [string, string] | null;
-  if (result === null) return undefined;
-  return { plantId, eventId: result[0], seq: Number(result[1]) };
-}
-
-/** Worker settings for tests: the test server, small delays, quiet logs. */
-export function testConfig(redisUrl: string, env: Record<string, string> = {}): WorkerConfig {
-  return loadWorkerConfig({
-    REDIS_URL: redisUrl,
-    JOB_BACKOFF_MS: "20",
-    RELAY_CLAIM_IDLE_MS: "30000",
-    LOG_LEVEL: "silent",
-    ...env,
-  });
 }
 
 /** Polls until `check` returns a truthy value (returned) or the time is up (throws with `what`). */
@@ -141,14 +215,11 @@ export async function waitFor<T>(what: string, check: () => Promise<T> | T, time
   }
 }
 
-export function connect(url: string): Redis {
-  return new Redis(url, { maxRetriesPerRequest: null });
-}
-
-/** Pending (delivered, unacknowledged) entries of the relay group. */
-export async function outboxPendingCount(redis: Redis): Promise<number> {
-  const summary = (await redis.xpending(redisKeys.outbox, redisKeys.outboxGroup)) as [number, ...unknown[]];
-  return summary[0];
+/** Audit entries per plant id. */
+export function auditCountByPlant(entries: readonly Record<string, string>[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const entry of entries) counts.set(entry.plantId as string, (counts.get(entry.plantId as string) ?? 0) + 1);
+  return counts;
 }
 
 // The built entry point, as deployed (a crash fault SIGKILLs its own process, so it cannot run in
@@ -184,4 +255,11 @@ export function spawnWorker(env: Record<string, string>): SpawnedWorker {
       .filter((line) => line.startsWith("{"))
       .map((line) => JSON.parse(line) as Record<string, unknown>);
   return { child, lines, exit };
+}
+
+/** A connection of the tests' own for a store's env (REDIS_URL or REDIS_CLUSTER_NODES). */
+export function connectTo(env: Record<string, string>): RedisClient {
+  const client = connect(parseStoreConfig(env).redis, { name: "worker-test", maxRetriesPerRequest: null });
+  client.on("error", () => {});
+  return client;
 }

@@ -125,6 +125,19 @@ export function outbox(client: RedisClient) {
       await client.xdel(key, ...entryIds);
     },
 
+    /**
+     * Removes `consumer` from the partition's group when nothing is pending at it (XGROUP
+     * DELCONSUMER would drop its pending entries), so relays that stop leave no consumer behind.
+     * Call it only once the consumer reads no more. Returns whether it was removed.
+     */
+    async removeConsumerIfIdle(partition: number, consumer: string): Promise<boolean> {
+      const key = partitionKeys(partition).outbox;
+      const pending = (await client.xpending(key, group, "-", "+", 1, consumer)) as unknown[];
+      if (pending.length > 0) return false;
+      await client.xgroup("DELCONSUMER", key, group, consumer);
+      return true;
+    },
+
     /** Moves an unreadable entry to the partition's dead-letter stream (and acknowledges it). */
     async deadLetter(entry: OutboxEntry, error: string): Promise<void> {
       const keys = partitionKeys(entry.partition);
