@@ -67,9 +67,10 @@ const WorkerEnv = z.object({
    */
   RELAY_LEASE_MS: integer(100, 10_000),
   /**
-   * Pause of the relay after a round in which none of its partitions had new entries. A cluster
-   * cannot block on streams of several slots at once, so an idle relay polls: this bounds the
-   * delay of the side work of an idle store (and the polling's cost).
+   * On a cluster, the pause of the relay after a round in which none of its partitions had new
+   * entries: a cluster cannot block on streams of several slots at once, so an idle relay polls,
+   * and this bounds the delay of an idle store's side work (and the polling's cost: one XREADGROUP
+   * per partition held per round). On one node the relay blocks on all its partitions instead.
    */
   RELAY_POLL_MS: integer(1, 50),
   /**

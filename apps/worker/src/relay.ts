@@ -62,6 +62,12 @@ export interface RelayOptions {
    * partition leases.
    */
   client: RedisClient;
+  /**
+   * On one node: a dedicated connection for one XREADGROUP over all held partitions that blocks
+   * until an entry arrives (an idle relay then costs nothing and relays at once). Undefined on a
+   * cluster, which cannot read several slots in one command: the relay polls there.
+   */
+  blockingClient?: RedisClient | undefined;
   /** The store's partition count (from openLayout). */
   partitions: number;
   /** Every queue an outbox event fans out to. */
@@ -72,8 +78,10 @@ export interface RelayOptions {
   claimIdleMs: number;
   /** Lease time of this relay's partitions (renewed every third of it). */
   leaseMs: number;
-  /** Pause after a round that found nothing new in any partition. */
+  /** Pause after a round that found nothing new in any partition (when polling, on a cluster). */
   pollMs: number;
+  /** Longest wait of a blocking read (one node); bounds how late a due claim sweep runs. */
+  blockMs?: number;
   jobOptions: RelayJobOptions;
   logger: Logger;
   /** Consumer name in each partition's `relay` group and lease owner; default unique per process. */
@@ -101,6 +109,9 @@ export function relayConsumerName(): string {
   return `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`;
 }
 
+const sameSet = (a: ReadonlySet<number>, b: ReadonlySet<number>) =>
+  a.size === b.size && [...a].every((item) => b.has(item));
+
 const isErrorWith = (error: unknown, prefix: string) => error instanceof Error && error.message.startsWith(prefix);
 
 /** Where a partition's sweep for entries left pending by other consumers stands. */
@@ -117,8 +128,9 @@ interface Sweep {
  * it, so a crash anywhere leaves the entry either unread or pending — never lost:
  * - the workers share the partitions through leases: this relay reads only those it holds, and a
  *   dead worker's partitions pass to the others when its leases expire;
- * - unread entries are read by the partition's holder (XREADGROUP `>`, one per partition: a
- *   cluster cannot read streams of several slots in one command, so an idle relay polls);
+ * - unread entries are read by the partition's holder (XREADGROUP `>`: on one node one command
+ *   over all its partitions that blocks until an entry arrives; on a cluster, which cannot read
+ *   streams of several slots in one command, one per partition, polled);
  * - entries pending at a consumer that died are taken over after `claimIdleMs` (XAUTOCLAIM) by the
  *   partition's holder: at once when it gains the partition, then periodically;
  * - an entry enqueued but not yet acknowledged is enqueued again, and the job ids dedupe it (the
@@ -131,6 +143,18 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
   const fault = "fault" in options ? options.fault : loadWorkerFault(process.env);
   if (fault !== undefined) logger.warn("TEST-ONLY FAULT POINT ENABLED", log({ fault }));
   const ops = outbox(client);
+  const blockingClient = options.blockingClient;
+  const blocking = blockingClient && outbox(blockingClient);
+  const blockMs = options.blockMs ?? 250;
+  /** CLIENT ID of the blocking connection while its read waits: CLIENT UNBLOCK ends the wait. */
+  let blockedId: number | undefined;
+  /**
+   * Ends a blocking read at once (as if it timed out): when partitions are lost, so the read
+   * covers none another relay now holds; when some are gained, so they are read at once; on close.
+   */
+  const interrupt = () => {
+    if (blockedId !== undefined) void client.client("UNBLOCK", blockedId).catch(() => {});
+  };
   // Pending entries are swept in pages, per partition, at most every `claimSweepMs` once done.
   const claimSweepMs = Math.max(50, Math.min(Math.floor(claimIdleMs / 2), 5000));
 
@@ -169,6 +193,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
       }
       for (const p of lost) sweeps.delete(p);
       logger.info("relay partitions changed", log({ held: held.size, gained, lost }));
+      interrupt();
       if (gained.length > 0) wake();
     },
     onError(error) {
@@ -259,6 +284,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
     for (const p of missing) groupsToEnsure.delete(p);
   }
 
+  /** One round; false when the relay should pause before the next (nothing found, nothing waited for). */
   async function round(): Promise<boolean> {
     const heldSet = leases.held();
     if (inHand.length > 0) {
@@ -273,8 +299,28 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
     const held = [...heldSet].sort((a, b) => a - b);
     const busy = await reclaimStalled(held);
     if (closing) return busy;
-    const entries = await ops.readNew(held, consumer, batchSize);
     for (const p of held) touched.add(p);
+    if (blockingClient && blocking && !busy) {
+      // Returns at the first entry, or after blockMs with none: either way no pause is needed.
+      // CLIENT ID is answered before the read starts waiting, on the same connection (its id
+      // changes when it reconnects).
+      const id = blockingClient.client("ID") as Promise<number>;
+      const reading = blocking.waitNew(held, consumer, batchSize, blockMs);
+      reading.catch(() => {}); // awaited below; not unhandled should CLIENT ID fail first
+      let entries: OutboxEntry[];
+      try {
+        blockedId = await id;
+        if (closing || !sameSet(leases.held(), heldSet)) interrupt(); // changed meanwhile
+        entries = await reading;
+      } finally {
+        blockedId = undefined;
+      }
+      if (entries.length === 0) return true;
+      if (fault === "relay-crash-before-enqueue") crashBeforeEnqueue(entries, logger, log());
+      await deliverOrKeep(entries);
+      return true;
+    }
+    const entries = await ops.readNew(held, consumer, batchSize);
     if (entries.length === 0) return busy;
     if (fault === "relay-crash-before-enqueue") crashBeforeEnqueue(entries, logger, log());
     await deliverOrKeep(entries);
@@ -303,14 +349,28 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
 
   await leases.renew();
   const running = loop();
-  logger.info("relay started", log({ partitions, held: leases.held().size, batchSize, claimIdleMs, leaseMs, pollMs }));
+  logger.info(
+    "relay started",
+    log({
+      partitions,
+      held: leases.held().size,
+      batchSize,
+      claimIdleMs,
+      leaseMs,
+      ...(blocking ? { blockMs } : { pollMs }),
+    }),
+  );
 
   async function stop(): Promise<void> {
     closing = true;
     wake();
+    interrupt();
     // With Redis unreachable a command in flight never returns: drop the connection after a grace
     // period. Entries the loop had read stay pending and are claimed by the partitions' next holder.
-    const grace = setTimeout(() => client.disconnect(), 5000);
+    const grace = setTimeout(() => {
+      client.disconnect();
+      blockingClient?.disconnect();
+    }, 5000 + blockMs);
     await running;
     try {
       await leases.close();

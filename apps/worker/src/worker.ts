@@ -94,14 +94,13 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   // `maxRetriesPerRequest: null` (BullMQ requires it): while Redis is unreachable a command waits
   // for the reconnect instead of failing after a few tries, so nothing is half-done.
   const redis = connect(store.redis, { name: "plant-store-worker", maxRetriesPerRequest: null });
-  // On one node auto-pipelined: a relay round's reads of all its partitions leave in one write.
-  // Not on a cluster: ioredis's auto-pipelining routes a command by its first argument, which for
-  // XGROUP and XREADGROUP is not the key (they would go to the wrong node and fail with MOVED).
-  const relayConnection = connect(store.redis, {
-    name: "plant-store-relay",
-    maxRetriesPerRequest: null,
-    enableAutoPipelining: store.redis.mode === "single",
-  });
+  const relayConnection = connect(store.redis, { name: "plant-store-relay", maxRetriesPerRequest: null });
+  // On one node the relay waits for new entries in one blocking XREADGROUP over all its
+  // partitions, which holds its connection; a cluster cannot do that (several slots), and polls.
+  const relayBlocking =
+    store.redis.mode === "single"
+      ? connect(store.redis, { name: "plant-store-relay-blocking", maxRetriesPerRequest: null })
+      : undefined;
   const outage = outageLog(redis, logger);
   const logError = outage.error;
   redis.on("error", (error: Error) => logError("redis connection", error));
@@ -109,7 +108,9 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   // commands wait for the failover, and the cluster connection reports what fails for good).
   if (isCluster(redis)) redis.on("node error", (error: Error) => logger.debug("redis node error", { error }));
   // Debug only: an outage is already reported by the command connection.
-  relayConnection.on("error", (error: Error) => logger.debug("relay connection error", { error }));
+  for (const connection of [relayConnection, relayBlocking]) {
+    connection?.on("error", (error: Error) => logger.debug("relay connection error", { error }));
+  }
   if (isCluster(relayConnection)) relayConnection.on("node error", () => {});
 
   const queues: Queue[] = [];
@@ -120,7 +121,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     await relay?.close();
     await Promise.all(workers.map((worker) => worker.close()));
     await Promise.all(queues.map((queue) => queue.close()));
-    await Promise.all([disconnect(relayConnection), disconnect(redis)]);
+    await Promise.all([relayConnection, relayBlocking, redis].map((client) => client && disconnect(client)));
   }
 
   let layout: Layout;
@@ -168,6 +169,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     await Promise.all([...queues, ...workers].map((client) => client.waitUntilReady()));
     relay = await startRelay({
       client: relayConnection,
+      blockingClient: relayBlocking,
       partitions: layout.partitions,
       queues,
       batchSize: config.relayBatchSize,

@@ -1,5 +1,5 @@
 import type { Result } from "ioredis";
-import type { RedisClient } from "./connection.js";
+import { isCluster, type RedisClient } from "./connection.js";
 import { partitionKeys, storeKeys } from "./keys.js";
 import { defineScripts } from "./scripts.js";
 
@@ -86,6 +86,43 @@ export function outbox(client: RedisClient) {
             if (fields) entries.push({ partition: partitions[i] as number, entryId, fields });
           }
         }
+      }
+      return entries;
+    },
+
+    /**
+     * On one node only: new entries of all `partitions` (at most `count` each) in one XREADGROUP
+     * that waits up to `blockMs` for the first, so an idle relay costs nothing between entries
+     * and sees one at once. A cluster cannot read streams of several slots in one command: there,
+     * poll with `readNew`. The command holds its connection while it waits: use a dedicated one.
+     */
+    async waitNew(
+      partitions: readonly number[],
+      consumer: string,
+      count: number,
+      blockMs: number,
+    ): Promise<OutboxEntry[]> {
+      if (isCluster(client)) throw new Error("waitNew reads several slots at once: not on a cluster (use readNew)");
+      if (partitions.length === 0) return [];
+      const keys = partitions.map((p) => partitionKeys(p).outbox);
+      const reply = (await client.xreadgroup(
+        "GROUP",
+        group,
+        consumer,
+        "COUNT",
+        count,
+        "BLOCK",
+        blockMs,
+        "STREAMS",
+        ...keys,
+        ...keys.map(() => ">"),
+      )) as StreamReply;
+      const partitionOfKey = new Map<string, number>(keys.map((key, i) => [key, partitions[i] as number]));
+      const entries: OutboxEntry[] = [];
+      for (const [key, streamEntries] of reply ?? []) {
+        const partition = partitionOfKey.get(key);
+        if (partition === undefined) continue;
+        for (const [entryId, fields] of streamEntries) if (fields) entries.push({ partition, entryId, fields });
       }
       return entries;
     },
