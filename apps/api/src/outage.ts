@@ -1,4 +1,4 @@
-import type { RedisClient } from "@plant-store/store";
+import { isCluster, nodeOfKey, type RedisClient } from "@plant-store/store";
 import type { FastifyBaseLogger, FastifyRequest } from "fastify";
 import { ReplyError } from "ioredis";
 
@@ -12,9 +12,10 @@ export class StoreUnavailableError extends Error {
 
 /**
  * Replies by which a node says it cannot serve now (a cluster without a master for the slot, a
- * failover under way, a node still loading its data), not that the command is wrong.
+ * failover under way, a node still loading its data), not that the command is wrong. A MOVED or
+ * ASK reaches us only when the client could not follow it: the slot's master is unreachable.
  */
-const UNAVAILABLE_REPLY = /^(CLUSTERDOWN|TRYAGAIN|MASTERDOWN|LOADING|READONLY|NOREPLICAS)\b/;
+const UNAVAILABLE_REPLY = /^(CLUSTERDOWN|TRYAGAIN|MASTERDOWN|LOADING|READONLY|NOREPLICAS|MOVED|ASK)\b/;
 
 /**
  * Runs a Redis call. A connection failure, a time-out or a node that cannot serve now becomes
@@ -101,4 +102,58 @@ export function outageMonitor(redis: RedisClient, log: FastifyBaseLogger, probeM
       clearInterval(timer);
     },
   };
+}
+
+/**
+ * Fails fast for a shard that is down. On a cluster a command for a master that is gone is retried
+ * (redirections, reconnects) until the request's deadline; once one request has failed that way,
+ * the others for the same node answer 503 at once for `openMs`, and then one request at a time
+ * probes it again until one succeeds. On one node it does nothing: the whole store is that node,
+ * and the outage monitor covers it.
+ */
+export function shardBreaker(client: RedisClient, openMs = 1000) {
+  const openUntil = new Map<string, number>();
+  const cluster = isCluster(client);
+  return {
+    /** Whether a request for `key` may go to its node now (false: answer 503 without trying). */
+    admit(key: string): boolean {
+      if (!cluster) return true;
+      const node = nodeOfKey(client, key);
+      const until = openUntil.get(node);
+      if (until === undefined) return true;
+      const now = Date.now();
+      if (until > now) return false;
+      openUntil.set(node, now + openMs); // this request probes; the others keep failing fast
+      return true;
+    },
+    failed(key: string) {
+      if (cluster) openUntil.set(nodeOfKey(client, key), Date.now() + openMs);
+    },
+    succeeded(key: string) {
+      if (cluster && openUntil.size > 0) openUntil.delete(nodeOfKey(client, key));
+    },
+  };
+}
+
+export type ShardBreaker = ReturnType<typeof shardBreaker>;
+
+/**
+ * `reach(call, deadlineMs)` for a command on `key`, through the breaker of the key's node: a shard
+ * known to be down is answered 503 at once.
+ */
+export async function reachShard<T>(
+  breaker: ShardBreaker,
+  key: string,
+  call: () => Promise<T>,
+  deadlineMs: number,
+): Promise<T> {
+  if (!breaker.admit(key)) throw new StoreUnavailableError(new Error("the shard serving this key is down"));
+  try {
+    const result = await reach(call, deadlineMs);
+    breaker.succeeded(key);
+    return result;
+  } catch (error) {
+    if (error instanceof StoreUnavailableError) breaker.failed(key);
+    throw error;
+  }
 }

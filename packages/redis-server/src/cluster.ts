@@ -202,6 +202,9 @@ function nodeConfig(port: number, dir: string, settings: NodeSettings): string {
     "cluster-enabled yes",
     "cluster-config-file nodes.conf",
     `cluster-node-timeout ${settings.nodeTimeoutMs}`,
+    // A shard without a master makes only its own slots unavailable; with the default (yes) every
+    // node would refuse every command (CLUSTERDOWN) until the shard is back.
+    "cluster-require-full-coverage no",
     "appendonly yes",
     `appendfsync ${settings.appendfsync}`,
     'save ""',

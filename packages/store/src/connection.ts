@@ -1,3 +1,4 @@
+import calculateSlot from "cluster-key-slot";
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
 import type { RedisTarget } from "./config.js";
 
@@ -82,6 +83,13 @@ export function connect(target: RedisTarget, options: ConnectOptions): RedisClie
 }
 
 export const isCluster = (client: RedisClient): client is Cluster => client instanceof Cluster;
+
+/**
+ * The node that serves `key`, as the client last saw the cluster: `host:port` of its slot's master
+ * ("?" before the slots are known); "" on one node, which serves every key.
+ */
+export const nodeOfKey = (client: RedisClient, key: string): string =>
+  isCluster(client) ? (client.slots[calculateSlot(key)]?.[0] ?? "?") : "";
 
 /** QUIT when the connection is up (lets queued replies arrive), otherwise just drop it. */
 export async function disconnect(client: RedisClient): Promise<void> {

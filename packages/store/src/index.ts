@@ -8,7 +8,14 @@ export {
   type StoreConfig,
   StoreConfigError,
 } from "./config.js";
-export { type ConnectOptions, connect, disconnect, isCluster, type RedisClient } from "./connection.js";
+export {
+  type ConnectOptions,
+  connect,
+  disconnect,
+  isCluster,
+  nodeOfKey,
+  type RedisClient,
+} from "./connection.js";
 export {
   type EmbeddedStore,
   embeddedStoreFile,

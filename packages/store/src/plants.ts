@@ -1,6 +1,5 @@
-import calculateSlot from "cluster-key-slot";
 import type { Result } from "ioredis";
-import { isCluster, type RedisClient } from "./connection.js";
+import { nodeOfKey, type RedisClient } from "./connection.js";
 import {
   INDEX_BUCKET_MICROS,
   indexBucketOf,
@@ -78,8 +77,6 @@ interface PendingCommit {
 function committer(client: RedisClient, durability: Durability) {
   const { minReplicasAck, replicaAckTimeoutMs } = durability;
   const batches = new Map<string, PendingCommit[]>();
-  /** The master a key's slot is on, as the client last saw it (a stale view only splits a batch). */
-  const nodeOf = (key: string) => (isCluster(client) ? (client.slots[calculateSlot(key)]?.[0] ?? "?") : "");
 
   async function flush(items: PendingCommit[]): Promise<void> {
     const pipeline = client.pipeline();
@@ -116,7 +113,8 @@ function committer(client: RedisClient, durability: Durability) {
   return function commit<T>(key: string, run: Run): Promise<T> {
     if (minReplicasAck === 0) return run(client) as Promise<T>;
     return new Promise<T>((resolve, reject) => {
-      const node = nodeOf(key);
+      // A stale view of the slots only splits a batch (see flush).
+      const node = nodeOfKey(client, key);
       let batch = batches.get(node);
       if (!batch) {
         const items: PendingCommit[] = [];

@@ -11,7 +11,7 @@ import {
   scopeChallenge,
 } from "../auth.js";
 import { apiError } from "../errors.js";
-import { reach, StoreUnavailableError } from "../outage.js";
+import { reach, StoreUnavailableError, shardBreaker } from "../outage.js";
 import type { RateLimiter, Window } from "./rate-limit.js";
 
 declare module "fastify" {
@@ -34,6 +34,8 @@ export type GuardOptions = {
   limits: Limits;
   /** For counting failures across instances (stats:auth-failures). */
   redis: RedisClient;
+  /** How long a rate-limit counter may take before the request goes on uncounted (default 1000 ms). */
+  counterDeadlineMs?: number;
 };
 
 export type GuardCheck = {
@@ -62,7 +64,7 @@ const tooMany = (reply: FastifyReply, window: Window, message: string) =>
  * counts and logs failures without secrets, checks the scope, and applies the per-token limit.
  * Answers the request itself (401/403/429) and returns false when it must not go on.
  */
-export function createGuard({ authenticator, limiter, limits, redis }: GuardOptions) {
+export function createGuard({ authenticator, limiter, limits, redis, counterDeadlineMs = 1000 }: GuardOptions) {
   /** The presented credential as a Bearer header (the dashboard also takes it as a Basic password). */
   const credentialOf = (request: FastifyRequest, basic: boolean) => {
     const header = request.headers.authorization;
@@ -83,6 +85,32 @@ export function createGuard({ authenticator, limiter, limits, redis }: GuardOpti
   }
 
   const throttledMessage = "Too many failed authentication attempts from this address; retry later";
+
+  const counterShards = shardBreaker(redis);
+
+  /**
+   * The counters `names` through `count`, or undefined when their Redis cannot answer: the request
+   * then goes on uncounted (fail open). On a cluster each counter lives on some shard; refusing
+   * every client whose counter sits on a shard that is down would turn one shard's outage into
+   * everyone's. A shard known to be down is not even tried (see shardBreaker).
+   */
+  async function counted<T>(request: FastifyRequest, names: string[], count: () => Promise<T>): Promise<T | undefined> {
+    const keys = names.map(storeKeys.rateLimit);
+    let cause: unknown = "its shard is down";
+    if (keys.every((key) => counterShards.admit(key))) {
+      try {
+        const result = await reach(count, counterDeadlineMs);
+        for (const key of keys) counterShards.succeeded(key);
+        return result;
+      } catch (error) {
+        if (!(error instanceof StoreUnavailableError)) throw error;
+        for (const key of keys) counterShards.failed(key);
+        cause = error.cause instanceof Error ? error.cause.message : String(error.cause);
+      }
+    }
+    request.log.warn({ cause }, "rate-limit counter unavailable: request admitted uncounted");
+    return undefined;
+  }
 
   /** Per-token limit headers, and 429 once it is used up. */
   const applyWindow = (reply: FastifyReply, window: Window) => {
@@ -106,17 +134,21 @@ export function createGuard({ authenticator, limiter, limits, redis }: GuardOpti
     // Kept for the request (tRPC's context, or the stepwise path), so nothing is checked twice.
     request.auth = Promise.resolve(known);
     if (!known.ok || (check.scope && !hasScope(known.principal, check.scope))) return undefined;
-    const admitted = await reach(() =>
-      limiter.admit(`auth-failures:${request.ip}`, limits.authFailures, `token:${known.principal.id}`, limits.perToken),
+    const failures = `auth-failures:${request.ip}`;
+    const requests = `token:${known.principal.id}`;
+    const admitted = await counted(request, [failures, requests], () =>
+      limiter.admit(failures, limits.authFailures, requests, limits.perToken),
     );
+    if (!admitted) return true;
     if (admitted.blocked) return !tooMany(reply, admitted.blocked, throttledMessage);
     return applyWindow(reply, admitted.window);
   }
 
   /** Every other case, step by step: address check, then lookup, failures, scope, token count. */
   async function admitStepwise(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean> {
-    const throttled = await reach(() => limiter.peek(`auth-failures:${request.ip}`, limits.authFailures));
-    if (throttled.exceeded) return !tooMany(reply, throttled, throttledMessage);
+    const failures = `auth-failures:${request.ip}`;
+    const throttled = await counted(request, [failures], () => limiter.peek(failures, limits.authFailures));
+    if (throttled?.exceeded) return !tooMany(reply, throttled, throttledMessage);
     const auth = await reach(() => authOf(request, check.basic === true));
     if (!auth.ok) {
       await recordFailure(request, auth.reason);
@@ -134,7 +166,9 @@ export function createGuard({ authenticator, limiter, limits, redis }: GuardOpti
       reply.code(403).header("www-authenticate", challenge.wwwAuthenticate).send(apiError(403, challenge.message));
       return false;
     }
-    return applyWindow(reply, await reach(() => limiter.hit(`token:${auth.principal.id}`, limits.perToken)));
+    const requests = `token:${auth.principal.id}`;
+    const window = await counted(request, [requests], () => limiter.hit(requests, limits.perToken));
+    return window ? applyWindow(reply, window) : true;
   }
 
   return {

@@ -3,12 +3,13 @@ import {
   type CreateOutcome,
   type Durability,
   type Layout,
+  partitionKeys,
+  partitionOf,
   plantStore,
   type RedisClient,
-  ReplicaAckTimeoutError,
   type StoredPlantRecord,
 } from "@plant-store/store";
-import { reach, StoreUnavailableError } from "../outage.js";
+import { reach, reachShard, shardBreaker } from "../outage.js";
 
 export type { CreateOutcome };
 
@@ -21,20 +22,10 @@ const storedPlant = ({ id, name, tag }: StoredPlantRecord): StoredPlant =>
   tag === undefined ? { id, name } : { id, name, tag };
 
 /**
- * A commit whose replicas did not confirm it in time is answered 503 like any outage: it may
- * be lost on a failover, and repeating the identical request is safe.
- */
-async function committed<T>(call: () => Promise<T>, deadlineMs: number): Promise<T> {
-  try {
-    return await reach(call, deadlineMs);
-  } catch (error) {
-    throw error instanceof ReplicaAckTimeoutError ? new StoreUnavailableError(error) : error;
-  }
-}
-
-/**
  * The api's view of the plants: the store's operations (`@plant-store/store` owns keys, partitions
- * and scripts) with the request's metadata, and Redis failures turned into 503s.
+ * and scripts) with the request's metadata. Every Redis failure is a 503 (retrying is safe): an
+ * unreachable or too slow node, a shard without a master (answered at once once known, see
+ * `shardBreaker`), and a commit its replicas did not confirm in time (it may be lost on a failover).
  */
 export function createPlantStore(
   client: RedisClient,
@@ -44,19 +35,22 @@ export function createPlantStore(
   deadlineMs: number,
 ) {
   const store = plantStore(client, layout, durability);
+  const breaker = shardBreaker(client);
+  const onPlantShard = <T>(id: bigint, call: () => Promise<T>) =>
+    reachShard(breaker, partitionKeys(partitionOf(id, layout.partitions)).plant(id), call, deadlineMs);
 
   return {
     async create(plant: NewPlant, meta: RequestMeta): Promise<CreateOutcome> {
       const at = new Date().toISOString();
       const plantId = plant.id.toString();
       const fields = outboxFields({ type: "plant.created", plantId, name: plant.name, tag: plant.tag, ...meta, at });
-      const { outcome } = await committed(() => store.create(plant, fields, at), deadlineMs);
+      const { outcome } = await onPlantShard(plant.id, () => store.create(plant, fields, at));
       return outcome;
     },
 
     /** The stored plant, read straight from its hash: visible as soon as its create answered 200. */
     async get(id: bigint): Promise<StoredPlant | undefined> {
-      const plant = await reach(() => store.get(id), deadlineMs);
+      const plant = await onPlantShard(id, () => store.get(id));
       return plant && storedPlant(plant);
     },
 
@@ -68,7 +62,7 @@ export function createPlantStore(
 
     /** Deletes a plant; false when there was none. Its index entries go when the worker catches up. */
     async delete(id: bigint, meta: RequestMeta): Promise<boolean> {
-      return committed(() => store.delete(id, meta, new Date().toISOString()), deadlineMs);
+      return onPlantShard(id, () => store.delete(id, meta, new Date().toISOString()));
     },
   };
 }
