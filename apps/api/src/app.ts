@@ -16,7 +16,7 @@ import { createRouteMatcher, replyRouteMiss, restRoutesOf } from "./http/routes.
 import { securityHeadersFor } from "./http/security-headers.js";
 import { trpcApi } from "./http/trpc.js";
 import { buildOpenApiDocument } from "./openapi.js";
-import { type OutageMonitor, outageMonitor, StoreUnavailableError } from "./outage.js";
+import { type OutageMonitor, outageMonitor, pingStore, StoreUnavailableError } from "./outage.js";
 import { createPlantStore } from "./plants/store.js";
 import { appRouter } from "./router.js";
 import type { Context } from "./trpc.js";
@@ -179,7 +179,7 @@ export async function buildApp(options: AppOptions) {
   app.get("/healthz", async () => ({ status: "ok" }));
   app.get("/readyz", async (request, reply) => {
     try {
-      await options.redis.ping();
+      await pingStore(options.redis);
       return { status: "ready" };
     } catch (error) {
       app.outage.report(request, error); // so an outage is logged even when only probes arrive

@@ -74,7 +74,7 @@ export function outageMonitor(redis: RedisClient, log: FastifyBaseLogger, probeM
 
   const probe = async () => {
     try {
-      await redis.ping();
+      await pingStore(redis);
     } catch {
       return;
     }
@@ -105,32 +105,52 @@ export function outageMonitor(redis: RedisClient, log: FastifyBaseLogger, probeM
 }
 
 /**
+ * Whether the store answers: its one node, or any master of the cluster — a shard that is down is
+ * that shard's 503s, and must not take every api instance out of its load balancer.
+ */
+export async function pingStore(client: RedisClient): Promise<void> {
+  if (!isCluster(client)) {
+    await client.ping();
+    return;
+  }
+  await Promise.any(client.nodes("master").map((node) => node.ping()));
+}
+
+/**
  * Fails fast for a shard that is down. On a cluster a command for a master that is gone is retried
  * (redirections, reconnects) until the request's deadline; once one request has failed that way,
- * the others for the same node answer 503 at once for `openMs`, and then one request at a time
- * probes it again until one succeeds. On one node it does nothing: the whole store is that node,
- * and the outage monitor covers it.
+ * the others for the same node answer 503 at once, while a background probe (EXISTS on the key
+ * that failed, every `probeMs`) finds out when the shard answers again. On one node it does
+ * nothing: the whole store is that node, and the outage monitor covers it.
  */
-export function shardBreaker(client: RedisClient, openMs = 1000) {
-  const openUntil = new Map<string, number>();
+export function shardBreaker(client: RedisClient, options: { probeMs?: number; deadlineMs?: number } = {}) {
+  const { probeMs = 1000, deadlineMs = 2000 } = options;
+  const down = new Set<string>();
   const cluster = isCluster(client);
+
+  async function probe(node: string, key: string) {
+    while (down.has(node)) {
+      await new Promise((resolve) => setTimeout(resolve, probeMs).unref());
+      try {
+        await reach(() => client.exists(key), deadlineMs);
+        down.delete(node);
+      } catch {
+        // still down; the key may also have moved to a node that answers, then the next request sees it
+        if (nodeOfKey(client, key) !== node) down.delete(node);
+      }
+    }
+  }
+
   return {
     /** Whether a request for `key` may go to its node now (false: answer 503 without trying). */
-    admit(key: string): boolean {
-      if (!cluster) return true;
-      const node = nodeOfKey(client, key);
-      const until = openUntil.get(node);
-      if (until === undefined) return true;
-      const now = Date.now();
-      if (until > now) return false;
-      openUntil.set(node, now + openMs); // this request probes; the others keep failing fast
-      return true;
-    },
+    admit: (key: string): boolean => !cluster || down.size === 0 || !down.has(nodeOfKey(client, key)),
+    /** A request for `key` found its node unavailable. */
     failed(key: string) {
-      if (cluster) openUntil.set(nodeOfKey(client, key), Date.now() + openMs);
-    },
-    succeeded(key: string) {
-      if (cluster && openUntil.size > 0) openUntil.delete(nodeOfKey(client, key));
+      if (!cluster) return;
+      const node = nodeOfKey(client, key);
+      if (down.has(node)) return;
+      down.add(node);
+      void probe(node, key);
     },
   };
 }
@@ -149,9 +169,7 @@ export async function reachShard<T>(
 ): Promise<T> {
   if (!breaker.admit(key)) throw new StoreUnavailableError(new Error("the shard serving this key is down"));
   try {
-    const result = await reach(call, deadlineMs);
-    breaker.succeeded(key);
-    return result;
+    return await reach(call, deadlineMs);
   } catch (error) {
     if (error instanceof StoreUnavailableError) breaker.failed(key);
     throw error;

@@ -86,7 +86,7 @@ export function createGuard({ authenticator, limiter, limits, redis, counterDead
 
   const throttledMessage = "Too many failed authentication attempts from this address; retry later";
 
-  const counterShards = shardBreaker(redis);
+  const counterShards = shardBreaker(redis, { deadlineMs: counterDeadlineMs });
 
   /**
    * The counters `names` through `count`, or undefined when their Redis cannot answer: the request
@@ -99,9 +99,7 @@ export function createGuard({ authenticator, limiter, limits, redis, counterDead
     let cause: unknown = "its shard is down";
     if (keys.every((key) => counterShards.admit(key))) {
       try {
-        const result = await reach(count, counterDeadlineMs);
-        for (const key of keys) counterShards.succeeded(key);
-        return result;
+        return await reach(count, counterDeadlineMs);
       } catch (error) {
         if (!(error instanceof StoreUnavailableError)) throw error;
         for (const key of keys) counterShards.failed(key);

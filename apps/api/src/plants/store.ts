@@ -35,7 +35,7 @@ export function createPlantStore(
   deadlineMs: number,
 ) {
   const store = plantStore(client, layout, durability);
-  const breaker = shardBreaker(client);
+  const breaker = shardBreaker(client, { deadlineMs });
   const onPlantShard = <T>(id: bigint, call: () => Promise<T>) =>
     reachShard(breaker, partitionKeys(partitionOf(id, layout.partitions)).plant(id), call, deadlineMs);
 
