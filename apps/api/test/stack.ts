@@ -13,9 +13,7 @@ type Worker = { close(): Promise<void> };
  * The real API on a free port and, on demand, the real worker, on a store: the given one (a
  * file's shared single node or cluster, flushed first) or a private redis-server of its own.
  */
-export async function startStack(
-  options: { store?: TestStore; worker?: boolean; env?: Record<string, string> } = {},
-) {
+export async function startStack(options: { store?: TestStore; worker?: boolean; env?: Record<string, string> } = {}) {
   const store = options.store ?? (await startTestStore("single"));
   if (options.store) await store.flush();
   const api = await startApi(
