@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { connect, describeTarget, disconnect, openLayout, type RedisClient } from "@plant-store/store";
+import { connect, describeTarget, disconnect, isCluster, openLayout, type RedisClient } from "@plant-store/store";
 import { cachedVerifier, createTokenStore } from "@plant-store/tokens";
+import type { FastifyBaseLogger } from "fastify";
 import { buildApp } from "./app.js";
 import type { ApiConfig } from "./config.js";
 
@@ -22,6 +23,31 @@ async function firstConnect(client: RedisClient, where: string, timeoutMs = 30_0
       client.disconnect();
       await sleep(250);
     }
+  }
+}
+
+/**
+ * Says at start-up when some master has fewer replicas than REDIS_MIN_REPLICAS_ACK: every create
+ * and delete on it would wait for confirmations that cannot come, and answer 503.
+ */
+async function warnIfTooFewReplicas(client: RedisClient, wanted: number, log: FastifyBaseLogger) {
+  if (wanted === 0) return;
+  try {
+    let fewest: number;
+    if (isCluster(client)) {
+      const slots = (await client.cluster("SLOTS")) as unknown[][];
+      fewest = Math.min(...slots.map((range) => range.length - 3));
+    } else {
+      fewest = Number(/connected_slaves:(\d+)/.exec(await client.info("replication"))?.[1] ?? 0);
+    }
+    if (fewest < wanted) {
+      log.warn(
+        { replicas: fewest, minReplicasAck: wanted },
+        `a master has ${fewest} replica(s) but REDIS_MIN_REPLICAS_ACK is ${wanted}: its creates and deletes will answer 503 until it has more (or lower the setting)`,
+      );
+    }
+  } catch (error) {
+    log.warn({ err: error }, "could not count the store's replicas");
   }
 }
 
@@ -70,6 +96,7 @@ export async function startApi(config: ApiConfig) {
       logLevel: config.logLevel,
       trustProxy: config.trustProxy,
     });
+    await warnIfTooFewReplicas(redis, durability.minReplicasAck, app.log);
     await app.listen({ port: config.port, host: config.host });
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : config.port;

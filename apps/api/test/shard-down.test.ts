@@ -1,7 +1,9 @@
 // A Redis Cluster without replicas loses one master: the plants of that shard answer 503 (the
 // spec's Error, at once once the shard is known to be down), every other plant keeps working, and
 // no client is refused because its rate-limit counter happened to live on the lost shard.
-import { type RedisCluster, startRedisCluster } from "@plant-store/redis-server";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { freePort, type RedisCluster, startRedisCluster } from "@plant-store/redis-server";
 import { partitionKeys, partitionOf } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadApiConfig } from "../src/config.js";
@@ -70,6 +72,33 @@ describe("one shard down (no replica to take over)", { timeout: 60_000 }, () => 
     await eventually(async () => (await call(api.url, { method: "GET", path: `/plants/${down[0]}` })).status === 200);
     for (const id of down) {
       expect((await call(api.url, { method: "GET", path: `/plants/${id}` })).json).toEqual({ id, name: `p${id}` });
+    }
+  });
+});
+
+describe("a cluster without replicas and REDIS_MIN_REPLICAS_ACK at its default (1)", { timeout: 30_000 }, () => {
+  it("is started with a warning that its creates will answer 503", async () => {
+    const mainJs = fileURLToPath(new URL("../dist/main.js", import.meta.url));
+    const child = spawn(process.execPath, [mainJs], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        PORT: String(await freePort()),
+        REDIS_CLUSTER_NODES: cluster.seeds,
+        API_TOKENS: TOKEN,
+        LOG_LEVEL: "warn",
+      },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let output = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    try {
+      await eventually(async () => output.includes("REDIS_MIN_REPLICAS_ACK"), 20_000);
+      const line = JSON.parse(output.split("\n").find((text) => text.includes("REDIS_MIN_REPLICAS_ACK")) ?? "{}");
+      expect(line).toMatchObject({ level: "warn", replicas: 0, minReplicasAck: 1 });
+    } finally {
+      child.kill("SIGTERM");
     }
   });
 });
