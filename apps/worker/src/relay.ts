@@ -204,9 +204,10 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
 
   /**
    * Enqueues the events of `entries` (one job per `batchSize` events, in every queue), then
-   * acknowledges them per partition. Unparseable entries go to their partition's dead letters.
+   * acknowledges them per partition. Unparseable entries go to their partition's dead letters
+   * (and into `deadLettered`, so a retry of the batch does not move them twice).
    */
-  async function deliver(entries: readonly OutboxEntry[]): Promise<void> {
+  async function deliver(entries: readonly OutboxEntry[], deadLettered: Set<OutboxEntry>): Promise<void> {
     if (entries.length === 0) return;
     const events: PlantEvent[] = [];
     const relayed = new Map<number, string[]>();
@@ -217,6 +218,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
       } catch (error) {
         const reason = error instanceof Error ? error.message : String(error);
         await ops.deadLetter(entry, reason);
+        deadLettered.add(entry);
         logger.error("unparseable outbox entry moved to the dead-letter stream", {
           ...log(),
           partition: entry.partition,
@@ -242,10 +244,11 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
 
   /** Delivers `entries`; should that fail, keeps them to retry before anything else. */
   async function deliverOrKeep(entries: OutboxEntry[]): Promise<void> {
+    const deadLettered = new Set<OutboxEntry>();
     try {
-      await deliver(entries);
+      await deliver(entries, deadLettered);
     } catch (error) {
-      inHand = entries;
+      inHand = entries.filter((entry) => !deadLettered.has(entry));
       throw error;
     }
   }
