@@ -5,8 +5,15 @@ import { connect as netConnect } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { freePort, type RedisServer, startRedisServer } from "@plant-store/redis-server";
-import { Redis } from "ioredis";
+import {
+  freePort,
+  type RedisCluster,
+  type RedisServer,
+  startRedisCluster,
+  startRedisServer,
+} from "@plant-store/redis-server";
+import { connect, disconnect, openLayout, parseStoreConfig, type RedisClient } from "@plant-store/store";
+import type { StoreView } from "./verify.js";
 
 /** One bearer token per chaos run (API_TOKENS: every scope); at least 16 characters. */
 export const TOKEN = `chaos-${randomBytes(16).toString("hex")}`;
@@ -19,6 +26,9 @@ export const REDIS_COMMAND_TIMEOUT_MS = 2000;
  * reclaimed after 2 s instead of the default 30 s.
  */
 export const RELAY_CLAIM_IDLE_MS = 2000;
+
+/** The worker's RELAY_LEASE_MS: a killed worker's partitions pass to another after 2 s (default 10 s). */
+export const RELAY_LEASE_MS = 2000;
 
 export interface ExitInfo {
   code: number | null;
@@ -120,12 +130,15 @@ export interface StackOptions {
   workers: number;
   /** Folder for the processes' logs. */
   logDir: string;
+  /** A 3-master Redis Cluster with this many replicas per master instead of one redis-server. */
+  cluster?: { replicasPerMaster: number };
 }
 
 /**
- * A private redis-server (AOF, `appendfsync always`, the documented setting) on a free
- * 127.0.0.1 port in a temp folder, plus api and worker processes that can be killed and
- * restarted. APIs keep their port across restarts, so the load client keeps its targets.
+ * A private store — one redis-server, or a 3-master Redis Cluster — (AOF, `appendfsync always`,
+ * the documented setting) on free 127.0.0.1 ports in a temp folder, plus api and worker processes
+ * that can be killed and restarted. APIs keep their port across restarts, so the load client
+ * keeps its targets.
  */
 export class Stack {
   readonly apis: ApiSlot[] = [];
@@ -134,22 +147,50 @@ export class Stack {
   private stopped = false;
 
   private constructor(
-    readonly redisServer: RedisServer,
-    /** Inspection connection: waits out a Redis restart instead of failing. */
-    readonly redis: Redis,
+    private readonly server: RedisServer | undefined,
+    /** Set when the store is a cluster. */
+    readonly cluster: RedisCluster | undefined,
+    /** What api and worker are given: REDIS_URL or REDIS_CLUSTER_NODES (and the replica setting). */
+    private readonly storeEnv: Record<string, string>,
+    /** Inspection connection: waits out a Redis restart or failover instead of failing. */
+    readonly redis: RedisClient,
+    /** The connection and the store's partition count, for the verification. */
+    readonly view: StoreView,
     private readonly logDir: string,
   ) {}
 
+  /** The redis-server of a single-node stack (scenarios that kill and restart it). */
+  get redisServer(): RedisServer {
+    if (!this.server) throw new Error("this stack runs on a cluster");
+    return this.server;
+  }
+
   static async start(options: StackOptions): Promise<Stack> {
     mkdirSync(options.logDir, { recursive: true });
-    const redisServer = await startRedisServer({ appendfsync: "always" });
-    if (redisServer.port === 6379 || !redisServer.url.startsWith("redis://127.0.0.1:")) {
-      await redisServer.stop();
-      throw new Error(`refusing to run against ${redisServer.url}`);
+    let server: RedisServer | undefined;
+    let cluster: RedisCluster | undefined;
+    let storeEnv: Record<string, string>;
+    if (options.cluster) {
+      cluster = await startRedisCluster({
+        replicasPerMaster: options.cluster.replicasPerMaster,
+        appendfsync: "always",
+      });
+      storeEnv = {
+        REDIS_CLUSTER_NODES: cluster.seeds,
+        REDIS_MIN_REPLICAS_ACK: String(Math.min(1, options.cluster.replicasPerMaster)),
+      };
+    } else {
+      server = await startRedisServer({ appendfsync: "always" });
+      if (server.port === 6379 || !server.url.startsWith("redis://127.0.0.1:")) {
+        await server.stop();
+        throw new Error(`refusing to run against ${server.url}`);
+      }
+      storeEnv = { REDIS_URL: server.url };
     }
-    const redis = new Redis(redisServer.url, { maxRetriesPerRequest: null, connectionName: "plant-store-chaos" });
+    const redis = connect(parseStoreConfig(storeEnv).redis, { name: "plant-store-chaos", maxRetriesPerRequest: null });
     redis.on("error", () => {}); // expected while Redis is killed; commands wait for the reconnect
-    const stack = new Stack(redisServer, redis, options.logDir);
+    const layout = await openLayout(redis);
+    const stack = new Stack(server, cluster, storeEnv, redis, { client: redis, layout }, options.logDir);
     live.add(stack);
     try {
       for (let i = 0; i < options.apis; i++) {
@@ -200,7 +241,7 @@ export class Stack {
       {
         PORT: String(api.port),
         HOST: "127.0.0.1",
-        REDIS_URL: this.redisServer.url,
+        ...this.storeEnv,
         API_TOKENS: TOKEN,
         // One token makes all the load: lift the per-token budget and the auth-failure throttle out of the way.
         RATE_LIMIT_PER_MINUTE: "100000000",
@@ -233,8 +274,9 @@ export class Stack {
       name,
       entryOf("@plant-store/worker"),
       {
-        REDIS_URL: this.redisServer.url,
+        ...this.storeEnv,
         RELAY_CLAIM_IDLE_MS: String(RELAY_CLAIM_IDLE_MS),
+        RELAY_LEASE_MS: String(RELAY_LEASE_MS),
         // info only for the start-up lines; the worker logs nothing per job at info.
         LOG_LEVEL: "info",
         ...extraEnv,
@@ -282,8 +324,8 @@ export class Stack {
     const services = [...this.apis, ...this.workers].flatMap((slot) => (slot.service ? [slot.service] : []));
     for (const service of services) service.kill("SIGKILL");
     await Promise.all(services.map((service) => service.exit));
-    this.redis.disconnect();
-    await this.redisServer.stop();
+    await disconnect(this.redis);
+    await (this.cluster ?? this.redisServer).stop();
     await Promise.all([...this.logs.values()].map((stream) => new Promise((resolve) => stream.end(resolve))));
   }
 }

@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { jobIdFor, queueNames, redisKeys } from "@plant-store/contracts";
+import { jobIdFor, queueNames } from "@plant-store/contracts";
+import { eventIdOf, inspectStore, partitionKeys, partitionOf, storeKeys } from "@plant-store/store";
 import { type AckedPlant, type Attempt, Load, outcomeCounts, raceCreates } from "./load.js";
 import { probeConnect, REDIS_COMMAND_TIMEOUT_MS, readyz, Stack, TOKEN } from "./processes.js";
 import {
@@ -8,6 +9,7 @@ import {
   type ExpectedPlant,
   lostOf,
   problemsOf,
+  queueKeyPrefix,
   type Verification,
   verify,
   waitQuiet,
@@ -65,15 +67,36 @@ interface Scenario {
   workers: number;
   /** Where in the load the fault starts, as a fraction of the duration. */
   faultAt: number;
+  /** Run on a 3-master Redis Cluster with this many replicas per master (default: one redis-server). */
+  cluster?: { replicasPerMaster: number };
   fault(stack: Stack, load: Load, settings: RunSettings): Promise<FaultOutcome>;
 }
 
 const activeJobs = async (stack: Stack) =>
-  (await stack.redis.llen(`bull:${queueNames.index}:active`)) +
-  (await stack.redis.llen(`bull:${queueNames.audit}:active`));
+  (await stack.redis.llen(`${queueKeyPrefix(queueNames.index)}:active`)) +
+  (await stack.redis.llen(`${queueKeyPrefix(queueNames.audit)}:active`));
 
-const outboxPending = async (stack: Stack) =>
-  ((await stack.redis.xpending(redisKeys.outbox, redisKeys.outboxGroup)) as [number])[0];
+const outboxPending = (stack: Stack) => inspectStore(stack.redis, stack.view.layout).outboxPending();
+
+/** The event ids of every outbox entry read by a relay and not acknowledged, over all partitions. */
+async function pendingEventIds(stack: Stack): Promise<string[]> {
+  const partitions = Array.from({ length: stack.view.layout.partitions }, (_, p) => p);
+  const perPartition = await Promise.all(
+    partitions.map(async (p) => {
+      const key = partitionKeys(p).outbox;
+      const entries = (await stack.redis.xpending(key, storeKeys.outboxGroup, "-", "+", 10_000).catch(() => [])) as [
+        string,
+        ...unknown[],
+      ][];
+      return entries.map(([id]) => eventIdOf(p, id));
+    }),
+  );
+  return perPartition.flat();
+}
+
+/** The port of the master serving plant `id` (cluster stacks). */
+const masterOfPlant = (stack: Stack, id: string) =>
+  stack.cluster?.masterForKey(partitionKeys(partitionOf(id, stack.view.layout.partitions)).plant(id)).port;
 
 const describeCounts = (counts: Record<string, number>) =>
   Object.entries(counts)
@@ -157,19 +180,14 @@ export const scenarios: Scenario[] = [
         problems.push(`faulty worker ended with ${crash.code ?? crash.signal}, not SIGKILL`);
       if (!faulty.saw("fault point relay-crash-before-enqueue")) problems.push("the fault point's log line is missing");
       // The crash left the entries read but unacknowledged, with none of their jobs added.
-      const pendingEntries = (await stack.redis.xpending(
-        redisKeys.outbox,
-        redisKeys.outboxGroup,
-        "-",
-        "+",
-        10_000,
-      )) as [string, ...unknown[]][];
-      const ids = pendingEntries.map(([id]) => id);
+      const ids = await pendingEventIds(stack);
       // The crashed read was one batch: the pending entries, as one job, or any one of them alone.
       const jobIds = ids.length > 0 ? [jobIdFor(ids), ...ids.map((id) => jobIdFor([id]))] : [];
       let enqueued = 0;
       for (const jobId of jobIds) {
-        enqueued += await stack.redis.exists(`bull:${queueNames.index}:${jobId}`, `bull:${queueNames.audit}:${jobId}`);
+        for (const queue of [queueNames.index, queueNames.audit]) {
+          enqueued += await stack.redis.exists(`${queueKeyPrefix(queue)}:${jobId}`);
+        }
       }
       if (ids.length === 0) problems.push("no outbox entry was pending after the crash");
       if (enqueued > 0)
@@ -381,6 +399,109 @@ export const scenarios: Scenario[] = [
   },
 ];
 
+scenarios.push(
+  {
+    name: "master-failover",
+    description:
+      "kill -9 of a Redis Cluster master under load (3 masters, 1 replica each): its replica takes over; api and workers go on without restarts",
+    apis: 1,
+    workers: 2,
+    faultAt: 0.3,
+    cluster: { replicasPerMaster: 1 },
+    async fault(stack) {
+      const cluster = stack.cluster;
+      if (!cluster) throw new Error("master-failover needs a cluster stack");
+      const problems: string[] = [];
+      const pids = [stack.api(0).service?.pid, ...stack.workers.map((w) => w.service?.pid)];
+      const victim = cluster.nodes.find((node) => node.role === "master" && node.running);
+      if (!victim) throw new Error("no master to kill");
+      const killAt = Date.now();
+      await cluster.killNode(victim.port, "SIGKILL");
+      const promoted = await cluster.waitForFailover(victim.port);
+      const faultEnd = Date.now();
+      const notes = [
+        `kill -9 of master :${victim.port}; its replica :${promoted.port} serves its slots ${faultEnd - killAt} ms later`,
+      ];
+      return {
+        faultEnd,
+        notes,
+        problems,
+        after(load) {
+          const now = [stack.api(0).service, ...stack.workers.map((w) => w.service)];
+          if (now.some((service, i) => !service?.running() || service.pid !== pids[i])) {
+            problems.push("an api or worker process was replaced or died during the failover");
+          }
+          const during = between(load.attempts, killAt, faultEnd);
+          notes.push(`sent during the failover: ${describeCounts(outcomeCounts(during))}`);
+          const after = load.attempts.filter((a) => a.startedAt >= faultEnd && a.status === 200).length;
+          if (after === 0) problems.push("no create succeeded after the failover");
+        },
+      };
+    },
+  },
+  {
+    name: "shard-down",
+    description:
+      "kill -9 of a master of a Redis Cluster without replicas (3 masters) for 5 s under load: its plants answer 503 fast, the others 200; then it is restarted",
+    apis: 1,
+    workers: 1,
+    faultAt: 0.3,
+    cluster: { replicasPerMaster: 0 },
+    async fault(stack) {
+      const cluster = stack.cluster;
+      if (!cluster) throw new Error("shard-down needs a cluster stack");
+      const problems: string[] = [];
+      const victim = cluster.nodes.find((node) => node.role === "master" && node.running);
+      if (!victim) throw new Error("no master to kill");
+      const killAt = Date.now();
+      await cluster.killNode(victim.port, "SIGKILL");
+      await sleep(5000);
+      const restartAt = Date.now();
+      await cluster.restartNode(victim.port);
+      const faultEnd = Date.now();
+      const notes = [
+        `master :${victim.port} down ${restartAt - killAt} ms, back and healthy ${faultEnd - restartAt} ms later`,
+      ];
+      return {
+        faultEnd,
+        notes,
+        problems,
+        after(load) {
+          // Only while it was down for sure: from the kill until the restart began.
+          const during = between(load.attempts, killAt, restartAt);
+          const onDead = during.filter((a) => masterOfPlant(stack, a.id) === victim.port);
+          const onLive = during.filter((a) => masterOfPlant(stack, a.id) !== victim.port);
+          const sorted = (attempts: readonly Attempt[]) => attempts.map((a) => a.ms).sort((x, y) => x - y);
+          const at = (values: number[], q: number) => Math.round(values[Math.floor(q * (values.length - 1))] ?? 0);
+          const dead = sorted(onDead);
+          const live = sorted(onLive);
+          notes.push(
+            `down shard: ${describeCounts(outcomeCounts(onDead))}; latency p50 ${at(dead, 0.5)} ms, p99 ${at(dead, 0.99)} ms, max ${at(dead, 1)} ms`,
+            `other shards: ${describeCounts(outcomeCounts(onLive))}; latency p50 ${at(live, 0.5)} ms, p99 ${at(live, 0.99)} ms`,
+          );
+          if (onDead.length === 0 || onLive.length === 0)
+            problems.push("no request reached the down shard or the others");
+          const wrongDead = onDead.filter((a) => !(a.status === 503 && a.errorShape));
+          const wrongLive = onLive.filter((a) => a.status !== 200);
+          if (wrongDead.length > 0) {
+            problems.push(
+              `${wrongDead.length} request(s) for the down shard were not 503 Error: ${describeCounts(outcomeCounts(wrongDead))}`,
+            );
+          }
+          if (wrongLive.length > 0) {
+            problems.push(
+              `${wrongLive.length} request(s) for the other shards were not 200: ${describeCounts(outcomeCounts(wrongLive))}`,
+            );
+          }
+          // Fast: past the first few (which find out), far below REDIS_COMMAND_TIMEOUT_MS.
+          const slow = dead.slice(5).filter((ms) => ms > 500);
+          if (slow.length > 0) problems.push(`${slow.length} down-shard answer(s) after the first 5 took over 500 ms`);
+        },
+      };
+    },
+  },
+);
+
 export const scenarioNames = scenarios.map((scenario) => scenario.name);
 
 const idBases = new Map<number, bigint>();
@@ -404,6 +525,7 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
     apis: scenario.apis,
     workers: scenario.workers,
     logDir: join(settings.logDir, `${name}-${settings.run}`),
+    ...(scenario.cluster ? { cluster: scenario.cluster } : {}),
   });
   const problems: string[] = [];
   const notes: string[] = [];
@@ -430,7 +552,7 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
     let recoverMs: number | undefined;
     if (outcome.faultEnd !== undefined) {
       const before = ackedList(outcome.faultEnd);
-      const recovered = await waitSideWork(stack.redis, () => before, settings.recoveryTimeoutMs);
+      const recovered = await waitSideWork(stack.view, () => before, settings.recoveryTimeoutMs);
       recoverMs = recovered.ms === undefined ? undefined : Date.now() - outcome.faultEnd;
       if (recovered.ms === undefined) {
         problems.push(
@@ -442,7 +564,7 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
     const loadEnd = Date.now();
     // Then everything acknowledged during the whole run.
     const all = [...ackedList(Number.POSITIVE_INFINITY), ...expectedExtra];
-    const final = await waitSideWork(stack.redis, () => all, settings.recoveryTimeoutMs);
+    const final = await waitSideWork(stack.view, () => all, settings.recoveryTimeoutMs);
     if (outcome.faultEnd === undefined && final.ms !== undefined) recoverMs = Date.now() - loadEnd;
     if (final.ms === undefined) {
       problems.push(
@@ -450,14 +572,14 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
       );
       if (outcome.faultEnd === undefined) recoverMs = undefined;
     }
-    const quiet = await waitQuiet(stack.redis, settings.recoveryTimeoutMs);
+    const quiet = await waitQuiet(stack.view, settings.recoveryTimeoutMs);
     if (quiet.ms === undefined) problems.push(`queues not drained after the load: ${JSON.stringify(quiet.backlog)}`);
     await outcome.after?.(load);
     // After `after`, which may add to the fault's problems and notes.
     problems.push(...outcome.problems);
     notes.push(...outcome.notes);
 
-    const verification = await verify(stack.redis, all);
+    const verification = await verify(stack.view, all);
     problems.push(...problemsOf(verification));
     const badBodies = load.attempts.filter((a) => a.status === 200 && a.bodyOk === false).length;
     if (badBodies > 0) problems.push(`${badBodies} 200 answer(s) without the plant that was sent`);

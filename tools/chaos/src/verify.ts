@@ -1,6 +1,22 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { queueNames, redisKeys } from "@plant-store/contracts";
+import { queueNames, queuePrefix } from "@plant-store/contracts";
+import {
+  indexBucketOf,
+  indexKeys,
+  indexMember,
+  isCluster,
+  type Layout,
+  partitionKeys,
+  partitionOf,
+  type RedisClient,
+} from "@plant-store/store";
 import type { Redis } from "ioredis";
+
+/** Where a run's store is: its connection (one node or a cluster) and its partition count. */
+export interface StoreView {
+  client: RedisClient;
+  layout: Layout;
+}
 
 /** A plant that must be in Redis with its side work done: acknowledged with 200 (or a race winner). */
 export interface ExpectedPlant {
@@ -24,19 +40,25 @@ function fieldsOf(flat: string[]): Record<string, string> {
 }
 
 /**
- * Reads the audit stream incrementally and counts `plant.created` entries per plant id, so a
- * poll only reads what was appended since the last one.
+ * Reads the partitions' audit streams incrementally and counts `plant.created` entries per plant
+ * id, so a poll only reads what was appended since the last one.
  */
 export class AuditTally {
   readonly created = new Map<string, number>();
-  private lastId = "-";
+  private readonly lastIds = new Map<number, string>();
 
-  async update(redis: Redis): Promise<void> {
+  async update({ client, layout }: StoreView): Promise<void> {
+    const partitions = Array.from({ length: layout.partitions }, (_, p) => p);
+    await Promise.all(partitions.map((p) => this.updatePartition(client, p)));
+  }
+
+  private async updatePartition(client: RedisClient, partition: number): Promise<void> {
     for (;;) {
-      const start = this.lastId === "-" ? "-" : `(${this.lastId}`;
-      const entries = await redis.xrange(redisKeys.audit, start, "+", "COUNT", 5000);
+      const last = this.lastIds.get(partition);
+      const start = last === undefined ? "-" : `(${last}`;
+      const entries = await client.xrange(partitionKeys(partition).audit, start, "+", "COUNT", 5000);
       for (const [entryId, flat] of entries) {
-        this.lastId = entryId;
+        this.lastIds.set(partition, entryId);
         const fields = fieldsOf(flat);
         if (fields.type === "plant.created" && fields.plantId !== undefined) {
           this.created.set(fields.plantId, (this.created.get(fields.plantId) ?? 0) + 1);
@@ -47,12 +69,28 @@ export class AuditTally {
   }
 }
 
+/** A plant's name and creation time, or nulls when it is not stored. */
+const storedPlant = ({ client, layout }: StoreView, id: string) =>
+  client.hmget(partitionKeys(partitionOf(id, layout.partitions)).plant(id), "name", "created") as Promise<
+    [string | null, string | null]
+  >;
+
+/** The score of a plant version's entry in the read index (all plants, or one tag), or null. */
+const indexScore = (client: RedisClient, id: string, created: string, tag?: string) =>
+  client.zscore(indexKeys(tag).bucket(indexBucketOf(BigInt(created))), indexMember(id, created));
+
+/** Whether the stored plant `id` is in the read index with its creation time. */
+async function isIndexed(view: StoreView, id: string): Promise<boolean> {
+  const [, created] = await storedPlant(view, id);
+  return created !== null && (await indexScore(view.client, id, created)) === created;
+}
+
 /**
- * Polls until every plant of `plants()` is in `plants:index:created` and has an audit entry, or
- * the time is up. Resolves with the ms it took, or undefined (not recovered) with what is missing.
+ * Polls until every plant of `plants()` is in the read index and has an audit entry, or the time
+ * is up. Resolves with the ms it took, or undefined (not recovered) with what is missing.
  */
 export async function waitSideWork(
-  redis: Redis,
+  view: StoreView,
   plants: () => readonly ExpectedPlant[],
   timeoutMs: number,
   intervalMs = 100,
@@ -61,15 +99,12 @@ export async function waitSideWork(
   const tally = new AuditTally();
   const done = new Set<string>();
   for (;;) {
-    await tally.update(redis);
-    const open = plants().filter((plant) => !done.has(plant.id));
+    await tally.update(view);
+    const open = plants().filter((plant) => !done.has(plant.id) && (tally.created.get(plant.id) ?? 0) > 0);
     for (const part of chunks(open)) {
-      const scores = (await redis.call("ZMSCORE", redisKeys.indexByCreation, ...part.map((p) => p.id))) as (
-        | string
-        | null
-      )[];
+      const indexed = await Promise.all(part.map((plant) => isIndexed(view, plant.id)));
       part.forEach((plant, i) => {
-        if (scores[i] !== null && (tally.created.get(plant.id) ?? 0) > 0) done.add(plant.id);
+        if (indexed[i]) done.add(plant.id);
       });
     }
     const missing = plants().filter((plant) => !done.has(plant.id));
@@ -79,17 +114,22 @@ export async function waitSideWork(
   }
 }
 
-/** Jobs not yet finished, per queue, plus outbox entries not yet relayed. */
-export async function backlog(redis: Redis): Promise<Record<string, number>> {
-  const result: Record<string, number> = { outbox: await redis.xlen(redisKeys.outbox) };
+/** The BullMQ key prefix of a queue's keys, e.g. `{plant-index}:plant-index`. */
+export const queueKeyPrefix = (queue: (typeof queueNames)[keyof typeof queueNames]) => `${queuePrefix(queue)}:${queue}`;
+
+/** Jobs not yet finished, per queue, plus outbox entries not yet relayed (all partitions). */
+export async function backlog({ client, layout }: StoreView): Promise<Record<string, number>> {
+  const partitions = Array.from({ length: layout.partitions }, (_, p) => p);
+  const depths = await Promise.all(partitions.map((p) => client.xlen(partitionKeys(p).outbox)));
+  const result: Record<string, number> = { outbox: depths.reduce((sum, n) => sum + n, 0) };
   for (const queue of [queueNames.index, queueNames.audit]) {
-    const prefix = `bull:${queue}`;
+    const prefix = queueKeyPrefix(queue);
     const [wait, active, paused, delayed, prioritized] = await Promise.all([
-      redis.llen(`${prefix}:wait`),
-      redis.llen(`${prefix}:active`),
-      redis.llen(`${prefix}:paused`),
-      redis.zcard(`${prefix}:delayed`),
-      redis.zcard(`${prefix}:prioritized`),
+      client.llen(`${prefix}:wait`),
+      client.llen(`${prefix}:active`),
+      client.llen(`${prefix}:paused`),
+      client.zcard(`${prefix}:delayed`),
+      client.zcard(`${prefix}:prioritized`),
     ]);
     result[queue] = wait + active + paused + delayed + prioritized;
   }
@@ -101,12 +141,12 @@ export async function backlog(redis: Redis): Promise<Record<string, number>> {
  * late re-run (say, a stalled job BullMQ hands out again) no longer add a duplicate.
  */
 export async function waitQuiet(
-  redis: Redis,
+  view: StoreView,
   timeoutMs: number,
 ): Promise<{ ms?: number; backlog: Record<string, number> }> {
   const started = Date.now();
   for (;;) {
-    const current = await backlog(redis);
+    const current = await backlog(view);
     if (Object.values(current).every((n) => n === 0)) return { ms: Date.now() - started, backlog: current };
     if (Date.now() - started > timeoutMs) return { backlog: current };
     await sleep(200);
@@ -120,9 +160,9 @@ export interface Verification {
   missing: string[];
   /** Expected plants stored under another name. */
   wrongName: string[];
-  /** Expected plants not in `plants:index:created`. */
+  /** Expected plants not in the read index. */
   notIndexed: string[];
-  /** Indexed with a score other than the plant's seq (creation index or tag index). */
+  /** Indexed with a score other than the plant's creation time (all plants' index or its tag's). */
   badScore: string[];
   /** Expected plants without a `plant.created` audit entry. */
   notAudited: string[];
@@ -134,27 +174,32 @@ export interface Verification {
   storedNotAckedWithoutSideWork: string[];
   /** Audit entries for plants that do not exist (a side effect without its plant). */
   auditWithoutPlant: string[];
-  /** Failed BullMQ jobs per queue (`bull:<queue>:failed`). */
+  /** Failed BullMQ jobs per queue. */
   failedJobs: Record<string, number>;
 }
 
-async function allPlantIds(redis: Redis): Promise<string[]> {
+/** Every stored plant's id, from the plant hashes (`plant:{p<n>}:<id>`) on every master. */
+async function allPlantIds(client: RedisClient): Promise<string[]> {
+  const nodes: Redis[] = isCluster(client) ? client.nodes("master") : [client];
   const ids: string[] = [];
-  let cursor = "0";
-  do {
-    const [next, keys] = await redis.scan(cursor, "MATCH", "plant:*", "COUNT", 1000);
-    cursor = next;
-    for (const key of keys) ids.push(key.slice("plant:".length));
-  } while (cursor !== "0");
+  for (const node of nodes) {
+    let cursor = "0";
+    do {
+      const [next, keys] = await node.scan(cursor, "MATCH", "plant:{p*}:*", "COUNT", 1000);
+      cursor = next;
+      for (const key of keys) ids.push(key.slice(key.indexOf("}:") + 2));
+    } while (cursor !== "0");
+  }
   return ids;
 }
 
 /**
- * The final check of a run, against Redis: every expected plant stored with its name, in the
- * creation index (and its tag index) with score = its seq, with exactly one `plant.created`
- * audit entry; no duplicate audit entry for any plant; no failed job in either queue.
+ * The final check of a run, against Redis: every expected plant stored with its name, in the read
+ * index (and its tag's) with score = its creation time, with exactly one `plant.created` audit
+ * entry; no duplicate audit entry for any plant; no failed job in either queue.
  */
-export async function verify(redis: Redis, expected: readonly ExpectedPlant[]): Promise<Verification> {
+export async function verify(view: StoreView, expected: readonly ExpectedPlant[]): Promise<Verification> {
+  const { client } = view;
   const result: Verification = {
     checked: expected.length,
     missing: [],
@@ -169,49 +214,44 @@ export async function verify(redis: Redis, expected: readonly ExpectedPlant[]): 
     failedJobs: {},
   };
   const tally = new AuditTally();
-  await tally.update(redis);
+  await tally.update(view);
 
   for (const part of chunks(expected)) {
-    const pipeline = redis.pipeline();
-    for (const plant of part) {
-      pipeline.hmget(redisKeys.plant(plant.id), "name", "seq");
-      pipeline.zscore(redisKeys.indexByCreation, plant.id);
-      if (plant.tag !== undefined) pipeline.zscore(redisKeys.indexByTag(plant.tag), plant.id);
-    }
-    const replies = (await pipeline.exec()) ?? [];
-    let at = 0;
-    const take = () => {
-      const [error, value] = replies[at++] ?? [new Error("missing reply"), null];
-      if (error) throw error;
-      return value;
-    };
-    for (const plant of part) {
-      const [name, seq] = take() as [string | null, string | null];
-      const score = take() as string | null;
-      const tagScore = plant.tag !== undefined ? (take() as string | null) : undefined;
-      if (name === null || seq === null) {
+    const stored = await Promise.all(part.map((plant) => storedPlant(view, plant.id)));
+    const scores = await Promise.all(
+      part.map(async (plant, i) => {
+        const created = stored[i]?.[1];
+        if (created == null) return [null, undefined] as const;
+        return [
+          await indexScore(client, plant.id, created),
+          plant.tag === undefined ? undefined : await indexScore(client, plant.id, created, plant.tag),
+        ] as const;
+      }),
+    );
+    for (const [i, plant] of part.entries()) {
+      const [name, created] = stored[i] ?? [null, null];
+      const [score, tagScore] = scores[i] ?? [null, undefined];
+      if (name === null || created === null) {
         result.missing.push(plant.id);
         continue;
       }
       if (name !== plant.name) result.wrongName.push(plant.id);
       if (score === null) result.notIndexed.push(plant.id);
-      else if (Number(score) !== Number(seq) || (tagScore !== undefined && Number(tagScore) !== Number(seq))) {
-        result.badScore.push(plant.id);
-      }
+      else if (score !== created || (tagScore !== undefined && tagScore !== created)) result.badScore.push(plant.id);
       if ((tally.created.get(plant.id) ?? 0) === 0) result.notAudited.push(plant.id);
     }
   }
 
   // Every plant in Redis, acknowledged or not: its side work exactly once too.
   const expectedIds = new Set(expected.map((plant) => plant.id));
-  const stored = await allPlantIds(redis);
+  const stored = await allPlantIds(client);
   const storedIds = new Set(stored);
   const others = stored.filter((id) => !expectedIds.has(id));
   result.storedNotAcked = others.length;
   for (const part of chunks(others)) {
-    const scores = (await redis.call("ZMSCORE", redisKeys.indexByCreation, ...part)) as (string | null)[];
+    const indexed = await Promise.all(part.map((id) => isIndexed(view, id)));
     part.forEach((id, i) => {
-      if (scores[i] === null || (tally.created.get(id) ?? 0) === 0) result.storedNotAckedWithoutSideWork.push(id);
+      if (!indexed[i] || (tally.created.get(id) ?? 0) === 0) result.storedNotAckedWithoutSideWork.push(id);
     });
   }
   for (const [id, count] of tally.created) {
@@ -219,7 +259,7 @@ export async function verify(redis: Redis, expected: readonly ExpectedPlant[]): 
     if (!storedIds.has(id)) result.auditWithoutPlant.push(id);
   }
   for (const queue of [queueNames.index, queueNames.audit]) {
-    result.failedJobs[queue] = await redis.zcard(`bull:${queue}:failed`);
+    result.failedJobs[queue] = await client.zcard(`${queueKeyPrefix(queue)}:failed`);
   }
   return result;
 }
@@ -237,7 +277,9 @@ export function problemsOf(v: Verification): string[] {
   if (v.missing.length) problems.push(`${v.missing.length} acknowledged plant(s) missing: ${list(v.missing)}`);
   if (v.wrongName.length) problems.push(`${v.wrongName.length} stored under another name: ${list(v.wrongName)}`);
   if (v.notIndexed.length) problems.push(`${v.notIndexed.length} not indexed: ${list(v.notIndexed)}`);
-  if (v.badScore.length) problems.push(`${v.badScore.length} indexed with a score ≠ seq: ${list(v.badScore)}`);
+  if (v.badScore.length) {
+    problems.push(`${v.badScore.length} indexed with a score ≠ creation time: ${list(v.badScore)}`);
+  }
   if (v.notAudited.length) problems.push(`${v.notAudited.length} not audited: ${list(v.notAudited)}`);
   if (v.duplicatedAudit.length) {
     problems.push(
