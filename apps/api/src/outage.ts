@@ -142,8 +142,15 @@ export function shardBreaker(client: RedisClient, options: { probeMs?: number; d
   }
 
   return {
-    /** Whether a request for `key` may go to its node now (false: answer 503 without trying). */
-    admit: (key: string): boolean => !cluster || down.size === 0 || !down.has(nodeOfKey(client, key)),
+    /**
+     * Whether a request for `key` may go to its node now (false: answer 503 without trying). A slot
+     * the cluster lists without any master ("?") is down as well.
+     */
+    admit(key: string): boolean {
+      if (!cluster) return true;
+      const node = nodeOfKey(client, key);
+      return node !== "?" && !down.has(node);
+    },
     /** A request for `key` found its node unavailable. */
     failed(key: string) {
       if (!cluster) return;
