@@ -7,7 +7,8 @@
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
-import { queueNames, redisKeys } from "@plant-store/contracts";
+import { queueNames, queuePrefix } from "@plant-store/contracts";
+import { indexBucketOf, indexKeys, indexMember, partitionKeys, partitionOf } from "@plant-store/store";
 import { idsOf, request } from "./http.js";
 import { environment, machineLine, table, writeResult } from "./report.js";
 import {
@@ -168,10 +169,20 @@ async function warmUp(baseUrl: string, count: number): Promise<void> {
   throw new Error("warm-up plants did not appear in GET /plants within 30 s: is the worker indexing?");
 }
 
+/** A plant's creation time and its entry's score in the tag's read index (null when absent). */
+async function indexState(stack: Stack, id: string, tag: string) {
+  const created = await stack.redis.hget(partitionKeys(partitionOf(id, stack.partitions)).plant(id), "created");
+  const tagIndexScore =
+    created === null
+      ? null
+      : await stack.redis.zscore(indexKeys(tag).bucket(indexBucketOf(BigInt(created))), indexMember(id, created));
+  return { created, tagIndexScore };
+}
+
 async function failedJobs(stack: Stack) {
   const [index, audit] = await Promise.all([
-    stack.redis.zcard(`bull:${queueNames.index}:failed`),
-    stack.redis.zcard(`bull:${queueNames.audit}:failed`),
+    stack.redis.zcard(`${queuePrefix(queueNames.index)}:${queueNames.index}:failed`),
+    stack.redis.zcard(`${queuePrefix(queueNames.audit)}:${queueNames.audit}:failed`),
   ]);
   return { index, audit };
 }
@@ -291,8 +302,7 @@ await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
     unseen.slice(0, 100).map(async (plant) => ({
       id: plant.id,
       listedNow: swept.has(plant.id),
-      hashSeq: await stack.redis.hget(redisKeys.plant(plant.id), "seq"),
-      tagIndexScore: await stack.redis.zscore(redisKeys.indexByTag(runTag), plant.id),
+      ...(await indexState(stack, plant.id, runTag)),
     })),
   );
   const passedByFollower = unseen.filter((plant) => swept.has(plant.id)).length;

@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { freePort, type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { openLayout } from "@plant-store/store";
 import { Redis } from "ioredis";
 import { closeClient, TOKEN } from "./http.js";
 
@@ -22,6 +23,8 @@ export interface Stack {
   readonly redisServer: RedisServer;
   /** Connection for populating and inspecting the private Redis. */
   readonly redis: Redis;
+  /** The store's partition count (its layout is opened, so recorded, before any service starts). */
+  readonly partitions: number;
   api?: Service & { url: string };
   worker?: Service;
   /** The bare comparison server of `throughput` (src/baseline.ts). */
@@ -51,10 +54,12 @@ export async function startStack(options: { appendfsync: "always" | "everysec" |
   const redis = new Redis(redisServer.url, { maxRetriesPerRequest: 1, connectionName: "plant-store-bench" });
   redis.on("error", () => {}); // a command failing reports the problem
   if (options.aof === false) await redis.config("SET", "appendonly", "no");
+  const { partitions } = await openLayout(redis);
   let stopping: Promise<void> | undefined;
   const stack: Stack = {
     redisServer,
     redis,
+    partitions,
     stop() {
       stopping ??= (async () => {
         live.delete(stack);

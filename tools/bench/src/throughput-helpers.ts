@@ -47,36 +47,6 @@ export function streamIdMs(id: string): number {
   return Number(match[1]);
 }
 
-/**
- * The seqs seen so far above a start, as the highest seq up to which every one was seen (`floor`)
- * plus the ones seen beyond it. Index jobs run concurrently, so a plant can be indexed after one
- * with a higher seq: polling only above the highest score seen would miss it, polling above the
- * floor does not.
- */
-export class SeqFloor {
-  #floor: number;
-  readonly #above = new Set<number>();
-
-  constructor(start: number) {
-    this.#floor = start;
-  }
-
-  get floor(): number {
-    return this.#floor;
-  }
-
-  /** Seqs seen above the floor (their predecessors are not all seen yet). */
-  get waiting(): number {
-    return this.#above.size;
-  }
-
-  add(seq: number): void {
-    if (!Number.isInteger(seq) || seq <= this.#floor) return;
-    this.#above.add(seq);
-    while (this.#above.delete(this.#floor + 1)) this.#floor++;
-  }
-}
-
 /** The most timestamps (ms, ascending) within any window of `windowMs`, as a rate per second. */
 export function peakRate(sortedMs: readonly number[], windowMs: number): number {
   let most = 0;

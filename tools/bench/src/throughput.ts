@@ -8,7 +8,8 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
-import { queueNames, redisKeys } from "@plant-store/contracts";
+import { queueNames, queuePrefix } from "@plant-store/contracts";
+import { indexBucketOf, indexKeys, partitionKeys } from "@plant-store/store";
 import autocannon from "autocannon";
 import { Redis } from "ioredis";
 import { TOKEN } from "./http.js";
@@ -25,6 +26,7 @@ import {
   startWorkerProcess,
 } from "./stack.js";
 import { ms, round, roundSummary, type Summary, summarize } from "./stats.js";
+import { storeCounts } from "./store-counts.js";
 import {
   cpuPercent,
   createRequest,
@@ -32,7 +34,6 @@ import {
   pairOrder,
   peakRate,
   perRoundRatios,
-  SeqFloor,
   streamIdMs,
   type Target,
 } from "./throughput-helpers.js";
@@ -81,7 +82,12 @@ const DRAIN_LIMIT_MS = 5 * 60_000;
  * the worker needs for the load's creates at its measured drain rate.
  */
 const LAG_DEADLINE_MS = 10_000;
-const INDEX_POLL_MS = 2;
+const INDEX_POLL_MS = 5;
+/**
+ * How far below the newest index entry seen each poll looks again (µs of creation time): the
+ * worker indexes batches concurrently, so an entry may arrive after a later-created one.
+ */
+const INDEX_LOOKBACK_MICROS = 500_000;
 /** Pause before each run, so requests cut off at the end of the previous one have finished. */
 const SETTLE_MS = 250;
 
@@ -144,7 +150,7 @@ interface RunRecord {
   wallS: number;
   /** Percent of one core per process during the run. */
   cpu: CpuShares;
-  /** Service POST runs: plants the run added (plants:seq delta). */
+  /** Service POST runs: plants the run added (plant hashes before and after). */
   created?: number;
 }
 
@@ -171,14 +177,12 @@ await runBench("throughput", limitMs(), async () => {
     },
     service: { name: "service", url: api.url, service: api, nextId: SERVICE_ID_BASE, created: [] },
   };
-  const seqNow = async () => Number((await redis.get(redisKeys.plantSeq)) ?? 0);
-  const sideWorkDone = async () => {
-    const [seq, indexed, audited] = await Promise.all([
-      seqNow(),
-      redis.zcard(redisKeys.indexByCreation),
-      redis.xlen(redisKeys.audit),
-    ]);
-    return { seq, indexed, audited, done: indexed === seq && audited === seq };
+  const counts = storeCounts(redis, stack.partitions);
+  const seqNow = () => counts.plants();
+  /** Side work against `plants` plants (counted once: a SCAN does not belong in a polling loop). */
+  const sideWorkDone = async (plants: number) => {
+    const [indexed, audited] = await Promise.all([counts.indexed(), counts.audited()]);
+    return { seq: plants, indexed, audited, done: indexed === plants && audited === plants };
   };
   const pids = () => ({
     api: api.child.pid,
@@ -227,9 +231,9 @@ await runBench("throughput", limitMs(), async () => {
   const indexWarmupStarted = performance.now();
   const warmupWorker = await startWorkerProcess(stack);
   const warmSeq = await seqNow();
-  const indexedWarm = await waitUntil(INDEX_WARMUP_LIMIT_MS, async () => (await sideWorkDone()).done);
+  const indexedWarm = await waitUntil(INDEX_WARMUP_LIMIT_MS, async () => (await sideWorkDone(warmSeq)).done);
   await warmupWorker.stop();
-  const warm = await sideWorkDone();
+  const warm = await sideWorkDone(warmSeq);
   if (!indexedWarm || warm.indexed === 0) {
     throw new Error(
       `the worker did not index and audit the ${warmSeq} warm-up plants within ${INDEX_WARMUP_LIMIT_MS / 1000} s ` +
@@ -330,8 +334,8 @@ await runBench("throughput", limitMs(), async () => {
   const servicePostRate = postTop?.serviceReqPerS ?? Number.NaN;
 
   // Worker drain: everything the service's creates left in the outbox during the rounds.
-  const drainStart = await sideWorkDone();
-  const outboxAtDrain = await redis.xlen(redisKeys.outbox);
+  const drainStart = await sideWorkDone(await seqNow());
+  const outboxAtDrain = await counts.outbox();
   const drainEvents = drainStart.seq - drainStart.indexed;
   console.log(
     `\nworker drain: ${drainEvents} events (${2 * drainEvents} index and audit updates) waiting; outbox holds ${outboxAtDrain}; starting the worker`,
@@ -341,13 +345,15 @@ await runBench("throughput", limitMs(), async () => {
   let drainWallS = 0;
   const worker = await startWorkerProcess(stack);
   const readyAt = performance.now();
-  const atReady = await sideWorkDone();
+  const atReady = await sideWorkDone(drainStart.seq);
   {
-    const measured = await withCpu(() => waitUntil(DRAIN_LIMIT_MS, async () => (await sideWorkDone()).done, 20));
+    const measured = await withCpu(() =>
+      waitUntil(DRAIN_LIMIT_MS, async () => (await sideWorkDone(drainStart.seq)).done, 20),
+    );
     drainCpu = measured.cpu;
     drainWallS = measured.wallS;
     if (!measured.value) {
-      const now = await sideWorkDone();
+      const now = await sideWorkDone(drainStart.seq);
       failures.push(
         `worker drain did not finish within ${DRAIN_LIMIT_MS / 1000} s: ${now.indexed} indexed, ` +
           `${now.audited} audited of ${now.seq}`,
@@ -369,7 +375,7 @@ await runBench("throughput", limitMs(), async () => {
     eventsPerS: updatesAfterReady > 0 ? updatesAfterReady / 2 / drainWallS : Number.NaN,
     /** Including the worker's start-up. */
     eventsPerSIncludingStartup: drainEvents / ((doneAt - spawnedAt) / 1000),
-    outboxAtEnd: await redis.xlen(redisKeys.outbox),
+    outboxAtEnd: await counts.outbox(),
     failedJobs: await failedJobs(stack),
     cpu: drainCpu,
     servicePostReqPerS: servicePostRate,
@@ -619,38 +625,50 @@ async function measureLag(
   const { redis } = stack;
   const okAt = new Map<number, number>();
   let repeated200 = 0;
-  const seqStart = Number((await redis.get(redisKeys.plantSeq)) ?? 0);
-  const [lastAudit] = await redis.xrevrange(redisKeys.audit, "+", "-", "COUNT", 1);
-  const auditFrom = lastAudit ? `(${lastAudit[0]}` : "-";
+  const counts = storeCounts(redis, stack.partitions);
+  const plantsAtStart = await counts.plants();
+  const partitions = Array.from({ length: stack.partitions }, (_, p) => p);
+  // Where each partition's audit stream stands: the lag's entries come after.
+  const auditFrom = await Promise.all(
+    partitions.map(async (p) => {
+      const [last] = await redis.xrevrange(partitionKeys(p).audit, "+", "-", "COUNT", 1);
+      return last ? `(${last[0]}` : "-";
+    }),
+  );
 
   // The Redis clock against this one (both wall clocks on one machine): should be ~0.
   const asked = nowMs();
   const [seconds, micros] = await redis.time();
   const answered = nowMs();
   const clockOffsetMs = Number(seconds) * 1000 + Number(micros) / 1000 - (asked + answered) / 2;
+  const startMicros = BigInt(seconds ?? 0) * 1_000_000n + BigInt(micros ?? 0);
 
   const poller = new Redis(stack.redisServer.url, { connectionName: "bench-index-poller", maxRetriesPerRequest: 1 });
   poller.on("error", () => {});
   const indexedAt = new Map<string, number>();
-  const floor = new SeqFloor(seqStart);
+  let newest = startMicros;
   let polling = true;
   let polls = 0;
   const pollLoop = (async () => {
     try {
       while (polling) {
-        const reply = await poller.zrange(
-          redisKeys.indexByCreation,
-          `(${floor.floor}`,
-          "+inf",
-          "BYSCORE",
-          "WITHSCORES",
-        );
+        const from =
+          newest - BigInt(INDEX_LOOKBACK_MICROS) > startMicros ? newest - BigInt(INDEX_LOOKBACK_MICROS) : startMicros;
+        const nowMicros = BigInt(Date.now() + 1000) * 1000n;
+        const replies = [];
+        for (let bucket = indexBucketOf(from); bucket <= indexBucketOf(nowMicros); bucket++) {
+          replies.push(await poller.zrange(indexKeys().bucket(bucket), `(${from}`, "+inf", "BYSCORE", "WITHSCORES"));
+        }
         const at = nowMs();
         polls++;
-        for (let i = 0; i + 1 < reply.length; i += 2) {
-          const member = reply[i] as string;
-          if (!indexedAt.has(member)) indexedAt.set(member, at);
-          floor.add(Number(reply[i + 1]));
+        for (const reply of replies) {
+          for (let i = 0; i + 1 < reply.length; i += 2) {
+            const member = reply[i] as string;
+            const id = member.slice(0, member.indexOf("@"));
+            if (!indexedAt.has(id)) indexedAt.set(id, at);
+            const score = BigInt(reply[i + 1] as string);
+            if (score > newest) newest = score;
+          }
         }
         await sleep(INDEX_POLL_MS);
       }
@@ -693,8 +711,7 @@ async function measureLag(
   const loadEnd = performance.now();
   const allDone = async () => {
     for (const id of okAt.keys()) if (!indexedAt.has(String(id))) return false;
-    const [seq, audited] = await Promise.all([redis.get(redisKeys.plantSeq), redis.xlen(redisKeys.audit)]);
-    return audited >= Number(seq ?? 0);
+    return (await counts.audited()) >= plantsAtStart + okAt.size;
   };
   await waitUntil(deadlineMs, allDone, 20);
   const settledS = (performance.now() - loadEnd) / 1000;
@@ -703,16 +720,18 @@ async function measureLag(
   poller.disconnect();
 
   const auditAt = new Map<string, number>();
-  for (let from = auditFrom; ; ) {
-    const entries = await redis.xrange(redisKeys.audit, from, "+", "COUNT", 10_000);
-    for (const [entryId, fields] of entries) {
-      const index = fields.findIndex((field, i) => i % 2 === 0 && field === "plantId");
-      const plantId = index >= 0 ? fields[index + 1] : undefined;
-      if (plantId !== undefined && !auditAt.has(plantId)) auditAt.set(plantId, streamIdMs(entryId));
+  for (const p of partitions) {
+    for (let from = auditFrom[p] ?? "-"; ; ) {
+      const entries = await redis.xrange(partitionKeys(p).audit, from, "+", "COUNT", 10_000);
+      for (const [entryId, fields] of entries) {
+        const index = fields.findIndex((field, i) => i % 2 === 0 && field === "plantId");
+        const plantId = index >= 0 ? fields[index + 1] : undefined;
+        if (plantId !== undefined && !auditAt.has(plantId)) auditAt.set(plantId, streamIdMs(entryId));
+      }
+      const last = entries[entries.length - 1];
+      if (last === undefined || entries.length < 10_000) break;
+      from = `(${last[0]}`;
     }
-    const last = entries[entries.length - 1];
-    if (last === undefined || entries.length < 10_000) break;
-    from = `(${last[0]}`;
   }
 
   const indexLags: number[] = [];
@@ -776,8 +795,8 @@ async function waitUntil(limitMs: number, check: () => Promise<boolean>, everyMs
 
 async function failedJobs(stack: Stack) {
   const [index, audit] = await Promise.all([
-    stack.redis.zcard(`bull:${queueNames.index}:failed`),
-    stack.redis.zcard(`bull:${queueNames.audit}:failed`),
+    stack.redis.zcard(`${queuePrefix(queueNames.index)}:${queueNames.index}:failed`),
+    stack.redis.zcard(`${queuePrefix(queueNames.audit)}:${queueNames.audit}:failed`),
   ]);
   return { index, audit };
 }

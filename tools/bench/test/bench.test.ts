@@ -1,14 +1,8 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { loadApiConfig, startApi } from "@plant-store/api";
-import { redisKeys } from "@plant-store/contracts";
-import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
-import { loadWorkerConfig, startWorker } from "@plant-store/worker";
 import autocannon from "autocannon";
-import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { idsOf, nextLink } from "../src/http.js";
-import { idOf, type Layout, populate } from "../src/populate.js";
 import { percentile, summarize } from "../src/stats.js";
 import {
   cpuPercent,
@@ -17,7 +11,6 @@ import {
   pairOrder,
   peakRate,
   perRoundRatios,
-  SeqFloor,
   streamIdMs,
 } from "../src/throughput-helpers.js";
 
@@ -65,21 +58,6 @@ describe("throughput helpers", () => {
   it("reads the milliseconds of a stream entry id", () => {
     expect(streamIdMs("1700000000123-4")).toBe(1700000000123);
     expect(() => streamIdMs("nope")).toThrow();
-  });
-
-  it("keeps the floor below seqs still missing when they arrive out of order", () => {
-    const floor = new SeqFloor(100);
-    floor.add(102);
-    floor.add(103);
-    expect(floor.floor).toBe(100); // 101 not seen yet: a poll above 103 would miss it
-    expect(floor.waiting).toBe(2);
-    floor.add(101);
-    expect(floor.floor).toBe(103);
-    expect(floor.waiting).toBe(0);
-    floor.add(99); // at or below the floor: already accounted for
-    floor.add(103);
-    expect(floor.floor).toBe(103);
-    expect(floor.waiting).toBe(0);
   });
 
   it("finds the busiest window as a rate per second", () => {
@@ -153,66 +131,5 @@ describe("http helpers", () => {
       "9007199254700000001",
       "-5",
     ]);
-  });
-});
-
-describe("populate", () => {
-  let server: RedisServer;
-  let redis: Redis;
-  const layout: Layout = { size: 1000, tag: "bench-tag", tagEvery: 10 };
-
-  beforeAll(async () => {
-    server = await startRedisServer({ appendfsync: "no" });
-    redis = new Redis(server.url);
-    await populate(redis, layout, 300); // a batch size that does not divide the size
-  });
-  afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-  });
-
-  it("writes the hashes, the creation index and the tag index", async () => {
-    expect(await redis.zcard(redisKeys.indexByCreation)).toBe(1000);
-    expect(await redis.zcard(redisKeys.indexByTag(layout.tag))).toBe(100);
-    expect(await redis.zrange(redisKeys.indexByCreation, 0, 1)).toEqual([idOf(1), idOf(2)]);
-    expect(await redis.zscore(redisKeys.indexByCreation, idOf(1000))).toBe("1000");
-    expect(await redis.zrange(redisKeys.indexByTag(layout.tag), 0, 0, "WITHSCORES")).toEqual([idOf(10), "10"]);
-    expect(await redis.get(redisKeys.plantSeq)).toBe("1000");
-    const tagged = await redis.hgetall(redisKeys.plant(idOf(10)));
-    expect(tagged).toMatchObject({ name: "plant 10", tag: "bench-tag", seq: "10" });
-    expect(Object.keys(await redis.hgetall(redisKeys.plant(idOf(11)))).sort()).toEqual(["createdAt", "name", "seq"]);
-    expect(idOf(1)).toMatch(/^\d{19}$/);
-    expect(BigInt(idOf(1))).toBeGreaterThan(2n ** 53n);
-  });
-
-  it("matches what the real API and worker write for a create", async () => {
-    const token = "bench-test-token-0123456789";
-    const api = await startApi(
-      loadApiConfig({ PORT: "0", REDIS_URL: server.url, API_TOKENS: token, LOG_LEVEL: "silent" }),
-    );
-    const worker = await startWorker(loadWorkerConfig({ REDIS_URL: server.url, LOG_LEVEL: "silent" }));
-    try {
-      const response = await fetch(`${api.url}/plants`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        body: JSON.stringify({ id: 42, name: "real", tag: layout.tag }),
-      });
-      expect(response.status).toBe(200);
-      const deadline = Date.now() + 10_000;
-      while (Date.now() < deadline && (await redis.zscore(redisKeys.indexByTag(layout.tag), "42")) === null) {
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      // The next seq follows the populated ones, in both indexes, under the id's decimal text.
-      expect(await redis.zscore(redisKeys.indexByTag(layout.tag), "42")).toBe("1001");
-      expect(await redis.zscore(redisKeys.indexByCreation, "42")).toBe("1001");
-      const real = await redis.hgetall(redisKeys.plant("42"));
-      const generated = await redis.hgetall(redisKeys.plant(idOf(10)));
-      expect(Object.keys(generated)).toEqual(Object.keys(real)); // same fields, same order
-      expect(real.seq).toBe("1001");
-      expect(new Date(generated.createdAt ?? "").toISOString()).toBe(generated.createdAt);
-    } finally {
-      await worker.close();
-      await api.close();
-    }
   });
 });

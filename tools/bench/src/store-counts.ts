@@ -1,0 +1,37 @@
+import { indexKeys, partitionKeys } from "@plant-store/store";
+import type { Redis } from "ioredis";
+
+/**
+ * What the bench counts in its private single-node store (layout 2): plants, their side work and
+ * the outbox. Plants are never deleted in a bench run, so "done" is indexed = audited = plants.
+ */
+export function storeCounts(redis: Redis, partitions: number) {
+  const all = Array.from({ length: partitions }, (_, p) => p);
+  const sum = (values: number[]) => values.reduce((total, n) => total + n, 0);
+
+  return {
+    /** Plant hashes in the store (a SCAN: at a run's start and end, not in a polling loop). */
+    async plants(): Promise<number> {
+      let count = 0;
+      let cursor = "0";
+      do {
+        const [next, keys] = await redis.scan(cursor, "MATCH", "plant:{p*}:*", "COUNT", 5000);
+        cursor = next;
+        count += keys.length;
+      } while (cursor !== "0");
+      return count;
+    },
+    /** Live entries of the read index of all plants (tombstones have score -1). */
+    async indexed(): Promise<number> {
+      const keys = indexKeys();
+      const buckets = await redis.zrange(keys.directory, 0, -1);
+      return sum(await Promise.all(buckets.map((bucket) => redis.zcount(keys.bucket(BigInt(bucket)), 0, "+inf"))));
+    },
+    /** Audit entries over all partitions. */
+    audited: async () => sum(await Promise.all(all.map((p) => redis.xlen(partitionKeys(p).audit)))),
+    /** Outbox entries not yet relayed, over all partitions. */
+    outbox: async () => sum(await Promise.all(all.map((p) => redis.xlen(partitionKeys(p).outbox)))),
+  };
+}
+
+export type StoreCounts = ReturnType<typeof storeCounts>;
