@@ -1,19 +1,34 @@
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { REDIS_COMMAND_TIMEOUT_MS, RELAY_CLAIM_IDLE_MS, stopAll } from "./processes.js";
+import { describeTarget, parseStoreConfig } from "@plant-store/store";
+import {
+  describeStore,
+  externalStoreEnv,
+  REDIS_COMMAND_TIMEOUT_MS,
+  RELAY_CLAIM_IDLE_MS,
+  RELAY_LEASE_MS,
+  type StoreChoice,
+  stopAll,
+} from "./processes.js";
 import { type RunResult, runScenario, scenarioNames, scenarios } from "./scenarios.js";
 
 /**
- * `npm run chaos` — fault injection against real processes: a private redis-server (AOF,
- * appendfsync always), the api and the worker as `node apps/<x>/dist/main.js` children. Each
- * scenario runs `--runs` times on a fresh stack under a bounded create load, then every
- * acknowledged plant and its side work is checked in Redis. Exit code 1 when anything was lost,
- * duplicated or not recovered.
+ * `npm run chaos` — fault injection against real processes: a private store (AOF, appendfsync
+ * always), the api and the worker as `node apps/<x>/dist/main.js` children. Each scenario runs
+ * `--runs` times on a fresh stack under a bounded create load, then every acknowledged plant and
+ * its side work is checked in Redis. Exit code 1 when anything was lost, duplicated or not recovered.
  *
- *   node tools/chaos/dist/main.js [--runs 3] [--scenario api-kill[,redis-kill]] [--duration 8000] [--concurrency 16]
+ * The store: one private redis-server; with `--cluster` a private Redis Cluster of 3 masters and
+ * 3 replicas; with REDIS_CLUSTER_NODES set, that cluster (which no other api or worker may use
+ * meanwhile; only the run's own plants are checked). redis-kill always kills its own
+ * redis-server, master-failover and shard-down always start their own cluster.
+ *
+ *   node tools/chaos/dist/main.js [--runs 3] [--scenario api-kill[,redis-kill]] [--duration 8000] [--concurrency 16] [--cluster]
  */
-const usage = `usage: node tools/chaos/dist/main.js [--runs N] [--scenario name[,name…]] [--duration ms] [--concurrency N]
+const usage = `usage: node tools/chaos/dist/main.js [--runs N] [--scenario name[,name…]] [--duration ms] [--concurrency N] [--cluster]
+  --cluster   run the scenarios on a private Redis Cluster (3 masters + 3 replicas) instead of one redis-server
+  REDIS_CLUSTER_NODES=host:port,…  run them on that cluster instead (REDIS_PASSWORD etc. as for the api)
 scenarios: ${scenarioNames.join(", ")}`;
 
 function parse() {
@@ -23,6 +38,7 @@ function parse() {
       scenario: { type: "string", multiple: true },
       duration: { type: "string", default: "8000" },
       concurrency: { type: "string", default: "16" },
+      cluster: { type: "boolean", default: false },
       help: { type: "boolean", short: "h", default: false },
     },
     strict: true,
@@ -46,7 +62,18 @@ function parse() {
       process.exit(2);
     }
   }
+  const external = externalStoreEnv(process.env);
+  if (external && values.cluster) {
+    console.error(`--cluster starts a private cluster: unset REDIS_CLUSTER_NODES or leave --cluster out\n${usage}`);
+    process.exit(2);
+  }
+  const store: StoreChoice = external
+    ? { kind: "external", env: external }
+    : values.cluster
+      ? { kind: "cluster", replicasPerMaster: 1 }
+      : { kind: "single" };
   return {
+    store,
     runs: int("runs", values.runs, 1, 20),
     durationMs: int("duration", values.duration, 2000, 120_000),
     concurrency: int("concurrency", values.concurrency, 1, 256),
@@ -55,9 +82,10 @@ function parse() {
 }
 
 function table(results: readonly RunResult[]): string {
-  const header = ["scenario", "run", "sent", "acked", "lost", "duplicated", "recover ms", "result"];
+  const header = ["scenario", "store", "run", "sent", "acked", "lost", "duplicated", "recover ms", "result"];
   const rows = results.map((r) => [
     r.scenario,
+    r.store,
     String(r.run),
     String(r.sent),
     String(r.acknowledged),
@@ -67,7 +95,7 @@ function table(results: readonly RunResult[]): string {
     r.ok ? "ok" : "FAIL",
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? "").length)));
-  const numeric = new Set([1, 2, 3, 4, 5, 6]);
+  const numeric = new Set([2, 3, 4, 5, 6, 7]);
   const line = (cells: string[]) =>
     `| ${cells.map((cell, i) => (numeric.has(i) ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0))).join(" | ")} |`;
   return [
@@ -99,7 +127,10 @@ async function main(): Promise<void> {
     `chaos: ${options.scenarios.join(", ")} × ${options.runs} run(s), ${options.durationMs} ms of load each at concurrency ${options.concurrency}`,
   );
   console.log(
-    `  redis-server appendonly yes, appendfsync always; api REDIS_COMMAND_TIMEOUT_MS=${REDIS_COMMAND_TIMEOUT_MS}; worker RELAY_CLAIM_IDLE_MS=${RELAY_CLAIM_IDLE_MS} (default 30000) so a dead relay's entries are reclaimed after 2 s`,
+    `  store: ${options.store.kind === "external" ? describeTarget(parseStoreConfig(options.store.env).redis) : `private ${describeStore(options.store)}`} (redis-kill: its own redis-server; master-failover, shard-down: their own cluster)`,
+  );
+  console.log(
+    `  redis-server appendonly yes, appendfsync always; api REDIS_COMMAND_TIMEOUT_MS=${REDIS_COMMAND_TIMEOUT_MS}; worker RELAY_CLAIM_IDLE_MS=${RELAY_CLAIM_IDLE_MS} (default 30000) so a dead relay's entries are reclaimed after 2 s, RELAY_LEASE_MS=${RELAY_LEASE_MS} (default 10000)`,
   );
   const started = Date.now();
   const results: RunResult[] = [];
@@ -113,10 +144,11 @@ async function main(): Promise<void> {
         concurrency: options.concurrency,
         logDir,
         recoveryTimeoutMs: 120_000,
+        store: options.store,
       });
       results.push(result);
       console.log(
-        `  run ${run}: ${result.ok ? "ok" : "FAIL"} — sent ${result.sent}, acked ${result.acknowledged}, lost ${result.lost}, duplicated ${result.duplicated}, recovered ${result.recoverMs ?? "—"} ms (${Math.round(result.wallMs / 1000)} s)`,
+        `  run ${run} (${result.store}): ${result.ok ? "ok" : "FAIL"} — sent ${result.sent}, acked ${result.acknowledged}, lost ${result.lost}, duplicated ${result.duplicated}, recovered ${result.recoverMs ?? "—"} ms (${Math.round(result.wallMs / 1000)} s)`,
       );
       for (const note of result.notes) console.log(`    · ${note}`);
       for (const problem of result.problems) console.log(`    ✗ ${problem}`);
@@ -143,9 +175,13 @@ async function main(): Promise<void> {
     wallMs,
     settings: {
       ...options,
+      store:
+        options.store.kind === "external"
+          ? { kind: "external", target: describeTarget(parseStoreConfig(options.store.env).redis) }
+          : options.store,
       redis: { appendonly: "yes", appendfsync: "always" },
       api: { REDIS_COMMAND_TIMEOUT_MS },
-      worker: { RELAY_CLAIM_IDLE_MS },
+      worker: { RELAY_CLAIM_IDLE_MS, RELAY_LEASE_MS },
     },
     ok: failed.length === 0,
     results: results.map(({ verification, ...rest }) => ({

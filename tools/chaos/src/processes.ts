@@ -125,19 +125,48 @@ export interface WorkerSlot {
   service?: Service;
 }
 
+/**
+ * Where a stack's store is: a private redis-server, a private 3-master Redis Cluster with
+ * `replicasPerMaster` replicas each, or a store given by the environment (REDIS_CLUSTER_NODES and
+ * the store's other variables), which chaos can neither kill nor empty.
+ */
+export type StoreChoice =
+  | { kind: "single" }
+  | { kind: "cluster"; replicasPerMaster: number }
+  | { kind: "external"; env: Record<string, string> };
+
+/** The store's variables of `env` (as `parseStoreConfig` reads them), for a store chaos is given. */
+export function externalStoreEnv(env: NodeJS.ProcessEnv): Record<string, string> | undefined {
+  if (!env.REDIS_CLUSTER_NODES?.trim()) return undefined;
+  const names = [
+    "REDIS_CLUSTER_NODES",
+    "REDIS_PASSWORD",
+    "STORE_PARTITIONS",
+    "REDIS_MIN_REPLICAS_ACK",
+    "REDIS_REPLICA_ACK_TIMEOUT_MS",
+  ];
+  return Object.fromEntries(names.flatMap((name) => (env[name] ? [[name, env[name] as string]] : [])));
+}
+
+/** How a store is named in reports. */
+export function describeStore(store: StoreChoice): string {
+  if (store.kind === "single") return "1 node";
+  if (store.kind === "external") return "given cluster";
+  return `3+${3 * store.replicasPerMaster} cluster`;
+}
+
 export interface StackOptions {
   apis: number;
   workers: number;
   /** Folder for the processes' logs. */
   logDir: string;
-  /** A 3-master Redis Cluster with this many replicas per master instead of one redis-server. */
-  cluster?: { replicasPerMaster: number };
+  store: StoreChoice;
 }
 
 /**
- * A private store — one redis-server, or a 3-master Redis Cluster — (AOF, `appendfsync always`,
- * the documented setting) on free 127.0.0.1 ports in a temp folder, plus api and worker processes
- * that can be killed and restarted. APIs keep their port across restarts, so the load client
+ * A store — a private redis-server or 3-master Redis Cluster (AOF, `appendfsync always`, the
+ * documented setting) on free 127.0.0.1 ports in a temp folder, or the cluster the environment
+ * names — plus api and worker processes that can be killed and restarted. APIs keep their port across restarts, so the load client
  * keeps its targets.
  */
 export class Stack {
@@ -161,7 +190,7 @@ export class Stack {
 
   /** The redis-server of a single-node stack (scenarios that kill and restart it). */
   get redisServer(): RedisServer {
-    if (!this.server) throw new Error("this stack runs on a cluster");
+    if (!this.server) throw new Error("this stack does not run on a private redis-server");
     return this.server;
   }
 
@@ -170,14 +199,14 @@ export class Stack {
     let server: RedisServer | undefined;
     let cluster: RedisCluster | undefined;
     let storeEnv: Record<string, string>;
-    if (options.cluster) {
-      cluster = await startRedisCluster({
-        replicasPerMaster: options.cluster.replicasPerMaster,
-        appendfsync: "always",
-      });
+    const { store } = options;
+    if (store.kind === "external") {
+      storeEnv = store.env;
+    } else if (store.kind === "cluster") {
+      cluster = await startRedisCluster({ replicasPerMaster: store.replicasPerMaster, appendfsync: "always" });
       storeEnv = {
         REDIS_CLUSTER_NODES: cluster.seeds,
-        REDIS_MIN_REPLICAS_ACK: String(Math.min(1, options.cluster.replicasPerMaster)),
+        REDIS_MIN_REPLICAS_ACK: String(Math.min(1, store.replicasPerMaster)),
       };
     } else {
       server = await startRedisServer({ appendfsync: "always" });
@@ -187,9 +216,17 @@ export class Stack {
       }
       storeEnv = { REDIS_URL: server.url };
     }
-    const redis = connect(parseStoreConfig(storeEnv).redis, { name: "plant-store-chaos", maxRetriesPerRequest: null });
+    const config = parseStoreConfig(storeEnv);
+    const redis = connect(config.redis, { name: "plant-store-chaos", maxRetriesPerRequest: null });
     redis.on("error", () => {}); // expected while Redis is killed; commands wait for the reconnect
-    const layout = await openLayout(redis);
+    let layout: Awaited<ReturnType<typeof openLayout>>;
+    try {
+      layout = await openLayout(redis, config.partitions === undefined ? {} : { partitions: config.partitions });
+    } catch (error) {
+      await disconnect(redis);
+      await (cluster ?? server)?.stop();
+      throw error;
+    }
     const stack = new Stack(server, cluster, storeEnv, redis, { client: redis, layout }, options.logDir);
     live.add(stack);
     try {
@@ -325,7 +362,8 @@ export class Stack {
     for (const service of services) service.kill("SIGKILL");
     await Promise.all(services.map((service) => service.exit));
     await disconnect(this.redis);
-    await (this.cluster ?? this.redisServer).stop();
+    // A given store is not the run's to stop.
+    await (this.cluster ?? this.server)?.stop();
     await Promise.all([...this.logs.values()].map((stream) => new Promise((resolve) => stream.end(resolve))));
   }
 }

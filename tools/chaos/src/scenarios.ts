@@ -3,10 +3,19 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { jobIdFor, queueNames } from "@plant-store/contracts";
 import { eventIdOf, inspectStore, partitionKeys, partitionOf, storeKeys } from "@plant-store/store";
 import { type AckedPlant, type Attempt, Load, outcomeCounts, raceCreates } from "./load.js";
-import { probeConnect, REDIS_COMMAND_TIMEOUT_MS, readyz, Stack, TOKEN } from "./processes.js";
+import {
+  describeStore,
+  probeConnect,
+  REDIS_COMMAND_TIMEOUT_MS,
+  readyz,
+  Stack,
+  type StoreChoice,
+  TOKEN,
+} from "./processes.js";
 import {
   duplicatesOf,
   type ExpectedPlant,
+  failedJobs,
   lostOf,
   problemsOf,
   queueKeyPrefix,
@@ -25,11 +34,15 @@ export interface RunSettings {
   logDir: string;
   /** Longest wait for the side work (and, separately, for the queues to drain) after the load. */
   recoveryTimeoutMs: number;
+  /** The store of the scenarios that do not bring their own (`--cluster`, REDIS_CLUSTER_NODES or one node). */
+  store: StoreChoice;
 }
 
 export interface RunResult {
   scenario: string;
   run: number;
+  /** The store it ran on: `1 node`, `3+3 cluster`, `3+0 cluster`, `given cluster`. */
+  store: string;
   sent: number;
   acknowledged: number;
   lost: number;
@@ -67,8 +80,8 @@ interface Scenario {
   workers: number;
   /** Where in the load the fault starts, as a fraction of the duration. */
   faultAt: number;
-  /** Run on a 3-master Redis Cluster with this many replicas per master (default: one redis-server). */
-  cluster?: { replicasPerMaster: number };
+  /** The store it always runs on (its fault needs it); default: the run's (`RunSettings.store`). */
+  store?: StoreChoice;
   fault(stack: Stack, load: Load, settings: RunSettings): Promise<FaultOutcome>;
 }
 
@@ -214,6 +227,8 @@ export const scenarios: Scenario[] = [
     apis: 1,
     workers: 1,
     faultAt: 0.3,
+    // One redis-server to kill; master-failover and shard-down are its cluster counterparts.
+    store: { kind: "single" },
     async fault(stack, load) {
       const problems: string[] = [];
       const api = stack.api(0);
@@ -407,7 +422,7 @@ scenarios.push(
     apis: 1,
     workers: 2,
     faultAt: 0.3,
-    cluster: { replicasPerMaster: 1 },
+    store: { kind: "cluster", replicasPerMaster: 1 },
     async fault(stack) {
       const cluster = stack.cluster;
       if (!cluster) throw new Error("master-failover needs a cluster stack");
@@ -446,7 +461,7 @@ scenarios.push(
     apis: 1,
     workers: 1,
     faultAt: 0.3,
-    cluster: { replicasPerMaster: 0 },
+    store: { kind: "cluster", replicasPerMaster: 0 },
     async fault(stack) {
       const cluster = stack.cluster;
       if (!cluster) throw new Error("shard-down needs a cluster stack");
@@ -528,12 +543,23 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
   if (!scenario) throw new Error(`unknown scenario ${name}; known: ${scenarioNames.join(", ")}`);
   const started = Date.now();
   idBases.delete(settings.run);
+  const store = scenario.store ?? settings.store;
   const stack = await Stack.start({
     apis: scenario.apis,
     workers: scenario.workers,
     logDir: join(settings.logDir, `${name}-${settings.run}`),
-    ...(scenario.cluster ? { cluster: scenario.cluster } : {}),
+    store,
   });
+  if (store.kind === "external") {
+    // Not the run's own store: check only the run's plants (ids idBase … idBase + 999 999), and
+    // count only the jobs that failed during the run.
+    const base = runIdBase(settings);
+    stack.view.owns = (id) => {
+      const n = BigInt(id);
+      return n >= base && n < base + 1_000_000n;
+    };
+    stack.view.failedBefore = await failedJobs(stack.redis);
+  }
   const problems: string[] = [];
   const notes: string[] = [];
   let load: Load | undefined;
@@ -604,6 +630,7 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
     return {
       scenario: name,
       run: settings.run,
+      store: describeStore(store),
       sent: load.sent,
       acknowledged: load.acked.size,
       lost,
@@ -625,6 +652,7 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
     return {
       scenario: name,
       run: settings.run,
+      store: describeStore(store),
       sent: load?.sent ?? 0,
       acknowledged: load?.acked.size ?? 0,
       lost: 0,

@@ -4,6 +4,7 @@ import {
   indexBucketOf,
   indexKeys,
   indexMember,
+  inspectStore,
   isCluster,
   type Layout,
   partitionKeys,
@@ -16,6 +17,22 @@ import type { Redis } from "ioredis";
 export interface StoreView {
   client: RedisClient;
   layout: Layout;
+  /**
+   * The plants of this run, when the store is not the run's own (REDIS_CLUSTER_NODES): every
+   * whole-store check leaves other plants out. Undefined: every plant in the store is the run's.
+   */
+  owns?: (id: string) => boolean;
+  /** Failed jobs per queue before the run (a store that is not the run's own may hold some). */
+  failedBefore?: Record<string, number>;
+}
+
+/** Failed BullMQ jobs per queue. */
+export async function failedJobs(client: RedisClient): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const queue of [queueNames.index, queueNames.audit]) {
+    counts[queue] = await client.zcard(`${queueKeyPrefix(queue)}:failed`);
+  }
+  return counts;
 }
 
 /** A plant that must be in Redis with its side work done: acknowledged with 200 (or a race winner). */
@@ -45,6 +62,10 @@ function fieldsOf(flat: string[]): Record<string, string> {
  */
 export class AuditTally {
   readonly created = new Map<string, number>();
+  /** Audit entries per outbox event id (`eventId` field), over all partitions: 1 each when exactly-once holds. */
+  readonly events = new Map<string, { count: number; plantId: string | undefined }>();
+  /** Audit entries without an event id. */
+  withoutEventId = 0;
   private readonly lastIds = new Map<number, string>();
 
   async update({ client, layout }: StoreView): Promise<void> {
@@ -60,6 +81,11 @@ export class AuditTally {
       for (const [entryId, flat] of entries) {
         this.lastIds.set(partition, entryId);
         const fields = fieldsOf(flat);
+        if (fields.eventId === undefined) this.withoutEventId++;
+        else {
+          const seen = this.events.get(fields.eventId);
+          this.events.set(fields.eventId, { count: (seen?.count ?? 0) + 1, plantId: fields.plantId });
+        }
         if (fields.type === "plant.created" && fields.plantId !== undefined) {
           this.created.set(fields.plantId, (this.created.get(fields.plantId) ?? 0) + 1);
         }
@@ -69,10 +95,10 @@ export class AuditTally {
   }
 }
 
-/** A plant's name and creation time, or nulls when it is not stored. */
+/** A plant's name, creation time and tag, or nulls when it is not stored (or has no tag). */
 const storedPlant = ({ client, layout }: StoreView, id: string) =>
-  client.hmget(partitionKeys(partitionOf(id, layout.partitions)).plant(id), "name", "created") as Promise<
-    [string | null, string | null]
+  client.hmget(partitionKeys(partitionOf(id, layout.partitions)).plant(id), "name", "created", "tag") as Promise<
+    [string | null, string | null, string | null]
   >;
 
 /** The score of a plant version's entry in the read index (all plants, or one tag), or null. */
@@ -174,12 +200,20 @@ export interface Verification {
   storedNotAckedWithoutSideWork: string[];
   /** Audit entries for plants that do not exist (a side effect without its plant). */
   auditWithoutPlant: string[];
+  /** Plants (any stored plant) with more than one live entry in the read index of all plants or of their tag. */
+  indexedMoreThanOnce: { id: string; index: string; count: number }[];
+  /** Live read-index entries for plants that do not exist. */
+  indexWithoutPlant: string[];
+  /** Outbox events with more than one audit entry, across every partition's audit stream. */
+  duplicatedEvents: { eventId: string; count: number }[];
+  /** Audit entries without an event id (the audit append records one with every entry). */
+  auditWithoutEventId: number;
   /** Failed BullMQ jobs per queue. */
   failedJobs: Record<string, number>;
 }
 
 /** Every stored plant's id, from the plant hashes (`plant:{p<n>}:<id>`) on every master. */
-async function allPlantIds(client: RedisClient): Promise<string[]> {
+async function allPlantIds({ client, owns }: StoreView): Promise<string[]> {
   const nodes: Redis[] = isCluster(client) ? client.nodes("master") : [client];
   const ids: string[] = [];
   for (const node of nodes) {
@@ -190,13 +224,25 @@ async function allPlantIds(client: RedisClient): Promise<string[]> {
       for (const key of keys) ids.push(key.slice(key.indexOf("}:") + 2));
     } while (cursor !== "0");
   }
-  return ids;
+  return owns ? ids.filter(owns) : ids;
+}
+
+/** Live entries per plant id in the read index of all plants (no tag) or of `tag`. */
+async function indexCounts(view: StoreView, tag?: string): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  for (const id of await inspectStore(view.client, view.layout).indexedIds(tag)) {
+    if (view.owns && !view.owns(id)) continue;
+    counts.set(id, (counts.get(id) ?? 0) + 1);
+  }
+  return counts;
 }
 
 /**
  * The final check of a run, against Redis: every expected plant stored with its name, in the read
  * index (and its tag's) with score = its creation time, with exactly one `plant.created` audit
- * entry; no duplicate audit entry for any plant; no failed job in either queue.
+ * entry; over every stored plant: exactly one live entry in the index of all plants and in its
+ * tag's, no index or audit entry without its plant, no event audited twice across all
+ * partitions' audit streams; no failed job in either queue.
  */
 export async function verify(view: StoreView, expected: readonly ExpectedPlant[]): Promise<Verification> {
   const { client } = view;
@@ -211,6 +257,10 @@ export async function verify(view: StoreView, expected: readonly ExpectedPlant[]
     storedNotAcked: 0,
     storedNotAckedWithoutSideWork: [],
     auditWithoutPlant: [],
+    indexedMoreThanOnce: [],
+    indexWithoutPlant: [],
+    duplicatedEvents: [],
+    auditWithoutEventId: 0,
     failedJobs: {},
   };
   const tally = new AuditTally();
@@ -244,7 +294,7 @@ export async function verify(view: StoreView, expected: readonly ExpectedPlant[]
 
   // Every plant in Redis, acknowledged or not: its side work exactly once too.
   const expectedIds = new Set(expected.map((plant) => plant.id));
-  const stored = await allPlantIds(client);
+  const stored = await allPlantIds(view);
   const storedIds = new Set(stored);
   const others = stored.filter((id) => !expectedIds.has(id));
   result.storedNotAcked = others.length;
@@ -255,11 +305,29 @@ export async function verify(view: StoreView, expected: readonly ExpectedPlant[]
     });
   }
   for (const [id, count] of tally.created) {
+    if (view.owns && !view.owns(id)) continue;
     if (count > 1) result.duplicatedAudit.push({ id, count });
     if (!storedIds.has(id)) result.auditWithoutPlant.push(id);
   }
-  for (const queue of [queueNames.index, queueNames.audit]) {
-    result.failedJobs[queue] = await client.zcard(`${queueKeyPrefix(queue)}:failed`);
+  for (const [eventId, { count, plantId }] of tally.events) {
+    if (view.owns && !(plantId !== undefined && view.owns(plantId))) continue;
+    if (count > 1) result.duplicatedEvents.push({ eventId, count });
+  }
+  result.auditWithoutEventId = tally.withoutEventId;
+
+  // The read index: each stored plant once in the index of all plants and once in its tag's.
+  const tags = new Set<string>();
+  for (const part of chunks(stored)) {
+    for (const [, , tag] of await Promise.all(part.map((id) => storedPlant(view, id)))) if (tag !== null) tags.add(tag);
+  }
+  for (const tag of [undefined, ...tags]) {
+    for (const [id, count] of await indexCounts(view, tag)) {
+      if (count > 1) result.indexedMoreThanOnce.push({ id, index: tag === undefined ? "all" : `tag ${tag}`, count });
+      if (tag === undefined && !storedIds.has(id)) result.indexWithoutPlant.push(id);
+    }
+  }
+  for (const [queue, count] of Object.entries(await failedJobs(client))) {
+    result.failedJobs[queue] = count - (view.failedBefore?.[queue] ?? 0);
   }
   return result;
 }
@@ -267,8 +335,10 @@ export async function verify(view: StoreView, expected: readonly ExpectedPlant[]
 /** Lost: acknowledged but not stored as acknowledged (missing, or under another name). */
 export const lostOf = (v: Verification) => v.missing.length + v.wrongName.length;
 
-/** Duplicated side effects: audit entries beyond the first, per plant. */
-export const duplicatesOf = (v: Verification) => v.duplicatedAudit.reduce((sum, d) => sum + d.count - 1, 0);
+/** Duplicated side effects: audit entries beyond the first per plant, plus read-index entries beyond the first. */
+export const duplicatesOf = (v: Verification) =>
+  v.duplicatedAudit.reduce((sum, d) => sum + d.count - 1, 0) +
+  v.indexedMoreThanOnce.reduce((sum, d) => sum + d.count - 1, 0);
 
 /** Every problem of a verification as short sentences (empty when all is well). */
 export function problemsOf(v: Verification): string[] {
@@ -296,6 +366,25 @@ export function problemsOf(v: Verification): string[] {
   }
   if (v.auditWithoutPlant.length)
     problems.push(`${v.auditWithoutPlant.length} audit entries without a plant: ${list(v.auditWithoutPlant)}`);
+  if (v.indexedMoreThanOnce.length) {
+    problems.push(
+      `${v.indexedMoreThanOnce.length} plant(s) more than once in a read index: ${v.indexedMoreThanOnce
+        .slice(0, 5)
+        .map((d) => `${d.id}×${d.count} (${d.index})`)
+        .join(", ")}`,
+    );
+  }
+  if (v.indexWithoutPlant.length)
+    problems.push(`${v.indexWithoutPlant.length} read-index entries without a plant: ${list(v.indexWithoutPlant)}`);
+  if (v.duplicatedEvents.length) {
+    problems.push(
+      `${v.duplicatedEvents.length} event(s) audited more than once: ${v.duplicatedEvents
+        .slice(0, 5)
+        .map((d) => `${d.eventId}×${d.count}`)
+        .join(", ")}`,
+    );
+  }
+  if (v.auditWithoutEventId > 0) problems.push(`${v.auditWithoutEventId} audit entries without an event id`);
   for (const [queue, count] of Object.entries(v.failedJobs)) {
     if (count > 0) problems.push(`${count} failed job(s) in ${queue}`);
   }

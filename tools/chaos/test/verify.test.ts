@@ -1,5 +1,5 @@
 import { queueNames } from "@plant-store/contracts";
-import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { type RedisCluster, type RedisServer, startRedisCluster, startRedisServer } from "@plant-store/redis-server";
 import {
   appendAudit,
   connect,
@@ -113,7 +113,96 @@ describe("verify", () => {
     expect(v.failedJobs).toEqual({ [queueNames.index]: 0, [queueNames.audit]: 1 });
     expect([lostOf(v), duplicatesOf(v)]).toEqual([2, 1]);
     expect(problemsOf(v)).toHaveLength(8);
+    expect([v.indexedMoreThanOnce, v.indexWithoutPlant, v.duplicatedEvents, v.auditWithoutEventId]).toEqual([
+      [],
+      [],
+      [],
+      0,
+    ]);
     const waited = await waitSideWork(view, () => [{ id: "3", name: "three" }], 150);
     expect(waited).toEqual({ missing: ["3"] });
+  });
+
+  it("finds a plant indexed twice, an index entry without plant and an event audited twice; scopes to a run's plants", async () => {
+    const created = await plantWithSideWork("7", "seven");
+    // A second live entry of plant 7 (another creation time), in the index of all plants only.
+    await indexCreated(client, { plantId: "7", created: String(BigInt(created) + 1n) });
+    // An index entry and an audit entry of a plant that is not stored.
+    await indexCreated(client, { plantId: "8", tag: "t", created });
+    // The same event appended twice, as a non-idempotent audit would; and an entry without event id.
+    const audit = partitionKeys(partitionOf("9", layout.partitions)).audit;
+    await plantWithSideWork("9", "nine", 0);
+    await client.xadd(audit, "*", "eventId", "p0-5-0", "type", "plant.created", "plantId", "9");
+    await client.xadd(audit, "*", "eventId", "p0-5-0", "type", "plant.created", "plantId", "9");
+    await client.xadd(audit, "*", "type", "plant.created", "plantId", "9");
+    const plants = [
+      { id: "7", name: "seven", tag: "t" },
+      { id: "9", name: "nine", tag: "t" },
+    ];
+    const v = await verify(view, plants);
+    expect(v.indexedMoreThanOnce).toEqual([{ id: "7", index: "all", count: 2 }]);
+    expect(v.indexWithoutPlant).toEqual(["8"]);
+    expect(v.duplicatedEvents).toEqual([{ eventId: "p0-5-0", count: 2 }]);
+    expect(v.auditWithoutEventId).toBe(1);
+    expect(v.duplicatedAudit).toEqual([{ id: "9", count: 3 }]);
+    expect(duplicatesOf(v)).toBe(3);
+    // On a store that is not the run's own, other plants and earlier failed jobs are left out.
+    await client.zadd(`${queueKeyPrefix(queueNames.index)}:failed`, 1, "earlier");
+    const scoped = await verify(
+      { ...view, owns: (id) => id === "7", failedBefore: { [queueNames.index]: 1, [queueNames.audit]: 0 } },
+      plants.slice(0, 1),
+    );
+    expect(scoped.indexWithoutPlant).toEqual([]);
+    expect(scoped.duplicatedEvents).toEqual([]);
+    expect(scoped.duplicatedAudit).toEqual([]);
+    expect(scoped.indexedMoreThanOnce).toHaveLength(1);
+    expect(scoped.failedJobs).toEqual({ [queueNames.index]: 0, [queueNames.audit]: 0 });
+  });
+});
+
+describe("verify on a Redis Cluster", () => {
+  let cluster: RedisCluster;
+  let clusterClient: RedisClient;
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ replicasPerMaster: 0, appendfsync: "no" });
+    clusterClient = connect(parseStoreConfig({ REDIS_CLUSTER_NODES: cluster.seeds }).redis, {
+      name: "chaos-test",
+      maxRetriesPerRequest: 1,
+    });
+  });
+  afterAll(async () => {
+    clusterClient?.disconnect();
+    await cluster?.stop();
+  });
+
+  it("finds every plant on every master, and an unacknowledged one without side work", async () => {
+    const clusterLayout = await openLayout(clusterClient, { partitions: 16 });
+    const clusterStore = plantStore(clusterClient, clusterLayout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+    const clusterView = { client: clusterClient, layout: clusterLayout };
+    const ids = Array.from({ length: 12 }, (_, i) => String(9_007_199_254_740_993n + BigInt(i)));
+    for (const [i, id] of ids.entries()) {
+      const { created } = await clusterStore.create({ id: BigInt(id), name: `n${id}` }, ["type", "plant.created"], at);
+      await indexCreated(clusterClient, { plantId: id, created: created.toString() });
+      await appendAudit(clusterClient, `p${partitionOf(id, clusterLayout.partitions)}-1-${i}`, [
+        "type",
+        "plant.created",
+        "plantId",
+        id,
+      ]);
+    }
+    // The plants are spread over the masters.
+    const masters = new Set(
+      ids.map((id) => cluster.masterForKey(partitionKeys(partitionOf(id, clusterLayout.partitions)).plant(id)).port),
+    );
+    expect(masters.size).toBeGreaterThan(1);
+    await clusterStore.create({ id: 5n, name: "unacked" }, ["type", "plant.created"], at);
+    const v = await verify(
+      clusterView,
+      ids.map((id) => ({ id, name: `n${id}` })),
+    );
+    expect(v.storedNotAcked).toBe(1);
+    expect(v.storedNotAckedWithoutSideWork).toEqual(["5"]);
+    expect(problemsOf(v)).toHaveLength(1);
+    expect([lostOf(v), duplicatesOf(v)]).toEqual([0, 0]);
   });
 });
