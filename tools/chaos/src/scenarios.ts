@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { jobIdFor, queueNames } from "@plant-store/contracts";
+import { keySlot } from "@plant-store/redis-server";
 import { eventIdOf, inspectStore, partitionKeys, partitionOf, storeKeys } from "@plant-store/store";
 import { type AckedPlant, type Attempt, Load, outcomeCounts, raceCreates } from "./load.js";
 import {
@@ -110,6 +111,13 @@ async function pendingEventIds(stack: Stack): Promise<string[]> {
 /** The port of the master serving plant `id` (cluster stacks). */
 const masterOfPlant = (stack: Stack, id: string) =>
   stack.cluster?.masterForKey(partitionKeys(partitionOf(id, stack.view.layout.partitions)).plant(id)).port;
+
+/** p50, p99 and max latency of some attempts. */
+function latencies(attempts: readonly Attempt[]): string {
+  const sorted = attempts.map((a) => a.ms).sort((x, y) => x - y);
+  const at = (q: number) => Math.round(sorted[Math.floor(q * (sorted.length - 1))] ?? 0);
+  return `latency p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${at(1)} ms`;
+}
 
 const describeCounts = (counts: Record<string, number>) =>
   Object.entries(counts)
@@ -430,6 +438,12 @@ scenarios.push(
       const pids = [stack.api(0).service?.pid, ...stack.workers.map((w) => w.service?.pid)];
       const victim = cluster.nodes.find((node) => node.role === "master" && node.running);
       if (!victim) throw new Error("no master to kill");
+      // Whether the victim served plant `id`: by its slots, read before the topology changes.
+      const slotsOfVictim = victim.slots;
+      const servedByVictim = (id: string) => {
+        const slot = keySlot(partitionKeys(partitionOf(id, stack.view.layout.partitions)).plant(id));
+        return slotsOfVictim.some(([from, to]) => slot >= from && slot <= to);
+      };
       const killAt = Date.now();
       await cluster.killNode(victim.port, "SIGKILL");
       const promoted = await cluster.waitForFailover(victim.port);
@@ -447,7 +461,13 @@ scenarios.push(
             problems.push("an api or worker process was replaced or died during the failover");
           }
           const during = between(load.attempts, killAt, faultEnd);
-          notes.push(`sent during the failover: ${describeCounts(outcomeCounts(during))}`);
+          const onFailed = during.filter((a) => servedByVictim(a.id));
+          const onOthers = during.filter((a) => !servedByVictim(a.id));
+          notes.push(
+            `sent during the failover: ${describeCounts(outcomeCounts(during))}`,
+            `  for the failed master's plants: ${describeCounts(outcomeCounts(onFailed))}, ${latencies(onFailed)}`,
+            `  for the other masters' plants: ${describeCounts(outcomeCounts(onOthers))}, ${latencies(onOthers)}`,
+          );
           const after = load.attempts.filter((a) => a.startedAt >= faultEnd && a.status === 200).length;
           if (after === 0) problems.push("no create succeeded after the failover");
         },
