@@ -5,12 +5,15 @@
  *
  *   POST /plants       SET plant-baseline:{id} <body> NX → 200 {name, tag?} or 409
  *   GET /plants/{id}   GET plant-baseline:{id}           → 200 {id, name, tag?} or 404
+ *
+ * Its store is the api's (REDIS_URL or REDIS_CLUSTER_NODES, through the store's connection
+ * builder); on a cluster its keys spread over the slots like the plants' partitions.
  */
 import { createServer, type ServerResponse } from "node:http";
-import { Redis } from "ioredis";
+import { connect, parseStoreConfig } from "@plant-store/store";
 
 const port = Number(process.env.PORT ?? 0);
-const redis = new Redis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379", { connectionName: "bench-baseline" });
+const redis = connect(parseStoreConfig(process.env).redis, { name: "bench-baseline" });
 
 const send = (res: ServerResponse, status: number, body: unknown) => {
   const text = JSON.stringify(body);

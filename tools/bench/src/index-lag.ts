@@ -31,6 +31,7 @@ const { values: args } = parseArgs({
     poll: { type: "string", default: "5" },
     fsync: { type: "string", default: "always" },
     "worker-concurrency": { type: "string" },
+    cluster: { type: "boolean", default: false },
     help: { type: "boolean", default: false },
   },
 });
@@ -42,7 +43,9 @@ if (args.help) {
   --deadline 10         seconds after the last create within which every plant must have been seen
   --poll 5              ms between re-polls of the last page
   --fsync always        Redis appendfsync: always (as deployed) | everysec | no
-  --worker-concurrency  WORKER_CONCURRENCY of the worker (default: the worker's own, 8)`);
+  --worker-concurrency  WORKER_CONCURRENCY of the worker (default: the worker's own, 8)
+  --cluster             a private Redis Cluster (3 masters + 3 replicas) instead of one redis-server
+REDIS_CLUSTER_NODES set: that cluster instead (no plants in it yet).`);
   process.exit(0);
 }
 
@@ -191,7 +194,8 @@ await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
   const startedAtWall = Date.now();
   const before = environment();
   console.log(machineLine());
-  const stack = await startStack({ appendfsync: fsync });
+  const stack = await startStack({ appendfsync: fsync, cluster: args.cluster });
+  console.log(`store: ${stack.kind}, ${stack.partitions} partitions`);
   const api = await startApiProcess(stack);
   const worker = await startWorkerProcess(stack, workerEnv);
   const workerStartLines = worker.lines();
@@ -217,7 +221,7 @@ await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
     bench: process.pid,
     api: api.child.pid,
     worker: worker.child.pid,
-    redis: stack.redisServer.process.pid,
+    redis: stack.redisPids(),
   };
   const cpuBefore = Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuSecondsOf(pid)]));
   const following = follow(listUrl, seen, pending, followerState, errors);

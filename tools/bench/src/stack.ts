@@ -2,10 +2,24 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import { freePort, type RedisServer, startRedisServer } from "@plant-store/redis-server";
-import { openLayout } from "@plant-store/store";
-import { Redis } from "ioredis";
+import {
+  freePort,
+  type RedisCluster,
+  type RedisServer,
+  startRedisCluster,
+  startRedisServer,
+} from "@plant-store/redis-server";
+import {
+  connect,
+  disconnect,
+  isCluster,
+  openLayout,
+  parseStoreConfig,
+  type RedisClient,
+  type RedisTarget,
+} from "@plant-store/store";
 import { closeClient, TOKEN } from "./http.js";
+import { storeCounts } from "./store-counts.js";
 
 /** A spawned `node <app>/dist/main.js`, with the tail of its output kept for error reports. */
 export interface Service {
@@ -20,11 +34,18 @@ export interface Service {
 }
 
 export interface Stack {
-  readonly redisServer: RedisServer;
-  /** Connection for populating and inspecting the private Redis. */
-  readonly redis: Redis;
+  /** Where the store is: `1 node` and `3+3 cluster` are private, `given cluster` is REDIS_CLUSTER_NODES's. */
+  readonly kind: "1 node" | "3+3 cluster" | "given cluster";
+  /** The store's variables for api, worker and baseline: REDIS_URL or REDIS_CLUSTER_NODES (and the rest). */
+  readonly storeEnv: Record<string, string>;
+  /** Where a further connection goes (the lag poller's). */
+  readonly target: RedisTarget;
+  /** Connection for populating and inspecting the store (one node or a cluster). */
+  readonly redis: RedisClient;
   /** The store's partition count (its layout is opened, so recorded, before any service starts). */
   readonly partitions: number;
+  /** The redis-server processes of a private store (every node of a cluster); none for a given one. */
+  redisPids(): number[];
   api?: Service & { url: string };
   worker?: Service;
   /** The bare comparison server of `throughput` (src/baseline.ts). */
@@ -40,32 +61,99 @@ export async function stopAll(): Promise<void> {
   closeClient();
 }
 
+/** The store's variables of `env` when it names a cluster (REDIS_CLUSTER_NODES), else undefined. */
+function givenClusterEnv(env: NodeJS.ProcessEnv): Record<string, string> | undefined {
+  if (!env.REDIS_CLUSTER_NODES?.trim()) return undefined;
+  const names = [
+    "REDIS_CLUSTER_NODES",
+    "REDIS_PASSWORD",
+    "STORE_PARTITIONS",
+    "REDIS_MIN_REPLICAS_ACK",
+    "REDIS_REPLICA_ACK_TIMEOUT_MS",
+  ];
+  return Object.fromEntries(names.flatMap((name) => (env[name] ? [[name, env[name] as string]] : [])));
+}
+
 /**
- * A private redis-server on a free 127.0.0.1 port, never the shared one on 6379.
- * `aof: false` turns the append-only file off after start: a read benchmark has no use for a
- * durable copy of a million generated plants, and writing it would slow population down.
+ * The store of a run. By default a private redis-server on a free 127.0.0.1 port, never the shared
+ * one on 6379; with `cluster` a private Redis Cluster (3 masters + 3 replicas, `startRedisCluster`);
+ * with REDIS_CLUSTER_NODES set, that cluster, which must hold no plants yet (the bench counts them;
+ * what it writes stays there). `aof: false` turns the append-only file off after start (private
+ * stores only): a read benchmark has no use for a durable copy of generated plants.
  */
-export async function startStack(options: { appendfsync: "always" | "everysec" | "no"; aof?: boolean }) {
-  const redisServer = await startRedisServer({ appendfsync: options.appendfsync });
-  if (redisServer.port === 6379 || !redisServer.url.startsWith("redis://127.0.0.1:")) {
-    await redisServer.stop();
-    throw new Error(`refusing to benchmark against ${redisServer.url}`);
+export async function startStack(options: {
+  appendfsync: "always" | "everysec" | "no";
+  aof?: boolean;
+  cluster?: boolean;
+}): Promise<Stack> {
+  const given = givenClusterEnv(process.env);
+  if (given && options.cluster) {
+    throw new Error("--cluster starts a private cluster: unset REDIS_CLUSTER_NODES or leave --cluster out");
   }
-  const redis = new Redis(redisServer.url, { maxRetriesPerRequest: 1, connectionName: "plant-store-bench" });
+  let server: RedisServer | undefined;
+  let cluster: RedisCluster | undefined;
+  let storeEnv: Record<string, string>;
+  if (given) {
+    storeEnv = given;
+  } else if (options.cluster) {
+    cluster = await startRedisCluster({ appendfsync: options.appendfsync });
+    storeEnv = { REDIS_CLUSTER_NODES: cluster.seeds };
+  } else {
+    server = await startRedisServer({ appendfsync: options.appendfsync });
+    if (server.port === 6379 || !server.url.startsWith("redis://127.0.0.1:")) {
+      await server.stop();
+      throw new Error(`refusing to benchmark against ${server.url}`);
+    }
+    storeEnv = { REDIS_URL: server.url };
+  }
+  const config = parseStoreConfig(storeEnv);
+  const redis = connect(config.redis, { name: "plant-store-bench", maxRetriesPerRequest: 1 });
   redis.on("error", () => {}); // a command failing reports the problem
-  if (options.aof === false) await redis.config("SET", "appendonly", "no");
-  const { partitions } = await openLayout(redis);
+  const stopStore = async () => {
+    await disconnect(redis);
+    await (cluster ?? server)?.stop();
+  };
+  let partitions: number;
+  try {
+    if (options.aof === false && !given) {
+      const nodes = isCluster(redis) ? redis.nodes("all") : [redis];
+      await Promise.all(nodes.map((node) => node.config("SET", "appendonly", "no")));
+    }
+    ({ partitions } = await openLayout(
+      redis,
+      config.partitions === undefined ? {} : { partitions: config.partitions },
+    ));
+    if (given) {
+      const counts = storeCounts(redis, partitions);
+      const [plants, audited] = await Promise.all([counts.plants(), counts.audited()]);
+      if (plants > 0 || audited > 0) {
+        throw new Error(
+          `the cluster of REDIS_CLUSTER_NODES holds ${plants} plant(s) and ${audited} audit entr(y/ies): the bench counts plants, so it needs a store without any`,
+        );
+      }
+    }
+  } catch (error) {
+    await stopStore();
+    throw error;
+  }
   let stopping: Promise<void> | undefined;
   const stack: Stack = {
-    redisServer,
+    kind: given ? "given cluster" : cluster ? "3+3 cluster" : "1 node",
+    storeEnv,
+    target: config.redis,
     redis,
     partitions,
+    redisPids: () =>
+      server
+        ? [server.process.pid].filter((pid) => pid !== undefined)
+        : (cluster?.nodes ?? []).flatMap((node) =>
+            node.running && node.process.pid !== undefined ? [node.process.pid] : [],
+          ),
     stop() {
       stopping ??= (async () => {
         live.delete(stack);
         await Promise.allSettled([stack.api?.stop(), stack.worker?.stop(), stack.baseline?.stop()]);
-        redis.disconnect();
-        await redisServer.stop();
+        await stopStore();
       })();
       return stopping;
     },
@@ -140,7 +228,7 @@ export async function startApiProcess(stack: Stack): Promise<Service & { url: st
     {
       PORT: String(port),
       HOST: "127.0.0.1",
-      REDIS_URL: stack.redisServer.url,
+      ...stack.storeEnv,
       API_TOKENS: TOKEN,
       // The load comes from one token: lift its per-minute budget out of the way.
       RATE_LIMIT_PER_MINUTE: "100000000",
@@ -167,7 +255,7 @@ export async function startApiProcess(stack: Stack): Promise<Service & { url: st
 /** Starts the worker process and resolves once it logs "worker ready" (its relay is reading). */
 export async function startWorkerProcess(stack: Stack, env: Record<string, string> = {}): Promise<Service> {
   const service = spawnService("worker", entryOf("@plant-store/worker"), {
-    REDIS_URL: stack.redisServer.url,
+    ...stack.storeEnv,
     // info only for the start-up lines; the worker logs nothing per job at info.
     LOG_LEVEL: "info",
     ...env,
@@ -195,7 +283,7 @@ async function untilLogged(service: Service, msg: string, limitMs: number): Prom
 export async function startBaselineProcess(stack: Stack): Promise<Service & { url: string }> {
   const port = await freePort();
   const entry = fileURLToPath(new URL("./baseline.js", import.meta.url));
-  const service = spawnService("baseline", entry, { PORT: String(port), REDIS_URL: stack.redisServer.url });
+  const service = spawnService("baseline", entry, { PORT: String(port), ...stack.storeEnv });
   const baseline = { ...service, url: `http://127.0.0.1:${port}` };
   stack.baseline = baseline;
   await untilLogged(service, "baseline ready", 20_000);
@@ -227,11 +315,18 @@ export async function runBench(name: string, limitMs: number, run: () => Promise
 }
 
 /**
- * CPU seconds (user + system) a process has used so far, from /proc (Linux; undefined elsewhere):
- * shows which process a saturated run was waiting for.
+ * CPU seconds (user + system) a process — or the sum of several, e.g. a cluster's redis-servers —
+ * has used so far, from /proc (Linux; undefined elsewhere, or with no process): shows which
+ * process a saturated run was waiting for.
  */
-export function cpuSecondsOf(pid: number | undefined): number | undefined {
-  if (pid === undefined) return undefined;
+export function cpuSecondsOf(pid: number | readonly number[] | undefined): number | undefined {
+  if (Array.isArray(pid)) {
+    const each = pid.map((one) => cpuSecondsOf(one));
+    return each.length === 0 || each.some((s) => s === undefined)
+      ? undefined
+      : each.reduce<number>((sum, s) => sum + (s ?? 0), 0);
+  }
+  if (pid === undefined || typeof pid !== "number") return undefined;
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15, in clock ticks (100/s).

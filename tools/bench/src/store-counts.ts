@@ -1,24 +1,27 @@
-import { indexKeys, partitionKeys } from "@plant-store/store";
+import { indexKeys, isCluster, partitionKeys, type RedisClient } from "@plant-store/store";
 import type { Redis } from "ioredis";
 
 /**
- * What the bench counts in its private single-node store (layout 2): plants, their side work and
+ * What the bench counts in its store (layout 2, one node or a cluster): plants, their side work and
  * the outbox. Plants are never deleted in a bench run, so "done" is indexed = audited = plants.
  */
-export function storeCounts(redis: Redis, partitions: number) {
+export function storeCounts(redis: RedisClient, partitions: number) {
   const all = Array.from({ length: partitions }, (_, p) => p);
   const sum = (values: number[]) => values.reduce((total, n) => total + n, 0);
 
   return {
-    /** Plant hashes in the store (a SCAN: at a run's start and end, not in a polling loop). */
+    /** Plant hashes in the store, on every master (a SCAN: at a run's start and end, not in a polling loop). */
     async plants(): Promise<number> {
+      const nodes: Redis[] = isCluster(redis) ? redis.nodes("master") : [redis];
       let count = 0;
-      let cursor = "0";
-      do {
-        const [next, keys] = await redis.scan(cursor, "MATCH", "plant:{p*}:*", "COUNT", 5000);
-        cursor = next;
-        count += keys.length;
-      } while (cursor !== "0");
+      for (const node of nodes) {
+        let cursor = "0";
+        do {
+          const [next, keys] = await node.scan(cursor, "MATCH", "plant:{p*}:*", "COUNT", 5000);
+          cursor = next;
+          count += keys.length;
+        } while (cursor !== "0");
+      }
       return count;
     },
     /** Live entries of the read index of all plants (tombstones have score -1). */

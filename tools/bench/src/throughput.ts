@@ -9,9 +9,16 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { queueNames, queuePrefix } from "@plant-store/contracts";
-import { indexBucketOf, indexKeys, partitionKeys } from "@plant-store/store";
+import {
+  connect,
+  disconnect,
+  indexBucketOf,
+  indexKeys,
+  isCluster,
+  partitionKeys,
+  type RedisClient,
+} from "@plant-store/store";
 import autocannon from "autocannon";
-import { Redis } from "ioredis";
 import { TOKEN } from "./http.js";
 import { environment, machineLine, table, writeResult } from "./report.js";
 import {
@@ -45,6 +52,7 @@ const { values: args } = parseArgs({
     connections: { type: "string", default: "10,50" },
     "lag-duration": { type: "string", default: "10" },
     warmup: { type: "string", default: "3" },
+    cluster: { type: "boolean", default: false },
     help: { type: "boolean", default: false },
   },
 });
@@ -55,6 +63,10 @@ if (args.help) {
   --connections 10,50 connection counts, comma-separated; the largest is the one the drain and lag compare with
   --lag-duration 10   seconds of creates at half the service's POST rate, with the worker running
   --warmup 3          seconds of POST at 50 connections per target first, not recorded
+  --cluster           a private Redis Cluster (3 masters + 3 replicas) instead of one redis-server
+The store: a private redis-server; --cluster: a private cluster; REDIS_CLUSTER_NODES set: that
+cluster (no plants in it yet; REDIS_PASSWORD etc. as for the api). The api, the worker and the
+baseline all get the same store.
 Takes about 3–4 minutes with the defaults.`);
   process.exit(0);
 }
@@ -163,8 +175,9 @@ await runBench("throughput", limitMs(), async () => {
   const before = environment();
   console.log(machineLine());
   const failures: string[] = [];
-  const stack = await startStack({ appendfsync: "always" });
+  const stack = await startStack({ appendfsync: "always", cluster: args.cluster });
   const { redis } = stack;
+  console.log(`store: ${stack.kind}, ${stack.partitions} partitions`);
   const api = await startApiProcess(stack);
   const baselineProcess = await startBaselineProcess(stack);
   const targets: Record<Target, TargetState> = {
@@ -187,7 +200,7 @@ await runBench("throughput", limitMs(), async () => {
   const pids = () => ({
     api: api.child.pid,
     baseline: baselineProcess.child.pid,
-    redis: stack.redisServer.process.pid,
+    redis: stack.redisPids(),
     bench: process.pid,
     ...(stack.worker?.running() ? { worker: stack.worker.child.pid } : {}),
   });
@@ -568,6 +581,8 @@ await runBench("throughput", limitMs(), async () => {
       warmupS,
       warmupConnections: WARMUP_CONNECTIONS,
       redisAppendfsync: "always",
+      store: stack.kind,
+      partitions: stack.partitions,
       getIds: { baseline: getIds.baseline.length, service: getIds.service.length },
       lagDeadlineMs: LAG_DEADLINE_MS,
       indexPollMs: INDEX_POLL_MS,
@@ -643,7 +658,7 @@ async function measureLag(
   const clockOffsetMs = Number(seconds) * 1000 + Number(micros) / 1000 - (asked + answered) / 2;
   const startMicros = BigInt(seconds ?? 0) * 1_000_000n + BigInt(micros ?? 0);
 
-  const poller = new Redis(stack.redisServer.url, { connectionName: "bench-index-poller", maxRetriesPerRequest: 1 });
+  const poller = connect(stack.target, { name: "bench-index-poller", maxRetriesPerRequest: 1 });
   poller.on("error", () => {});
   const indexedAt = new Map<string, number>();
   let newest = startMicros;
@@ -717,7 +732,7 @@ async function measureLag(
   const settledS = (performance.now() - loadEnd) / 1000;
   polling = false;
   await pollLoop;
-  poller.disconnect();
+  await disconnect(poller);
 
   const auditAt = new Map<string, number>();
   for (const p of partitions) {
@@ -801,9 +816,11 @@ async function failedJobs(stack: Stack) {
   return { index, audit };
 }
 
-async function aofRewrites(redis: Redis): Promise<number> {
-  const info = await redis.info("persistence");
-  return Number(/aof_rewrites:(\d+)/.exec(info)?.[1] ?? 0);
+/** AOF rewrites so far, summed over the masters of a cluster. */
+async function aofRewrites(redis: RedisClient): Promise<number> {
+  const nodes = isCluster(redis) ? redis.nodes("master") : [redis];
+  const infos = await Promise.all(nodes.map((node) => node.info("persistence")));
+  return infos.reduce((sum, info) => sum + Number(/aof_rewrites:(\d+)/.exec(info)?.[1] ?? 0), 0);
 }
 
 /** The hard time limit: every phase at its bound, plus slack. */

@@ -1,0 +1,75 @@
+import { type RedisCluster, type RedisServer, startRedisCluster, startRedisServer } from "@plant-store/redis-server";
+import {
+  appendAudit,
+  connect,
+  indexCreated,
+  openLayout,
+  parseStoreConfig,
+  partitionOf,
+  plantStore,
+  type RedisClient,
+} from "@plant-store/store";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cpuSecondsOf } from "../src/stack.js";
+import { storeCounts } from "../src/store-counts.js";
+
+// The bench's counts over a real store, on one node and on a cluster (plants on every master).
+const stores: { kind: string; start: () => Promise<{ env: Record<string, string>; stop: () => Promise<void> }> }[] = [
+  {
+    kind: "one node",
+    start: async () => {
+      const server: RedisServer = await startRedisServer({ appendfsync: "no" });
+      return { env: { REDIS_URL: server.url }, stop: () => server.stop() };
+    },
+  },
+  {
+    kind: "a cluster",
+    start: async () => {
+      const cluster: RedisCluster = await startRedisCluster({ replicasPerMaster: 0, appendfsync: "no" });
+      return { env: { REDIS_CLUSTER_NODES: cluster.seeds }, stop: () => cluster.stop() };
+    },
+  },
+];
+
+describe.each(stores)("store counts on $kind", ({ start }) => {
+  let stop: (() => Promise<void>) | undefined;
+  let client: RedisClient;
+  beforeAll(async () => {
+    const store = await start();
+    stop = store.stop;
+    client = connect(parseStoreConfig(store.env).redis, { name: "bench-test", maxRetriesPerRequest: 1 });
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await stop?.();
+  });
+
+  it("counts plants, index entries, audit entries and the outbox over every partition", async () => {
+    const layout = await openLayout(client, { partitions: 16 });
+    const store = plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+    const counts = storeCounts(client, layout.partitions);
+    const ids = Array.from({ length: 20 }, (_, i) => 9_007_199_254_740_993n + BigInt(i));
+    for (const [i, id] of ids.entries()) {
+      const { created } = await store.create({ id, name: `p${i}` }, ["type", "plant.created"], "2026-01-01T00:00:00Z");
+      // Side work for the first 15 only: as a worker half way through.
+      if (i < 15) {
+        await indexCreated(client, { plantId: String(id), created: created.toString() });
+        await appendAudit(client, `p${partitionOf(id, layout.partitions)}-1-${i}`, ["plantId", String(id)]);
+      }
+    }
+    expect(await counts.plants()).toBe(20);
+    expect(await counts.indexed()).toBe(15);
+    expect(await counts.audited()).toBe(15);
+    expect(await counts.outbox()).toBe(20);
+  });
+});
+
+describe("cpuSecondsOf", () => {
+  it("sums several processes, and knows nothing of none", () => {
+    const self = cpuSecondsOf(process.pid);
+    expect(self).toBeGreaterThan(0);
+    expect(cpuSecondsOf([process.pid, process.pid])).toBeGreaterThanOrEqual(2 * (self ?? 0));
+    expect(cpuSecondsOf([])).toBeUndefined();
+    expect(cpuSecondsOf(undefined)).toBeUndefined();
+  });
+});
