@@ -1,10 +1,11 @@
 /**
  * store-pages: what a list page costs in the partitioned layout 2 (packages/store), on one
  * redis-server and on a Redis Cluster (3 masters + 3 replicas), at growing store sizes. Pages are
- * read through the store's own `page()` (the api is not yet switched to layout 2), so the figures
- * are Redis round trips and commands, not HTTP. For each size: first, middle and last page of all
+ * read through the store's own `page()` (what the api's GET /plants runs), so the figures are
+ * Redis round trips and commands, without HTTP. For each size: first, middle and last page of all
  * plants and of one tag, each timed over sequential reads, and the Redis commands one page sends
- * (INFO commandstats, summed over the masters).
+ * (INFO commandstats, summed over the masters). With REDIS_CLUSTER_NODES set, it measures on that
+ * cluster instead (which must hold no plants; what it writes stays there).
  * Run `node tools/bench/dist/store-pages.js --help` for the options.
  */
 import { parseArgs } from "node:util";
@@ -13,15 +14,18 @@ import {
   connect,
   disconnect,
   indexCreated,
+  isCluster,
   openLayout,
   type PlantStore,
+  parseStoreConfig,
   plantStore,
   type RedisClient,
   type RedisTarget,
 } from "@plant-store/store";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { machineLine, table } from "./report.js";
 import { ms, summarize } from "./stats.js";
+import { storeCounts } from "./store-counts.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -35,7 +39,9 @@ const { values: args } = parseArgs({
 });
 if (args.help) {
   console.log(
-    `usage: node tools/bench/dist/store-pages.js [--sizes 100,10000,1000000] [--modes single,cluster] [--requests 200] [--limit 100] [--partitions 128]`,
+    `usage: node tools/bench/dist/store-pages.js [--sizes 100,10000,1000000] [--modes single,cluster] [--requests 200] [--limit 100] [--partitions 128]
+  --modes   single: a private redis-server; cluster: a private 3+3 Redis Cluster
+  REDIS_CLUSTER_NODES set: that cluster instead of --modes (no plants in it yet)`,
   );
   process.exit(0);
 }
@@ -64,14 +70,14 @@ async function populate(client: RedisClient, store: PlantStore, from: number, to
   }
 }
 
+/** The masters of the store: the one node, or the cluster's masters. */
+const mastersOf = (client: RedisClient): Redis[] => (isCluster(client) ? client.nodes("master") : [client]);
+
 /** Commands the masters have run so far (INFO commandstats). */
-async function commandCount(ports: number[]): Promise<number> {
+async function commandCount(masters: Redis[]): Promise<number> {
   let total = 0;
-  for (const port of ports) {
-    const node = new Redis(port, "127.0.0.1", { lazyConnect: true });
-    await node.connect();
+  for (const node of masters) {
     const info = await node.info("commandstats");
-    node.disconnect();
     for (const match of info.matchAll(/calls=(\d+)/g)) total += Number(match[1]);
   }
   return total;
@@ -87,9 +93,14 @@ interface Row {
   plants: number;
 }
 
-async function measure(mode: string, target: RedisTarget, masters: () => number[]): Promise<Row[]> {
+async function measure(mode: string, target: RedisTarget, given = false): Promise<Row[]> {
   const client = connect(target, { name: "bench-store-pages", enableAutoPipelining: true, maxRetriesPerRequest: null });
-  const layout = await openLayout(client, { partitions });
+  const layout = await openLayout(client, given ? {} : { partitions });
+  if (given && (await storeCounts(client, layout.partitions).plants()) > 0) {
+    await disconnect(client);
+    throw new Error("the cluster of REDIS_CLUSTER_NODES holds plants: the page cases need a store of known size");
+  }
+  const masters = () => mastersOf(client);
   const store = plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
   const rows: Row[] = [];
   let populated = 0;
@@ -141,28 +152,24 @@ async function measure(mode: string, target: RedisTarget, masters: () => number[
 
 const rows: Row[] = [];
 console.log(machineLine());
-if (args.modes.includes("single")) {
-  const server: RedisServer = await startRedisServer({ appendfsync: "no" });
-  try {
-    rows.push(...(await measure("single", { mode: "single", url: server.url }, () => [server.port])));
-  } finally {
-    await server.stop();
+if (process.env.REDIS_CLUSTER_NODES?.trim()) {
+  rows.push(...(await measure("given cluster", parseStoreConfig(process.env).redis, true)));
+} else {
+  if (args.modes.includes("single")) {
+    const server: RedisServer = await startRedisServer({ appendfsync: "no" });
+    try {
+      rows.push(...(await measure("single", parseStoreConfig({ REDIS_URL: server.url }).redis)));
+    } finally {
+      await server.stop();
+    }
   }
-}
-if (args.modes.includes("cluster")) {
-  const cluster: RedisCluster = await startRedisCluster({ appendfsync: "no" });
-  try {
-    const target: RedisTarget = {
-      mode: "cluster",
-      nodes: cluster.nodes.map(({ host, port }) => ({ host, port })),
-      username: undefined,
-      password: undefined,
-      tls: false,
-    };
-    const masters = () => cluster.nodes.filter((node) => node.role === "master").map((node) => node.port);
-    rows.push(...(await measure("cluster", target, masters)));
-  } finally {
-    await cluster.stop();
+  if (args.modes.includes("cluster")) {
+    const cluster: RedisCluster = await startRedisCluster({ appendfsync: "no" });
+    try {
+      rows.push(...(await measure("cluster", parseStoreConfig({ REDIS_CLUSTER_NODES: cluster.seeds }).redis)));
+    } finally {
+      await cluster.stop();
+    }
   }
 }
 console.log(
