@@ -172,7 +172,7 @@ export async function reachShard<T>(
   breaker: ShardBreaker,
   key: string,
   call: () => Promise<T>,
-  deadlineMs: number,
+  deadlineMs: number | undefined,
 ): Promise<T> {
   if (!breaker.admit(key)) throw new StoreUnavailableError(new Error("the shard serving this key is down"));
   try {

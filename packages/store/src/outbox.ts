@@ -5,6 +5,7 @@ import { defineScripts } from "./scripts.js";
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
+    ackEntries(outboxKey: string, group: string, ...entryIds: string[]): Result<number, Context>;
     deadLetterEntry(
       outboxKey: string,
       deadKey: string,
@@ -157,9 +158,7 @@ export function outbox(client: RedisClient) {
     /** Acknowledges and deletes relayed entries: the outbox holds only what is not relayed yet. */
     async ack(partition: number, entryIds: readonly string[]): Promise<void> {
       if (entryIds.length === 0) return;
-      const key = partitionKeys(partition).outbox;
-      await client.xack(key, group, ...entryIds);
-      await client.xdel(key, ...entryIds);
+      await client.ackEntries(partitionKeys(partition).outbox, group, ...entryIds);
     },
 
     /**

@@ -323,13 +323,16 @@ function entriesOf(version: IndexedVersion) {
 /**
  * Adds a created plant to the read index (all plants, and its tag). ZADD NX: a member already
  * there — indexed, or a tombstone left by its deletion — is not touched, so the job can run again,
- * late or after the delete's job, and change nothing. The directory entry goes first, so a bucket
- * with entries is always listed.
+ * late or after the delete's job, and change nothing.
  */
 export async function indexCreated(client: RedisClient, version: IndexedVersion): Promise<void> {
   const { bucket, member, indexes } = entriesOf(version);
-  await Promise.all(indexes.map((keys) => client.zadd(keys.directory, "NX", bucket, bucket)));
-  await Promise.all(indexes.map((keys) => client.zadd(keys.bucket(BigInt(bucket)), "NX", version.created, member)));
+  // Together, one round trip: on one connection the directory entry is written first; on a
+  // cluster (two slots) a bucket entry may land first, which only delays when it is listed.
+  await Promise.all([
+    ...indexes.map((keys) => client.zadd(keys.directory, "NX", bucket, bucket)),
+    ...indexes.map((keys) => client.zadd(keys.bucket(BigInt(bucket)), "NX", version.created, member)),
+  ]);
 }
 
 /**

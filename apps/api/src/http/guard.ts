@@ -1,5 +1,5 @@
 import type { TokenScope } from "@plant-store/contracts";
-import { type RedisClient, storeKeys } from "@plant-store/store";
+import { isCluster, type RedisClient, storeKeys } from "@plant-store/store";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import {
   type Authenticator,
@@ -87,6 +87,8 @@ export function createGuard({ authenticator, limiter, limits, redis, counterDead
   const throttledMessage = "Too many failed authentication attempts from this address; retry later";
 
   const counterShards = shardBreaker(redis, { deadlineMs: counterDeadlineMs });
+  // One node: its command timeout bounds a counter; on a cluster a lost shard could hold it longer.
+  const counterDeadline = isCluster(redis) ? counterDeadlineMs : undefined;
 
   /**
    * The counters `names` through `count`, or undefined when their Redis cannot answer: the request
@@ -99,7 +101,7 @@ export function createGuard({ authenticator, limiter, limits, redis, counterDead
     let cause: unknown = "its shard is down";
     if (keys.every((key) => counterShards.admit(key))) {
       try {
-        return await reach(count, counterDeadlineMs);
+        return await reach(count, counterDeadline);
       } catch (error) {
         if (!(error instanceof StoreUnavailableError)) throw error;
         for (const key of keys) counterShards.failed(key);

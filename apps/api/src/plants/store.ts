@@ -2,6 +2,7 @@ import { type NewPlant, outboxFields, type Plant, type StoredPlant } from "@plan
 import {
   type CreateOutcome,
   type Durability,
+  isCluster,
   type Layout,
   partitionKeys,
   partitionOf,
@@ -35,9 +36,12 @@ export function createPlantStore(
   deadlineMs: number,
 ) {
   const store = plantStore(client, layout, durability);
+  // One node: its command timeout bounds every call. A cluster's redirections and retries (a
+  // failover, a shard that is down) can outlast it: there a deadline per request bounds the wait.
+  const deadline = isCluster(client) ? deadlineMs : undefined;
   const breaker = shardBreaker(client, { deadlineMs });
   const onPlantShard = <T>(id: bigint, call: () => Promise<T>) =>
-    reachShard(breaker, partitionKeys(partitionOf(id, layout.partitions)).plant(id), call, deadlineMs);
+    reachShard(breaker, partitionKeys(partitionOf(id, layout.partitions)).plant(id), call, deadline);
 
   return {
     async create(plant: NewPlant, meta: RequestMeta): Promise<CreateOutcome> {
@@ -56,7 +60,7 @@ export function createPlantStore(
 
     /** A page of the worker's read index (all plants, or one tag), oldest first, after `cursor`. */
     async list(options: { limit: number; tag?: string | undefined; cursor?: string | undefined }): Promise<Page> {
-      const page = await reach(() => store.page(options), deadlineMs);
+      const page = await reach(() => store.page(options), deadline);
       return { plants: page.plants.map(storedPlant), nextCursor: page.nextCursor };
     },
 
