@@ -55,6 +55,8 @@ export interface SizingRow {
   bytes: number | undefined;
   /** Redis CPU per operation on the masters, µs. */
   cpuUs: number;
+  /** Of `cpuUs`, what the busiest master spent: all of it on one node, about 1/masters when spread evenly. */
+  busiestCpuUs: number;
   /** Redis CPU per operation on the replicas (applying the replication stream), µs. */
   replicaCpuUs: number;
   /** The commands behind `commands`, per operation. */
@@ -93,11 +95,13 @@ interface Snapshot {
   calls: Map<string, number>;
   memory: number;
   cpuS: number;
+  /** CPU seconds of each master, in the order of the nodes. */
+  masterCpuS: number[];
   replicaCpuS: number;
 }
 
 async function snapshot(nodes: readonly StatsNode[]): Promise<Snapshot> {
-  const total: Snapshot = { calls: new Map(), memory: 0, cpuS: 0, replicaCpuS: 0 };
+  const total: Snapshot = { calls: new Map(), memory: 0, cpuS: 0, masterCpuS: [], replicaCpuS: 0 };
   const all = await Promise.all(nodes.map(async (node) => ({ role: node.role, stats: parseInfo(await node.info()) })));
   for (const { role, stats } of all) {
     if (role === "replica") {
@@ -107,6 +111,7 @@ async function snapshot(nodes: readonly StatsNode[]): Promise<Snapshot> {
     for (const [name, calls] of stats.calls) total.calls.set(name, (total.calls.get(name) ?? 0) + calls);
     total.memory += stats.memory;
     total.cpuS += stats.cpuS;
+    total.masterCpuS.push(stats.cpuS);
   }
   return total;
 }
@@ -139,6 +144,7 @@ function costOf(
     scripts: perOp(scripts),
     bytes: writes ? perOp(after.memory - before.memory) : undefined,
     cpuUs: perOp((after.cpuS - before.cpuS) * 1e6),
+    busiestCpuUs: perOp(Math.max(...after.masterCpuS.map((cpuS, i) => cpuS - (before.masterCpuS[i] ?? 0))) * 1e6),
     replicaCpuUs: perOp((after.replicaCpuS - before.replicaCpuS) * 1e6),
     detail: deltas
       .filter(([, delta]) => perOp(delta) >= 0.01)
@@ -335,6 +341,7 @@ export function sizingTable(rows: readonly SizingRow[]): string {
       "scripts",
       "bytes",
       "CPU µs",
+      "busiest master µs",
       "replica CPU µs",
       "commands, per operation",
     ],
@@ -346,6 +353,7 @@ export function sizingTable(rows: readonly SizingRow[]): string {
       fixed(row.scripts, 2),
       row.bytes === undefined ? "-" : fixed(row.bytes, 0),
       fixed(row.cpuUs, 1),
+      row.mode === "single" ? "-" : fixed(row.busiestCpuUs, 1),
       row.mode === "single" ? "-" : fixed(row.replicaCpuUs, 1),
       row.detail,
     ]),
