@@ -162,7 +162,7 @@ async function main(): Promise<void> {
     "recover ms: from the fault's end (restart done) until every plant acknowledged by then is indexed and audited; * = no fault: from the end of the load",
   );
   console.log(
-    "  a job that was active in a killed worker (or fetched in a reply lost with Redis) is redone only after BullMQ's lock expires and its stalled check runs: 30 s each by default, which the worker does not expose, hence ~30–60 s there",
+    "  a job that was active in a killed worker (or fetched in a reply lost with Redis) is redone only after its lock expires (the worker's JOB_LOCK_MS, 10 s) and a stalled check runs (STALLED_CHECK_MS, 5 s), hence ~10 s there",
   );
   const failed = results.filter((r) => !r.ok);
   console.log(
