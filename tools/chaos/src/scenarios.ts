@@ -384,7 +384,7 @@ export const scenarios: Scenario[] = [
   {
     name: "two-by-two",
     description:
-      "two apis and two workers on one Redis under load, plus 20 concurrent creates of one id across both apis",
+      "two apis and two workers on one store under load, plus 20 concurrent creates of one id across both apis",
     apis: 2,
     workers: 2,
     faultAt: 0.5,
