@@ -138,7 +138,8 @@ export function plantStore(client: RedisClient, layout: Layout, durability: Dura
   const commit = committer(client, durability);
 
   return {
-    partitionOf: (id: bigint) => partitionOf(id, layout.partitions),
+    /** The key of a plant's hash: what its create, get and delete run on (its node serves them). */
+    plantKey: (id: bigint) => keysOf(id).plant(id),
 
     /**
      * Creates the plant with its outbox entry (fields from `outboxFields`), in one script.

@@ -4,8 +4,6 @@ import {
   type Durability,
   isCluster,
   type Layout,
-  partitionKeys,
-  partitionOf,
   plantStore,
   type RedisClient,
   type StoredPlantRecord,
@@ -41,7 +39,7 @@ export function createPlantStore(
   const deadline = isCluster(client) ? deadlineMs : undefined;
   const breaker = shardBreaker(client, { deadlineMs });
   const onPlantShard = <T>(id: bigint, call: () => Promise<T>) =>
-    reachShard(breaker, partitionKeys(partitionOf(id, layout.partitions)).plant(id), call, deadline);
+    reachShard(breaker, store.plantKey(id), call, deadline);
 
   return {
     async create(plant: NewPlant, meta: RequestMeta): Promise<CreateOutcome> {
