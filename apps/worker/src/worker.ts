@@ -128,12 +128,14 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   try {
     layout = await openLayout(redis, store.partitions === undefined ? {} : { partitions: store.partitions });
 
-    const processors: Record<string, (event: PlantEvent, client: RedisClient) => Promise<unknown>> = {
-      [queueNames.index]: (event, client) => updateIndexes(client, event),
-      [queueNames.audit]: (event, client) => recordAudit(client, event),
+    const processors: Record<string, (events: readonly PlantEvent[], client: RedisClient) => Promise<unknown>> = {
+      [queueNames.index]: (events, client) => updateIndexes(client, events),
+      // Each event its own idempotent script, sent at once: a retry of the whole batch is harmless,
+      // and so is any order among them.
+      [queueNames.audit]: (events, client) => Promise.all(events.map((event) => recordAudit(client, event))),
     };
 
-    for (const [name, processEvent] of Object.entries(processors) as [QueueName, (typeof processors)[string]][]) {
+    for (const [name, processEvents] of Object.entries(processors) as [QueueName, (typeof processors)[string]][]) {
       // A hash tag per queue: BullMQ's scripts touch several keys of a queue (one slot on a
       // cluster), and the two queues may live on different shards.
       const prefix = queuePrefix(name);
@@ -141,19 +143,13 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       queue.on("error", (error) => logError(`queue ${name}`, error));
       queues.push(queue);
 
-      // A batch's events are sent at once, each in its own idempotent command or script, so a
-      // retry of the whole batch is harmless, and so is any order among them.
-      const worker = new Worker(
-        name,
-        async (job) => Promise.all(plantEventsOf(job).map((event) => processEvent(event, redis))),
-        {
-          connection: redis,
-          prefix,
-          concurrency: config.concurrency,
-          lockDuration: config.jobLockMs,
-          stalledInterval: config.stalledCheckMs,
-        },
-      );
+      const worker = new Worker(name, async (job) => processEvents(plantEventsOf(job), redis), {
+        connection: redis,
+        prefix,
+        concurrency: config.concurrency,
+        lockDuration: config.jobLockMs,
+        stalledInterval: config.stalledCheckMs,
+      });
       worker.on("error", (error) => logError(`worker ${name}`, error));
       worker.on("failed", (job, error) => {
         const attempts = job?.opts.attempts ?? 1;

@@ -6,6 +6,11 @@ import { partitionKeys, plantStore } from "@plant-store/store";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { recordAudit } from "../src/audit-job.js";
 import { updateIndexes } from "../src/index-job.js";
+
+/** The index job for one event (a batch of one). */
+const indexOne = async (client: Parameters<typeof updateIndexes>[0], event: PlantEvent) =>
+  (await updateIndexes(client, [event]))[0];
+
 import { openTestStore, type TestStoreContext } from "./support.js";
 
 /** Every order of `items` (small lists only). */
@@ -66,7 +71,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       const event = await eventOf(created.eventId);
       expect(event.created).toBe(created.created);
 
-      expect(await updateIndexes(t.client, event)).toBe("indexed");
+      expect(await indexOne(t.client, event)).toBe("indexed");
       const member = `9223372036854775807@${created.created}`;
       expect(await t.indexState()).toEqual([`${member} ${created.created}`]);
       expect(await t.indexState("cold")).toEqual([`${member} ${created.created}`]);
@@ -76,7 +81,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
 
     it("touches no tag index for a plant without a tag", async () => {
       const created = await t.createPlant({ id: "8" });
-      expect(await updateIndexes(t.client, await eventOf(created.eventId))).toBe("indexed");
+      expect(await indexOne(t.client, await eventOf(created.eventId))).toBe("indexed");
       expect(await t.inspect.indexedIds()).toEqual(["8"]);
       expect(await t.keysMatching("plants:index:tag:*")).toEqual([]);
     });
@@ -84,9 +89,9 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
     it("is idempotent: a second run, also concurrent ones, leave the same index state", async () => {
       const created = await t.createPlant({ id: "5", tag: "herb" });
       const event = await eventOf(created.eventId);
-      await updateIndexes(t.client, event);
+      await indexOne(t.client, event);
       const before = [await t.indexState(), await t.indexState("herb")];
-      await Promise.all([updateIndexes(t.client, event), updateIndexes(t.client, event)]);
+      await Promise.all([indexOne(t.client, event), indexOne(t.client, event)]);
       expect([await t.indexState(), await t.indexState("herb")]).toEqual(before);
     });
 
@@ -95,7 +100,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       for (let i = 0; i < 12; i++) plants.push(await t.createPlant({ id: String(300 + i), tag: "many" }));
       expect(new Set(plants.map((plant) => plant.partition)).size).toBeGreaterThan(4);
       const events = await Promise.all(plants.map((plant) => eventOf(plant.eventId)));
-      await Promise.all([...events].reverse().map((event) => updateIndexes(t.client, event)));
+      await Promise.all([...events].reverse().map((event) => indexOne(t.client, event)));
       expect(await t.inspect.indexedIds("many")).toEqual(plants.map((plant) => plant.plantId));
       expect(await listed("many")).toEqual(plants.map((plant) => `${plant.plantId}@${plant.created}`));
     });
@@ -120,11 +125,11 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
     it("turns the deleted version into a tombstone in both indexes, and touches nothing else", async () => {
       const other = await t.createPlant({ id: "1", tag: "herb" });
       const created = await t.createPlant({ id: "2", tag: "herb" });
-      await updateIndexes(t.client, await eventOf(other.eventId));
-      await updateIndexes(t.client, await eventOf(created.eventId));
+      await indexOne(t.client, await eventOf(other.eventId));
+      await indexOne(t.client, await eventOf(created.eventId));
       const event = await deleteAndGetEvent("2");
 
-      expect(await updateIndexes(t.client, event)).toBe("unindexed");
+      expect(await indexOne(t.client, event)).toBe("unindexed");
       const expected = [`2@${created.created} -1`, `1@${other.created} ${other.created}`];
       expect(await t.indexState()).toEqual(expected);
       expect(await t.indexState("herb")).toEqual(expected);
@@ -134,11 +139,11 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
 
     it("is idempotent: running it again, also concurrently, changes nothing more", async () => {
       const created = await t.createPlant({ id: "4", tag: "fern" });
-      await updateIndexes(t.client, await eventOf(created.eventId));
+      await indexOne(t.client, await eventOf(created.eventId));
       const event = await deleteAndGetEvent("4");
-      await updateIndexes(t.client, event);
+      await indexOne(t.client, event);
       const after = await t.indexState("fern");
-      await Promise.all([updateIndexes(t.client, event), updateIndexes(t.client, event)]);
+      await Promise.all([indexOne(t.client, event), indexOne(t.client, event)]);
       expect(await t.indexState("fern")).toEqual(after);
       expect(after).toEqual([`4@${created.created} -1`]);
     });
@@ -150,15 +155,15 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
     ] as const) {
       it(`leaves a plant re-created under the same id (${label}) listed with its new version, however late the old deletion runs`, async () => {
         const first = await t.createPlant({ id: "5", tag: "cactus" });
-        await updateIndexes(t.client, await eventOf(first.eventId));
+        await indexOne(t.client, await eventOf(first.eventId));
         const deletion = await deleteAndGetEvent("5");
         const again = await t.createPlant({ id: "5", tag: newTag });
         expect(BigInt(again.created)).toBeGreaterThan(BigInt(first.created));
-        await updateIndexes(t.client, await eventOf(again.eventId));
+        await indexOne(t.client, await eventOf(again.eventId));
 
         // Late (after the re-create was indexed), then duplicated.
-        await updateIndexes(t.client, deletion);
-        await updateIndexes(t.client, deletion);
+        await indexOne(t.client, deletion);
+        await indexOne(t.client, deletion);
         expect(await t.inspect.indexedIds()).toEqual(["5"]);
         expect(await t.inspect.indexedIds(newTag)).toEqual(["5"]);
         expect(await listed(newTag)).toEqual([`5@${again.created}`]);
@@ -169,8 +174,8 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
     it("create, delete, then the creation job: the late creation job lists nothing", async () => {
       const created = await t.createPlant({ id: "6", tag: "moss" });
       const deletion = await deleteAndGetEvent("6");
-      await updateIndexes(t.client, deletion);
-      await updateIndexes(t.client, await eventOf(created.eventId));
+      await indexOne(t.client, deletion);
+      await indexOne(t.client, await eventOf(created.eventId));
       expect(await t.inspect.indexedIds()).toEqual([]);
       expect(await t.indexState("moss")).toEqual([`6@${created.created} -1`]);
     });
@@ -183,7 +188,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
         const again = await t.createPlant({ id: "8", tag: "new" });
         const events: PlantEvent[] = [await eventOf(first.eventId), deletion, await eventOf(again.eventId)];
         // Each job twice: once in this order, then all again (a redelivery).
-        for (const i of [...order, ...order]) await updateIndexes(t.client, events[i] as PlantEvent);
+        for (const i of [...order, ...order]) await indexOne(t.client, events[i] as PlantEvent);
         expect({ order, all: await t.inspect.indexedIds(), old: await t.inspect.indexedIds("old") }).toEqual({
           order,
           all: ["8"],
@@ -192,6 +197,31 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
         expect(await t.indexState("new")).toEqual([`8@${again.created} ${again.created}`]);
         expect(await listed()).toEqual([`8@${again.created}`]);
       }
+    });
+
+    it("a batch holding creates and deletes, of several tags and partitions, ends as the events one by one would", async () => {
+      const plants = [];
+      for (let i = 0; i < 10; i++)
+        plants.push(await t.createPlant({ id: String(900 + i), tag: i % 2 ? "even" : "odd" }));
+      const first = await t.createPlant({ id: "8", tag: "old" });
+      const deletion = await deleteAndGetEvent("8");
+      const again = await t.createPlant({ id: "8", tag: "new" });
+      const gone = await deleteAndGetEvent("900");
+      const events: PlantEvent[] = [
+        deletion,
+        ...(await Promise.all([...plants, first, again].map((plant) => eventOf(plant.eventId)))),
+        gone,
+      ];
+      expect(await updateIndexes(t.client, events)).toEqual(
+        events.map((event) => (event.type === "plant.created" ? "indexed" : "unindexed")),
+      );
+      const state = [await t.indexState(), await t.indexState("odd"), await t.indexState("new")];
+      await updateIndexes(t.client, [...events].reverse()); // a redelivery, composed differently
+      expect([await t.indexState(), await t.indexState("odd"), await t.indexState("new")]).toEqual(state);
+      const live = [...plants.slice(1).map((plant) => `${plant.plantId}@${plant.created}`), `8@${again.created}`];
+      expect(await listed()).toEqual(live);
+      expect(await listed("odd")).toEqual(live.filter((_, i) => i < 9 && i % 2 === 1));
+      expect(await t.inspect.indexedIds("old")).toEqual([]);
     });
   });
 

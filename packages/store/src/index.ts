@@ -48,6 +48,7 @@ export {
   type IndexedVersion,
   indexCreated,
   indexDeleted,
+  indexVersions,
   type Page,
   type PlantStore,
   plantStore,

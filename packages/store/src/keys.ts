@@ -29,8 +29,19 @@ export function partitionOf(id: bigint | string, partitions: number): number {
   return hash % partitions;
 }
 
-/** The keys of partition `p`. */
-export function partitionKeys(p: number) {
+/** The keys of partition `p` (made once per partition: they are on every request's path). */
+export function partitionKeys(p: number): PartitionKeys {
+  let keys = madeKeys.get(p);
+  if (!keys) {
+    keys = makePartitionKeys(p);
+    madeKeys.set(p, keys);
+  }
+  return keys;
+}
+
+const madeKeys = new Map<number, PartitionKeys>();
+
+function makePartitionKeys(p: number) {
   const tag = `{p${p}}`;
   return {
     partition: p,
@@ -51,7 +62,7 @@ export function partitionKeys(p: number) {
   } as const;
 }
 
-export type PartitionKeys = ReturnType<typeof partitionKeys>;
+export type PartitionKeys = ReturnType<typeof makePartitionKeys>;
 
 /** The read index bucket of a creation time (µs). */
 export const indexBucketOf = (createdMicros: bigint): bigint => createdMicros / INDEX_BUCKET_MICROS;

@@ -1,5 +1,5 @@
 import type { Result } from "ioredis";
-import { nodeOfKey, type RedisClient } from "./connection.js";
+import { isCluster, nodeOfKey, type RedisClient } from "./connection.js";
 import {
   INDEX_BUCKET_MICROS,
   indexBucketOf,
@@ -21,6 +21,12 @@ declare module "ioredis" {
       ...args: string[]
     ): Result<[string, string], Context>;
     deletePlant(plantKey: string, outboxKey: string, ...args: string[]): Result<number, Context>;
+    readPlants(numberOfKeys: number, ...keysThenVersions: string[]): Result<string, Context>;
+    readIndex(
+      directoryKey: string,
+      bucketKey: string,
+      ...args: (string | number)[]
+    ): Result<[buckets: string[], members: string | null], Context>;
   }
 }
 
@@ -136,6 +142,7 @@ export function plantStore(client: RedisClient, layout: Layout, durability: Dura
   defineScripts(client);
   const keysOf = (id: bigint) => partitionKeys(partitionOf(id, layout.partitions));
   const commit = committer(client, durability);
+  const readPage = pageReader(client, layout);
 
   return {
     /** The key of a plant's hash: what its create, get and delete run on (its node serves them). */
@@ -174,8 +181,7 @@ export function plantStore(client: RedisClient, layout: Layout, durability: Dura
     },
 
     /** A page of the read index (all plants, or one tag), oldest first, after `cursor`. */
-    page: (options: { limit: number; tag?: string | undefined; cursor?: string | undefined }) =>
-      readPage(client, layout, options),
+    page: (options: { limit: number; tag?: string | undefined; cursor?: string | undefined }) => readPage(options),
   };
 }
 
@@ -183,11 +189,14 @@ export type PlantStore = ReturnType<typeof plantStore>;
 
 // --- The read index ---------------------------------------------------------------------------
 
-/** Where a walk stands: after this creation time and, among equal times, this index member. */
+/** Where a walk stands: after this index member (`<id>@<created>`) in creation order. */
 interface Position {
-  created: bigint;
+  /** Creation time (µs), as text: it goes into commands as such. */
+  created: string;
   member: string;
 }
+
+const positionOf = (member: string): Position => ({ created: member.slice(member.indexOf("@") + 1), member });
 
 /** The cursor: creation time and id, 16 bytes in base64url (22 characters). Opaque to clients. */
 export function encodeCursor(created: bigint, id: bigint): string {
@@ -214,94 +223,172 @@ export interface Page {
 /** How many directory entries (buckets) a page asks for at a time. */
 const DIRECTORY_STEP = 8;
 
+/** A plant's name and tag, or undefined where it is gone or is another version than expected. */
+type PlantFields = [name: string, tag: string | null] | undefined;
+
 /**
- * One page in creation order. The directory says which time buckets have entries; each bucket
- * is read from the position on, and each entry is checked against its plant's hash (an entry of a
- * plant deleted, or deleted and created again, before the worker caught up is skipped). The work
- * is proportional to `limit` (plus the buckets crossed), whatever the size of the store.
+ * Reads pages of the read index in creation order. The directory says which time buckets have
+ * entries; each bucket is read from the position on, and each entry is checked against its
+ * plant's hash (an entry of a plant deleted, or deleted and created again, before the worker
+ * caught up is skipped). The work is proportional to `limit` (plus the buckets crossed), whatever
+ * the size of the store.
+ *
+ * Cost, as every page pays it: a walk's head — the directory from the position's bucket on, and
+ * the bucket expected first (the cursor's; on a first page the one the last first page started
+ * in: the directory's head seldom changes) — is one round trip, and its entries are kept when the
+ * directory agrees; the plants are the second. On one node each is one script whose reply is a
+ * few elements, not a few per plant (measured: the api's CPU per page went with the elements).
  */
-async function readPage(
-  client: RedisClient,
-  layout: Layout,
-  options: { limit: number; tag?: string | undefined; cursor?: string | undefined },
-): Promise<Page> {
-  const keys = indexKeys(options.tag);
-  const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
-  let position: Position | undefined = start && {
-    created: start.created,
-    member: indexMember(start.id, start.created),
-  };
-  const found: StoredPlantRecord[] = [];
-  let nextBucket = position ? indexBucketOf(position.created) : 0n;
+function pageReader(client: RedisClient, layout: Layout) {
+  /** Per index, the first bucket its directory listed when last read from the start. */
+  const firstBuckets = new Map<string, bigint>();
+  const cluster = isCluster(client);
 
-  while (found.length <= options.limit) {
-    const buckets = await client.zrange(
+  const directory = async (key: string, from: bigint) =>
+    (await client.zrange(key, String(from), "+inf", "BYSCORE", "LIMIT", 0, DIRECTORY_STEP)).map(BigInt);
+
+  /** Up to `count` members of a bucket after `after`: all of its ties first, then those that follow. */
+  async function entriesAfter(key: string, after: Position | undefined, count: number): Promise<string[]> {
+    // Equal creation times (different partitions, one microsecond) are ordered by member.
+    const [ties, following] = await Promise.all([
+      after ? client.zrange(key, after.created, after.created, "BYSCORE") : [],
+      client.zrange(key, after ? `(${after.created}` : "0", "+inf", "BYSCORE", "LIMIT", 0, count),
+    ]);
+    return after ? [...ties.filter((member) => member > after.member), ...following] : following;
+  }
+
+  /**
+   * The directory's buckets from `from` on and, when the first is `expected`, its members after
+   * `after` (see entriesAfter); undefined members otherwise.
+   */
+  async function head(
+    keys: ReturnType<typeof indexKeys>,
+    from: bigint,
+    expected: bigint | undefined,
+    after: Position | undefined,
+    count: number,
+  ): Promise<{ buckets: bigint[]; members: string[] | undefined }> {
+    if (expected === undefined) return { buckets: await directory(keys.directory, from), members: undefined };
+    if (cluster) {
+      const [buckets, members] = await Promise.all([
+        directory(keys.directory, from),
+        entriesAfter(keys.bucket(expected), after, count),
+      ]);
+      return { buckets, members: buckets[0] === expected ? members : undefined };
+    }
+    const [buckets, joined] = await client.readIndex(
       keys.directory,
-      String(nextBucket),
-      "+inf",
-      "BYSCORE",
-      "LIMIT",
-      0,
+      keys.bucket(expected),
+      String(from),
       DIRECTORY_STEP,
+      String(expected),
+      after?.created ?? "",
+      after?.member ?? "",
+      count,
     );
-    if (buckets.length === 0) break;
-    for (const text of buckets) {
-      const bucket = BigInt(text);
-      position = await readBucket(client, layout, keys.bucket(bucket), position, options.limit + 1, found);
-      if (found.length > options.limit) break;
-      nextBucket = bucket + 1n;
-    }
-    if (buckets.length < DIRECTORY_STEP) break;
+    const members = joined == null ? undefined : joined === "" ? [] : joined.split(" ");
+    return { buckets: buckets.map(BigInt), members };
   }
 
-  const more = found.length > options.limit;
-  const plants = found.slice(0, options.limit);
-  const last = plants.at(-1);
-  return { plants, nextCursor: more && last ? encodeCursor(last.created, last.id) : undefined };
-}
-
-/** Appends the live plants of one bucket after `position` to `found`, until it holds `want`. */
-async function readBucket(
-  client: RedisClient,
-  layout: Layout,
-  key: string,
-  position: Position | undefined,
-  want: number,
-  found: StoredPlantRecord[],
-): Promise<Position | undefined> {
-  let after = position;
-  for (;;) {
-    const need = want - found.length;
-    if (need <= 0) return after;
-    const entries: [member: string, score: string][] = [];
-    if (after) {
-      // Equal creation times (different partitions, one microsecond) are ordered by member.
-      const ties = await client.zrange(key, String(after.created), String(after.created), "BYSCORE");
-      for (const member of ties) if (member > after.member) entries.push([member, String(after.created)]);
+  /** Name and tag of the plant of each member, if it is still that member's version. */
+  async function plantsOf(members: string[]): Promise<PlantFields[]> {
+    const keys: string[] = [];
+    const versions: string[] = [];
+    for (const member of members) {
+      const at = member.indexOf("@");
+      const id = member.slice(0, at);
+      keys.push(partitionKeys(partitionOf(id, layout.partitions)).plant(id));
+      versions.push(member.slice(at + 1));
     }
-    const from = after ? `(${after.created}` : "0";
-    const flat = await client.zrange(key, from, "+inf", "BYSCORE", "LIMIT", 0, need, "WITHSCORES");
-    for (let i = 0; i < flat.length; i += 2) entries.push([flat[i] as string, flat[i + 1] as string]);
-    if (entries.length === 0) return after;
+    if (cluster) {
+      const hashes = await Promise.all(keys.map((key) => client.hmget(key, "name", "tag", "created")));
+      return hashes.map(([name, tag, created], i) =>
+        name != null && created === versions[i] ? [name, tag ?? null] : undefined,
+      );
+    }
+    const flat = JSON.parse(await client.readPlants(keys.length, ...keys, versions.join(" "))) as (string | false)[];
+    return members.map((_, i) => {
+      const name = flat[2 * i];
+      const tag = flat[2 * i + 1];
+      return typeof name === "string" ? [name, typeof tag === "string" ? tag : null] : undefined;
+    });
+  }
 
-    const plants = await Promise.all(
-      entries.map(([member]) => {
-        const id = BigInt(member.slice(0, member.indexOf("@")));
-        return client.hmget(partitionKeys(partitionOf(id, layout.partitions)).plant(id), "name", "tag", "created");
-      }),
-    );
-    for (const [i, [member, score]] of entries.entries()) {
-      const [name, tag, created] = plants[i] ?? [];
-      const id = BigInt(member.slice(0, member.indexOf("@")));
-      // Only the version this entry was made for: not a deleted plant, nor one created again since.
-      if (name != null && created === member.slice(member.indexOf("@") + 1)) {
-        found.push(record(id, name, tag, created));
-        if (found.length >= want) return { created: BigInt(score), member };
+  /**
+   * Appends the live plants of one bucket after `position` to `found` until it holds `want`;
+   * `first`: the bucket's first members after `position`, when already read. Returns the position
+   * reached.
+   */
+  async function readBucket(
+    key: string,
+    position: Position | undefined,
+    want: number,
+    found: StoredPlantRecord[],
+    first?: string[],
+  ): Promise<Position | undefined> {
+    let after = position;
+    let prefetched = first;
+    for (;;) {
+      const need = want - found.length;
+      if (need <= 0) return after;
+      const members = prefetched ?? (await entriesAfter(key, after, need));
+      prefetched = undefined;
+      if (members.length === 0) return after;
+      const plants = await plantsOf(members);
+      for (const [i, member] of members.entries()) {
+        after = positionOf(member);
+        const plant = plants[i];
+        if (!plant) continue;
+        found.push(record(BigInt(member.slice(0, member.indexOf("@"))), plant[0], plant[1], after.created));
+        if (found.length >= want) return after;
       }
-      after = { created: BigInt(score), member };
+      if (members.length < need) return after;
     }
-    if (flat.length / 2 < need) return after;
   }
+
+  /** A page of the index (all plants, or one tag), oldest first, after `cursor`. */
+  return async function readPage(options: {
+    limit: number;
+    tag?: string | undefined;
+    cursor?: string | undefined;
+  }): Promise<Page> {
+    const keys = indexKeys(options.tag);
+    const want = options.limit + 1; // one more than the page: whether more follow
+    const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
+    let position = start && positionOf(indexMember(start.id, start.created));
+    const found: StoredPlantRecord[] = [];
+    const from = start ? indexBucketOf(start.created) : 0n;
+    const expected = start ? from : firstBuckets.get(keys.directory);
+    const { buckets, members } = await head(keys, from, expected, position, want);
+    if (!start && buckets[0] !== undefined) firstBuckets.set(keys.directory, buckets[0]);
+    /** Buckets listed by the directory and not read yet. */
+    let listed = buckets;
+    /** The directory lists nothing after `listed`. */
+    let listedAll = buckets.length < DIRECTORY_STEP;
+    /** Members of `listed[0]` read ahead. */
+    let ahead = members;
+    /** Where the directory is read on from: after the last bucket read. */
+    let next = from;
+
+    while (found.length < want) {
+      const bucket = listed.shift();
+      if (bucket === undefined) {
+        if (listedAll) break;
+        listed = await directory(keys.directory, next);
+        listedAll = listed.length < DIRECTORY_STEP;
+        if (listed.length === 0) break;
+        continue;
+      }
+      position = await readBucket(keys.bucket(bucket), position, want, found, ahead);
+      ahead = undefined;
+      next = bucket + 1n;
+    }
+
+    const more = found.length > options.limit;
+    const plants = found.slice(0, options.limit);
+    const last = plants.at(-1);
+    return { plants, nextCursor: more && last ? encodeCursor(last.created, last.id) : undefined };
+  };
 }
 
 // --- The worker's side ------------------------------------------------------------------------
@@ -314,36 +401,60 @@ export interface IndexedVersion {
   created: string;
 }
 
-/** The index entries of a plant version: its bucket, its member, and the indexes it is in. */
-function entriesOf(version: IndexedVersion) {
-  const bucket = indexBucketOf(BigInt(version.created));
-  const indexes = version.tag === undefined ? [indexKeys()] : [indexKeys(), indexKeys(version.tag)];
-  return { bucket: String(bucket), member: indexMember(version.plantId, version.created), indexes };
-}
-
 /**
- * Adds a created plant to the read index (all plants, and its tag). ZADD NX: a member already
- * there — indexed, or a tombstone left by its deletion — is not touched, so the job can run again,
- * late or after the delete's job, and change nothing.
+ * Brings versions into the read index (all plants, and each one's tag), as one job's batch does:
+ * - created versions are added with ZADD NX: a member already there — indexed, or a tombstone
+ *   left by its deletion — is not touched, so the job can run again, late or after the delete's
+ *   job, and change nothing;
+ * - deleted versions become tombstones (score -1, below every page): whichever of the create's and
+ *   the delete's jobs runs first, or again, the version ends up unlisted. A plant created again
+ *   under the same id is another member.
+ * Both commute, so a batch is written per key, not per event: one ZADD per bucket key and one per
+ * directory (measured: the per-event commands were most of the worker's cost), all in one round
+ * trip. On one connection the directory entries are written first; on a cluster a bucket entry
+ * may land first, which only delays when it is listed.
  */
-export async function indexCreated(client: RedisClient, version: IndexedVersion): Promise<void> {
-  const { bucket, member, indexes } = entriesOf(version);
-  // Together, one round trip: on one connection the directory entry is written first; on a
-  // cluster (two slots) a bucket entry may land first, which only delays when it is listed.
+export async function indexVersions(
+  client: RedisClient,
+  versions: { created?: readonly IndexedVersion[]; deleted?: readonly IndexedVersion[] },
+): Promise<void> {
+  const directories = new Map<string, Set<string>>();
+  const adds = new Map<string, string[]>();
+  const tombstones = new Map<string, string[]>();
+  const push = (map: Map<string, string[]>, key: string, score: string, member: string) => {
+    const args = map.get(key);
+    if (args) args.push(score, member);
+    else map.set(key, [score, member]);
+  };
+  for (const [list, created] of [
+    [versions.created ?? [], true],
+    [versions.deleted ?? [], false],
+  ] as const) {
+    for (const version of list) {
+      const bucket = indexBucketOf(BigInt(version.created));
+      const member = indexMember(version.plantId, version.created);
+      for (const keys of version.tag === undefined ? [indexKeys()] : [indexKeys(), indexKeys(version.tag)]) {
+        if (created) {
+          const buckets = directories.get(keys.directory) ?? new Set<string>();
+          directories.set(keys.directory, buckets.add(String(bucket)));
+          push(adds, keys.bucket(bucket), version.created, member);
+        } else push(tombstones, keys.bucket(bucket), "-1", member);
+      }
+    }
+  }
   await Promise.all([
-    ...indexes.map((keys) => client.zadd(keys.directory, "NX", bucket, bucket)),
-    ...indexes.map((keys) => client.zadd(keys.bucket(BigInt(bucket)), "NX", version.created, member)),
+    ...[...directories].map(([key, buckets]) => client.zadd(key, "NX", ...[...buckets].flatMap((b) => [b, b]))),
+    ...[...adds].map(([key, args]) => client.zadd(key, "NX", ...args)),
+    ...[...tombstones].map(([key, args]) => client.zadd(key, ...args)),
   ]);
 }
 
-/**
- * Removes a deleted plant version from the read index by turning its member into a tombstone
- * (score -1, below every page): whichever of the create's and the delete's jobs runs first, or
- * again, the version ends up unlisted. A plant created again under the same id is another member.
- */
-export async function indexDeleted(client: RedisClient, version: IndexedVersion): Promise<void> {
-  const { bucket, member, indexes } = entriesOf(version);
-  await Promise.all(indexes.map((keys) => client.zadd(keys.bucket(BigInt(bucket)), "-1", member)));
-}
+/** Adds one created plant version to the read index (see indexVersions). */
+export const indexCreated = (client: RedisClient, version: IndexedVersion) =>
+  indexVersions(client, { created: [version] });
+
+/** Turns one deleted plant version into a tombstone in the read index (see indexVersions). */
+export const indexDeleted = (client: RedisClient, version: IndexedVersion) =>
+  indexVersions(client, { deleted: [version] });
 
 export { INDEX_BUCKET_MICROS, type PartitionKeys };

@@ -1,5 +1,5 @@
 import type { Result } from "ioredis";
-import type { RedisClient } from "./connection.js";
+import { isCluster, type RedisClient } from "./connection.js";
 import { storeKeys } from "./keys.js";
 import { defineScripts } from "./scripts.js";
 
@@ -8,6 +8,12 @@ declare module "ioredis" {
     rateLimitHit(key: string, windowMs: number): Result<[number, number], Context>;
     rateLimitPeek(key: string): Result<[number, number], Context>;
     rateLimitUnhit(key: string): Result<number, Context>;
+    rateLimitAdmit(
+      peekKey: string,
+      hitKey: string,
+      peekLimit: number,
+      windowMs: number,
+    ): Result<[number, number, number], Context>;
   }
 }
 
@@ -16,7 +22,7 @@ export type RateLimitCount = [count: number, ttlMs: number];
 
 /**
  * Fixed-window counters shared by every api instance, one key each (`ratelimit:<name>`), so any
- * two may live on different shards: no script reads two counters.
+ * two may live on different shards: on a cluster no script reads two counters.
  */
 export function rateLimitCounters(client: RedisClient) {
   defineScripts(client);
@@ -31,10 +37,11 @@ export function rateLimitCounters(client: RedisClient) {
     /** Takes back one counted event (a no-op once its window is over). */
     unhit: (name: string) => client.rateLimitUnhit(key(name)),
     /**
-     * Counts one event on `hitName` only while `peekName` is under `peekLimit`, in one round trip:
-     * the two counters may be on different shards, so the peek and the hit go out together and a
-     * hit that turns out refused is taken back (its count is one higher for that moment only).
-     * `admitted`: the hit's count; refused: the peeked one, nothing left counted.
+     * Counts one event on `hitName` only while `peekName` is under `peekLimit`, in one round trip.
+     * On one node that is one script. On a cluster the two counters may be on different shards, so
+     * the peek and the hit go out together and a hit that turns out refused is taken back (its
+     * count is one higher for that moment only). `admitted`: the hit's count; refused: the peeked
+     * one, nothing left counted.
      */
     async admit(
       peekName: string,
@@ -42,6 +49,10 @@ export function rateLimitCounters(client: RedisClient) {
       hitName: string,
       windowMs: number,
     ): Promise<{ admitted: boolean; count: RateLimitCount }> {
+      if (!isCluster(client)) {
+        const [admitted, count, ttlMs] = await client.rateLimitAdmit(key(peekName), key(hitName), peekLimit, windowMs);
+        return { admitted: admitted === 1, count: [count, ttlMs] };
+      }
       const [peeked, counted] = await Promise.all([peek(peekName), hit(hitName, windowMs)]);
       if (peeked[0] < peekLimit) return { admitted: true, count: counted };
       // Refused whatever happens to the take-back: a failure of it must not let the request through.

@@ -6,14 +6,15 @@ import type { RedisClient } from "./connection.js";
  * Every Lua script of the store lives in `packages/store/lua/`, one file per script, named
  * `<command>-<number of keys>.lua` (as BullMQ's own `src/commands/` are): the name says which
  * command it defines and how many of its arguments are keys, so every key a script touches is
- * declared and a cluster can route it. `defineScripts` defines them all on a client (EVALSHA,
+ * declared and a cluster can route it. `-n`: as many keys as the call's first argument says. `defineScripts` defines them all on a client (EVALSHA,
  * with EVAL when the server does not have the script yet); nothing else writes Lua.
  */
 const LUA_DIR = fileURLToPath(new URL("../lua/", import.meta.url));
 
 export interface ScriptFile {
   command: string;
-  numberOfKeys: number;
+  /** Undefined for `-n` scripts: the call passes the key count first. */
+  numberOfKeys: number | undefined;
   lua: string;
 }
 
@@ -25,11 +26,11 @@ export function scriptFiles(): ScriptFile[] {
     .filter((file) => file.endsWith(".lua"))
     .sort()
     .map((file) => {
-      const match = /^([a-zA-Z]+)-(\d+)\.lua$/.exec(file);
-      if (!match) throw new Error(`store script ${file} must be named <command>-<number of keys>.lua`);
+      const match = /^([a-zA-Z]+)-(\d+|n)\.lua$/.exec(file);
+      if (!match) throw new Error(`store script ${file} must be named <command>-<number of keys | n>.lua`);
       return {
         command: match[1] as string,
-        numberOfKeys: Number(match[2]),
+        numberOfKeys: match[2] === "n" ? undefined : Number(match[2]),
         lua: readFileSync(new URL(file, `file://${LUA_DIR}`), "utf8"),
       };
     });
@@ -42,7 +43,10 @@ const defined = new WeakSet<object>();
 export function defineScripts<T extends RedisClient>(client: T): T {
   if (defined.has(client)) return client;
   for (const script of scriptFiles()) {
-    client.defineCommand(script.command, { numberOfKeys: script.numberOfKeys, lua: script.lua });
+    client.defineCommand(
+      script.command,
+      script.numberOfKeys === undefined ? { lua: script.lua } : { numberOfKeys: script.numberOfKeys, lua: script.lua },
+    );
   }
   defined.add(client);
   return client;

@@ -204,5 +204,16 @@ describe("the read index", () => {
     const times = await Promise.all(final.map(async (id) => (await store.get(id))?.created ?? 0n));
     expect(times.every((time, i) => i === 0 || (times[i - 1] as bigint) <= time)).toBe(true);
     expect(await client.zcard(indexKeys().directory)).toBeGreaterThanOrEqual(3);
+
+    // A bucket older than the directory's head appears (a late index entry): a first page, which
+    // reads the directory together with the bucket it expects first, starts from it at once.
+    const late = 424_242n;
+    await create(late, "late");
+    const early = ((await store.get(final[0] as bigint))?.created as bigint) - 2n * INDEX_BUCKET_MICROS;
+    await client.hset(partitionKeys(partitionOf(late, 16)).plant(late), "created", early.toString());
+    await indexCreated(client, { plantId: late.toString(), created: early.toString() });
+    const first = await store.page({ limit: 2 });
+    expect(first.plants.map((plant) => plant.id)).toEqual([late, final[0]]);
+    expect(await walk()).toEqual([late, ...final]);
   });
 });
