@@ -204,7 +204,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
 
   /**
    * Enqueues the events of `entries` (one job per `batchSize` events, in every queue), then
-   * acknowledges them per partition. Unparseable entries go to their partition's dead letters
+   * acknowledges them. Unparseable entries go to their partition's dead letters
    * (and into `deadLettered`, so a retry of the batch does not move them twice).
    */
   async function deliver(entries: readonly OutboxEntry[], deadLettered: Set<OutboxEntry>): Promise<void> {
@@ -236,7 +236,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
       await Promise.all(queues.map((queue) => queue.addBulk(jobs)));
     }
     // Only now, with the jobs stored, are the entries done. Deleting them keeps the outboxes small.
-    await Promise.all([...relayed].map(([partition, ids]) => ops.ack(partition, ids)));
+    await ops.ack(relayed);
     if (events.length > 0) {
       logger.debug("relayed outbox entries", log({ count: events.length, partitions: [...relayed.keys()] }));
     }

@@ -5,7 +5,7 @@ import { defineScripts } from "./scripts.js";
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
-    ackEntries(outboxKey: string, group: string, ...entryIds: string[]): Result<number, Context>;
+    ackEntries(numberOfKeys: number, ...outboxKeysThenGroupAndIds: string[]): Result<number, Context>;
     deadLetterEntry(
       outboxKey: string,
       deadKey: string,
@@ -155,10 +155,24 @@ export function outbox(client: RedisClient) {
       return { entries, next };
     },
 
-    /** Acknowledges and deletes relayed entries: the outbox holds only what is not relayed yet. */
-    async ack(partition: number, entryIds: readonly string[]): Promise<void> {
-      if (entryIds.length === 0) return;
-      await client.ackEntries(partitionKeys(partition).outbox, group, ...entryIds);
+    /**
+     * Acknowledges and deletes relayed entries (entry ids per partition): the outbox holds only
+     * what is not relayed yet. One command on one node; one per partition on a cluster.
+     */
+    async ack(entries: ReadonlyMap<number, readonly string[]>): Promise<void> {
+      const parts = [...entries].filter(([, ids]) => ids.length > 0);
+      if (parts.length === 0) return;
+      const keyOf = (p: number) => partitionKeys(p).outbox;
+      if (isCluster(client)) {
+        await Promise.all(parts.map(([p, ids]) => client.ackEntries(1, keyOf(p), group, ids.join(" "))));
+        return;
+      }
+      await client.ackEntries(
+        parts.length,
+        ...parts.map(([p]) => keyOf(p)),
+        group,
+        ...parts.map(([, ids]) => ids.join(" ")),
+      );
     },
 
     /**

@@ -244,7 +244,7 @@ export async function measureSizing(mode: SizingMode, options: SizingOptions): P
         const byPartition = new Map<number, string[]>();
         for (const entry of entries)
           byPartition.set(entry.partition, [...(byPartition.get(entry.partition) ?? []), entry.entryId]);
-        await Promise.all([...byPartition].map(([p, ids]) => relay.ack(p, ids)));
+        await relay.ack(byPartition);
         events.push(...entries);
       }
     });
