@@ -20,6 +20,9 @@ import { loadWorkerFault, type WorkerFault } from "./config.js";
 import type { Logger } from "./logger.js";
 import { isConnectionError } from "./outage.js";
 
+/** Shortest time between two blocking reads of the outboxes (see round()). */
+const MIN_ROUND_MS = 2;
+
 /** Completed jobs are kept a day (the job id dedupes a late redelivery), at most 10 000. */
 const KEEP_COMPLETED = { age: 24 * 3600, count: 10_000 } as const;
 
@@ -287,6 +290,9 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
     for (const p of missing) groupsToEnsure.delete(p);
   }
 
+  /** When the last blocking read was sent (performance.now()). */
+  let lastReadAt = 0;
+
   /** One round; false when the relay should pause before the next (nothing found, nothing waited for). */
   async function round(): Promise<boolean> {
     const heldSet = leases.held();
@@ -304,6 +310,13 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
     if (closing) return busy;
     for (const p of held) touched.add(p);
     if (blockingClient && blocking && !busy) {
+      // At most one read per MIN_ROUND_MS: under load a round then carries a few ms of entries
+      // rather than one or two (every round costs a read over all held partitions, an enqueue per
+      // queue and an ack); an idle relay's read blocks longer than that and never waits here.
+      const wait = lastReadAt + MIN_ROUND_MS - performance.now();
+      if (wait > 0) await pause(wait);
+      if (closing) return true;
+      lastReadAt = performance.now();
       // Returns at the first entry, or after blockMs with none: either way no pause is needed.
       // CLIENT ID is answered before the read starts waiting, on the same connection (its id
       // changes when it reconnects).

@@ -44,10 +44,18 @@ export function parseEventId(eventId: string): { partition: number; entryId: str
 
 type StreamReply = [key: string, entries: [id: string, fields: string[] | null][]][] | null;
 
+const sameItems = (a: readonly number[], b: readonly number[]) =>
+  a.length === b.length && a.every((item, i) => item === b[i]);
+
 /** The outbox operations of the relay: one consumer group per partition's stream. */
 export function outbox(client: RedisClient) {
   defineScripts(client);
   const group = storeKeys.outboxGroup;
+  let lastRead = {
+    partitions: [] as readonly number[],
+    streams: [] as string[],
+    partitionOfKey: new Map<string, number>(),
+  };
 
   return {
     /** Creates the partition's stream and consumer group if missing. */
@@ -105,7 +113,16 @@ export function outbox(client: RedisClient) {
     ): Promise<OutboxEntry[]> {
       if (isCluster(client)) throw new Error("waitNew reads several slots at once: not on a cluster (use readNew)");
       if (partitions.length === 0) return [];
-      const keys = partitions.map((p) => partitionKeys(p).outbox);
+      // The same partitions round after round: their keys and ids are built once.
+      if (!sameItems(partitions, lastRead.partitions)) {
+        const keys = partitions.map((p) => partitionKeys(p).outbox);
+        lastRead = {
+          partitions: [...partitions],
+          streams: [...keys, ...keys.map(() => ">")],
+          partitionOfKey: new Map(keys.map((key, i) => [key, partitions[i] as number])),
+        };
+      }
+      const { streams, partitionOfKey } = lastRead;
       const reply = (await client.xreadgroup(
         "GROUP",
         group,
@@ -115,10 +132,8 @@ export function outbox(client: RedisClient) {
         "BLOCK",
         blockMs,
         "STREAMS",
-        ...keys,
-        ...keys.map(() => ">"),
+        ...streams,
       )) as StreamReply;
-      const partitionOfKey = new Map<string, number>(keys.map((key, i) => [key, partitions[i] as number]));
       const entries: OutboxEntry[] = [];
       for (const [key, streamEntries] of reply ?? []) {
         const partition = partitionOfKey.get(key);
