@@ -113,7 +113,7 @@ export function outbox(client: RedisClient) {
     ): Promise<OutboxEntry[]> {
       if (isCluster(client)) throw new Error("waitNew reads several slots at once: not on a cluster (use readNew)");
       if (partitions.length === 0) return [];
-      // The same partitions round after round: their keys and ids are built once.
+      // The same partitions round after round: their stream arguments are built once.
       if (!sameItems(partitions, lastRead.partitions)) {
         const keys = partitions.map((p) => partitionKeys(p).outbox);
         lastRead = {

@@ -223,6 +223,9 @@ export interface Page {
 /** How many directory entries (buckets) a page asks for at a time. */
 const DIRECTORY_STEP = 8;
 
+/** Indexes (all plants, each tag) whose first bucket a page reader remembers. */
+const MAX_HINTS = 10_000;
+
 /** A plant's name and tag, or undefined where it is gone or is another version than expected. */
 type PlantFields = [name: string, tag: string | null] | undefined;
 
@@ -240,8 +243,14 @@ type PlantFields = [name: string, tag: string | null] | undefined;
  * few elements, not a few per plant (measured: the api's CPU per page went with the elements).
  */
 function pageReader(client: RedisClient, layout: Layout) {
-  /** Per index, the first bucket its directory listed when last read from the start. */
+  /** Per index (the MAX_HINTS last listed), the first bucket its directory listed when last read from the start. */
   const firstBuckets = new Map<string, bigint>();
+  const remember = (directoryKey: string, bucket: bigint) => {
+    firstBuckets.delete(directoryKey);
+    firstBuckets.set(directoryKey, bucket);
+    // Tags are the clients' choice: keep the hints of the most recently listed indexes only.
+    if (firstBuckets.size > MAX_HINTS) firstBuckets.delete(firstBuckets.keys().next().value as string);
+  };
   const cluster = isCluster(client);
 
   const directory = async (key: string, from: bigint) =>
@@ -360,7 +369,7 @@ function pageReader(client: RedisClient, layout: Layout) {
     const from = start ? indexBucketOf(start.created) : 0n;
     const expected = start ? from : firstBuckets.get(keys.directory);
     const { buckets, members } = await head(keys, from, expected, position, want);
-    if (!start && buckets[0] !== undefined) firstBuckets.set(keys.directory, buckets[0]);
+    if (!start && buckets[0] !== undefined) remember(keys.directory, buckets[0]);
     /** Buckets listed by the directory and not read yet. */
     let listed = buckets;
     /** The directory lists nothing after `listed`. */

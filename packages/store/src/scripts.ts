@@ -6,8 +6,9 @@ import type { RedisClient } from "./connection.js";
  * Every Lua script of the store lives in `packages/store/lua/`, one file per script, named
  * `<command>-<number of keys>.lua` (as BullMQ's own `src/commands/` are): the name says which
  * command it defines and how many of its arguments are keys, so every key a script touches is
- * declared and a cluster can route it. `-n`: as many keys as the call's first argument says. `defineScripts` defines them all on a client (EVALSHA,
- * with EVAL when the server does not have the script yet); nothing else writes Lua.
+ * declared and a cluster can route it (`-n`: as many keys as the call's first argument says).
+ * `defineScripts` defines them all on a client (EVALSHA, with EVAL when the server does not have
+ * the script yet); nothing else writes Lua.
  */
 const LUA_DIR = fileURLToPath(new URL("../lua/", import.meta.url));
 
