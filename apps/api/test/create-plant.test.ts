@@ -1,18 +1,13 @@
-import { startTestStore, storeKinds, type TestStore } from "@plant-store/redis-server";
+import { storeKinds } from "@plant-store/redis-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, expectError, type Stack, startStack } from "./stack.js";
 
 describe.each(storeKinds)("on %s Redis", (kind) => {
-  let store: TestStore;
   let stack: Stack;
   beforeAll(async () => {
-    store = await startTestStore(kind);
-    stack = await startStack({ store });
+    stack = await startStack({ kind });
   });
-  afterAll(async () => {
-    await stack?.stop();
-    await store?.stop();
-  });
+  afterAll(() => stack?.stop());
 
   const post = (body: unknown, options: Parameters<typeof call>[1] = {}) =>
     call(stack.url, {

@@ -1,19 +1,14 @@
 import { queueNames } from "@plant-store/contracts";
-import { startTestStore, storeKinds, type TestStore } from "@plant-store/redis-server";
+import { storeKinds } from "@plant-store/redis-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 
 describe.each(storeKinds)("on %s Redis", (kind) => {
-  let store: TestStore;
   let stack: Stack;
   beforeAll(async () => {
-    store = await startTestStore(kind);
-    stack = await startStack({ store, worker: true });
+    stack = await startStack({ kind, worker: true });
   });
-  afterAll(async () => {
-    await stack?.stop();
-    await store?.stop();
-  });
+  afterAll(() => stack?.stop());
 
   const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
   const dashboard = (path: string, authorization?: string) =>

@@ -1,19 +1,14 @@
-import { startTestStore, storeKinds, type TestStore } from "@plant-store/redis-server";
+import { storeKinds } from "@plant-store/redis-server";
 import { encodeCursor } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, eventually, expectError, type Stack, startStack } from "./stack.js";
 
 describe.each(storeKinds)("on %s Redis", (kind) => {
-  let store: TestStore;
   let stack: Stack;
   beforeAll(async () => {
-    store = await startTestStore(kind);
-    stack = await startStack({ store, worker: true });
+    stack = await startStack({ kind, worker: true });
   });
-  afterAll(async () => {
-    await stack?.stop();
-    await store?.stop();
-  });
+  afterAll(() => stack?.stop());
 
   type Listed = { id: number; name: string; tag?: string };
   const get = (path: string) => call(stack.url, { method: "GET", path });

@@ -1,22 +1,17 @@
 import { createHash } from "node:crypto";
 import { queueNames, queuePrefix } from "@plant-store/contracts";
-import { startTestStore, storeKinds, type TestStore } from "@plant-store/redis-server";
+import { storeKinds } from "@plant-store/redis-server";
 import { indexBucketOf, indexKeys, indexMember } from "@plant-store/store";
 import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, eventually, type Stack, startStack, TOKEN } from "./stack.js";
 
 describe.each(storeKinds)("on %s Redis", (kind) => {
-  let store: TestStore;
   let stack: Stack;
   beforeAll(async () => {
-    store = await startTestStore(kind);
-    stack = await startStack({ store, worker: true });
+    stack = await startStack({ kind, worker: true });
   });
-  afterAll(async () => {
-    await stack?.stop();
-    await store?.stop();
-  });
+  afterAll(() => stack?.stop());
 
   const auditEntries = () => stack.inspect.auditEntries();
   /** The score of a plant's entry in the read index (all plants, or one tag): its creation time, or null. */

@@ -1,4 +1,4 @@
-import { startTestStore, type TestStore } from "@plant-store/redis-server";
+import { type StoreKind, startTestStore } from "@plant-store/redis-server";
 import { connect, inspectStore, parseStoreConfig, partitionKeys, partitionOf } from "@plant-store/store";
 import { loadApiConfig } from "../src/config.js";
 import { startApi } from "../src/server.js";
@@ -10,12 +10,11 @@ export const ADMIN_TOKEN = "admin-token-0123456789abcdef";
 type Worker = { close(): Promise<void> };
 
 /**
- * The real API on a free port and, on demand, the real worker, on a store: the given one (a
- * file's shared single node or cluster, flushed first) or a private redis-server of its own.
+ * The real API on a free port and, on demand, the real worker, on a private store of its own: a
+ * redis-server, or with `kind: "cluster"` a Redis Cluster (stopped with the stack).
  */
-export async function startStack(options: { store?: TestStore; worker?: boolean; env?: Record<string, string> } = {}) {
-  const store = options.store ?? (await startTestStore("single"));
-  if (options.store) await store.flush();
+export async function startStack(options: { kind?: StoreKind; worker?: boolean; env?: Record<string, string> } = {}) {
+  const store = await startTestStore(options.kind ?? "single");
   const api = await startApi(
     loadApiConfig({
       PORT: "0",
@@ -27,7 +26,10 @@ export async function startStack(options: { store?: TestStore; worker?: boolean;
       LOG_LEVEL: "silent",
       ...options.env,
     }),
-  );
+  ).catch(async (error: unknown) => {
+    await store.stop();
+    throw error;
+  });
   // For the tests' own reads and writes: the store's connection, so keys route on a cluster too.
   const redis = connect(parseStoreConfig(store.env).redis, { name: "plant-store-test", maxRetriesPerRequest: 1 });
   redis.on("error", () => {});
@@ -66,7 +68,7 @@ export async function startStack(options: { store?: TestStore; worker?: boolean;
       await worker?.close();
       await api.close();
       redis.disconnect();
-      if (!options.store) await store.stop();
+      await store.stop();
     },
   };
 }

@@ -1,5 +1,5 @@
 import { PassThrough } from "node:stream";
-import { startTestStore, storeKinds, type TestStore } from "@plant-store/redis-server";
+import { storeKinds } from "@plant-store/redis-server";
 import { connect, isCluster, parseStoreConfig, storeKeys } from "@plant-store/store";
 import { cachedVerifier, createTokenStore } from "@plant-store/tokens";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,16 +8,11 @@ import { TOKEN_CACHE_TTL_MS } from "../src/server.js";
 import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 
 describe.each(storeKinds)("on %s Redis", (kind) => {
-  let store: TestStore;
   let stack: Stack;
   beforeAll(async () => {
-    store = await startTestStore(kind);
-    stack = await startStack({ store, env: { AUTH_FAILURES_PER_MINUTE: "100000" } });
+    stack = await startStack({ kind, env: { AUTH_FAILURES_PER_MINUTE: "100000" } });
   });
-  afterAll(async () => {
-    await stack?.stop();
-    await store?.stop();
-  });
+  afterAll(() => stack?.stop());
 
   /** Every key of the store matching `pattern` (KEYS on each master of a cluster). */
   async function keysMatching(pattern: string): Promise<string[]> {
@@ -27,7 +22,7 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
 
   /** A second api instance on the same store, with its own token cache, limits and log capture. */
   async function secondInstance(limits = { perToken: 6000, authFailures: 100000 }) {
-    const config = parseStoreConfig(store.env);
+    const config = parseStoreConfig(stack.store.env);
     const redis = connect(config.redis, {
       name: "plant-store-api-2",
       enableOfflineQueue: false,
