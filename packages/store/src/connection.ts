@@ -1,6 +1,7 @@
 import calculateSlot from "cluster-key-slot";
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
 import type { RedisTarget } from "./config.js";
+import { keyCountFirstScripts } from "./scripts.js";
 
 /** A connection to the store: one node or a cluster. Both run the same commands and scripts. */
 export type RedisClient = Redis | Cluster;
@@ -65,7 +66,14 @@ export function connect(target: RedisTarget, options: ConnectOptions): RedisClie
     scaleReads: "master",
     ...(options.lazyConnect ? { lazyConnect: true } : {}),
     ...(options.enableOfflineQueue === false ? { enableOfflineQueue: false } : {}),
-    ...(options.enableAutoPipelining ? { enableAutoPipelining: true } : {}),
+    ...(options.enableAutoPipelining
+      ? {
+          enableAutoPipelining: true,
+          // Auto-pipelining groups a script call by its first argument, taken as its key: for the
+          // `-n` scripts that is the key count, so they are sent on their own, routed by their keys.
+          autoPipeliningIgnoredCommands: keyCountFirstScripts(),
+        }
+      : {}),
     ...(options.enableReadyCheck !== undefined ? { enableReadyCheck: options.enableReadyCheck } : {}),
     // During a failover the other masters answer MOVED towards the dead one until a replica is
     // promoted (cluster-node-timeout plus a second or two): the redirection budget must outlast

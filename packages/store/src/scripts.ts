@@ -38,6 +38,12 @@ export function scriptFiles(): ScriptFile[] {
   return cached;
 }
 
+/** The commands of the `-n` scripts, whose first argument is their key count, not a key. */
+export const keyCountFirstScripts = (): string[] =>
+  scriptFiles()
+    .filter((script) => script.numberOfKeys === undefined)
+    .map((script) => script.command);
+
 const defined = new WeakSet<object>();
 
 /** Defines every store script as a command of `client` (idempotent). */

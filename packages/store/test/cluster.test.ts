@@ -33,7 +33,8 @@ beforeAll(async () => {
       password: undefined,
       tls: false,
     },
-    { name: "store-cluster-test", maxRetriesPerRequest: null },
+    // Auto-pipelined, as the api's connection is: scripts must route by their keys through it too.
+    { name: "store-cluster-test", maxRetriesPerRequest: null, enableAutoPipelining: true },
   );
   layout = await openLayout(client, { partitions: 16 });
 }, 120_000);
