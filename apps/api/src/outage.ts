@@ -116,16 +116,23 @@ export async function pingStore(client: RedisClient): Promise<void> {
   await Promise.any(client.nodes("master").map((node) => node.ping()));
 }
 
+/** A node error saying the node is gone (refused, reset, unreachable), not merely slow. */
+const NODE_GONE = /ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT/;
+
 /**
  * Fails fast for a shard that is down. On a cluster a command for a master that is gone is retried
- * (redirections, reconnects) until the request's deadline; once one request has failed that way,
- * the others for the same node answer 503 at once, while a background probe (EXISTS on the key
- * that failed, every `probeMs`) finds out when the shard answers again. On one node it does
- * nothing: the whole store is that node, and the outage monitor covers it.
+ * (redirections, reconnects) until the request's deadline. A node is known to be down once a call
+ * on it failed that way, or once the cluster client reports its connection refused or reset while
+ * calls wait on it; those calls then answer 503 at once, and so do later ones for the same node,
+ * while a background probe (EXISTS on a key of it, every `probeMs`) finds out when the shard
+ * answers again. On one node it does nothing: the whole store is that node, and the outage monitor
+ * covers it.
  */
 export function shardBreaker(client: RedisClient, options: { probeMs?: number; deadlineMs?: number } = {}) {
   const { probeMs = 1000, deadlineMs = 2000 } = options;
   const down = new Set<string>();
+  /** Per node, the calls waiting on it (a key of theirs, and how to fail them). */
+  const waiting = new Map<string, Set<{ key: string; fail: () => void }>>();
   const cluster = isCluster(client);
 
   async function probe(node: string, key: string) {
@@ -141,6 +148,21 @@ export function shardBreaker(client: RedisClient, options: { probeMs?: number; d
     }
   }
 
+  function markDown(node: string, key: string) {
+    if (down.has(node)) return;
+    down.add(node);
+    for (const call of waiting.get(node) ?? []) call.fail();
+    void probe(node, key);
+  }
+
+  if (cluster) {
+    client.on("node error", (error: unknown, node: string) => {
+      if (!NODE_GONE.test(error instanceof Error ? error.message : String(error))) return;
+      const call = waiting.get(node)?.values().next().value;
+      if (call) markDown(node, call.key);
+    });
+  }
+
   return {
     /**
      * Whether a request for `key` may go to its node now (false: answer 503 without trying). A slot
@@ -153,11 +175,33 @@ export function shardBreaker(client: RedisClient, options: { probeMs?: number; d
     },
     /** A request for `key` found its node unavailable. */
     failed(key: string) {
-      if (!cluster) return;
-      const node = nodeOfKey(client, key);
-      if (down.has(node)) return;
-      down.add(node);
-      void probe(node, key);
+      if (cluster) markDown(nodeOfKey(client, key), key);
+    },
+    /**
+     * Runs `call` (commands on `keys`), failing it with StoreUnavailableError as soon as one of their
+     * nodes is found down rather than at its deadline (the command may still complete later).
+     */
+    async run<T>(keys: readonly string[], call: () => Promise<T>): Promise<T> {
+      if (!cluster) return call();
+      let fail = () => {};
+      const lost = new Promise<never>((_, reject) => {
+        fail = () => reject(new StoreUnavailableError(new Error("the shard serving this key went down")));
+      });
+      const entries = keys.map((key) => ({ node: nodeOfKey(client, key), call: { key, fail } }));
+      for (const { node, call: entry } of entries) {
+        const calls = waiting.get(node) ?? new Set();
+        calls.add(entry);
+        waiting.set(node, calls);
+      }
+      try {
+        return await Promise.race([call(), lost]);
+      } finally {
+        for (const { node, call: entry } of entries) {
+          const calls = waiting.get(node);
+          calls?.delete(entry);
+          if (calls?.size === 0) waiting.delete(node);
+        }
+      }
     },
   };
 }
@@ -176,7 +220,7 @@ export async function reachShard<T>(
 ): Promise<T> {
   if (!breaker.admit(key)) throw new StoreUnavailableError(new Error("the shard serving this key is down"));
   try {
-    return await reach(call, deadlineMs);
+    return await breaker.run([key], () => reach(call, deadlineMs));
   } catch (error) {
     if (error instanceof StoreUnavailableError) breaker.failed(key);
     throw error;

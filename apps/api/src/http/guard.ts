@@ -101,7 +101,7 @@ export function createGuard({ authenticator, limiter, limits, redis, counterDead
     let cause: unknown = "its shard is down";
     if (keys.every((key) => counterShards.admit(key))) {
       try {
-        return await reach(count, counterDeadline);
+        return await counterShards.run(keys, () => reach(count, counterDeadline));
       } catch (error) {
         if (!(error instanceof StoreUnavailableError)) throw error;
         for (const key of keys) counterShards.failed(key);
