@@ -116,13 +116,20 @@ export async function pingStore(client: RedisClient): Promise<void> {
   await Promise.any(client.nodes("master").map((node) => node.ping()));
 }
 
-/** A node error saying the node is gone (refused, reset, unreachable), not merely slow. */
-const NODE_GONE = /ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT/;
+/**
+ * A node error saying nothing listens at the node's address any more. Not a reset or a time-out:
+ * the cluster client also drops and reopens connections of healthy nodes when the topology
+ * changes (a replica promoted), which must not take a healthy shard for a dead one.
+ */
+const NODE_GONE = /ECONNREFUSED/;
+
+/** The call's shard was found down while it waited (its node is marked down already). */
+export class ShardDownError extends StoreUnavailableError {}
 
 /**
  * Fails fast for a shard that is down. On a cluster a command for a master that is gone is retried
  * (redirections, reconnects) until the request's deadline. A node is known to be down once a call
- * on it failed that way, or once the cluster client reports its connection refused or reset while
+ * on it failed that way, or once the cluster client reports a connection to it refused while
  * calls wait on it; those calls then answer 503 at once, and so do later ones for the same node,
  * while a background probe (EXISTS on a key of it, every `probeMs`) finds out when the shard
  * answers again. On one node it does nothing: the whole store is that node, and the outage monitor
@@ -185,7 +192,7 @@ export function shardBreaker(client: RedisClient, options: { probeMs?: number; d
       if (!cluster) return call();
       let fail = () => {};
       const lost = new Promise<never>((_, reject) => {
-        fail = () => reject(new StoreUnavailableError(new Error("the shard serving this key went down")));
+        fail = () => reject(new ShardDownError(new Error("the shard serving this key went down")));
       });
       const entries = keys.map((key) => ({ node: nodeOfKey(client, key), call: { key, fail } }));
       for (const { node, call: entry } of entries) {

@@ -11,7 +11,7 @@ import {
   scopeChallenge,
 } from "../auth.js";
 import { apiError } from "../errors.js";
-import { reach, StoreUnavailableError, shardBreaker } from "../outage.js";
+import { reach, ShardDownError, StoreUnavailableError, shardBreaker } from "../outage.js";
 import type { RateLimiter, Window } from "./rate-limit.js";
 
 declare module "fastify" {
@@ -104,7 +104,8 @@ export function createGuard({ authenticator, limiter, limits, redis, counterDead
         return await counterShards.run(keys, () => reach(count, counterDeadline));
       } catch (error) {
         if (!(error instanceof StoreUnavailableError)) throw error;
-        for (const key of keys) counterShards.failed(key);
+        // A shard found down while the call waited is marked already; the other key's may be fine.
+        if (!(error instanceof ShardDownError)) for (const key of keys) counterShards.failed(key);
         cause = error.cause instanceof Error ? error.cause.message : String(error.cause);
       }
     }
