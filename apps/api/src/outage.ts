@@ -185,8 +185,8 @@ export function shardBreaker(client: RedisClient, options: { probeMs?: number; d
       if (cluster) markDown(nodeOfKey(client, key), key);
     },
     /**
-     * Runs `call` (commands on `keys`), failing it with StoreUnavailableError as soon as one of their
-     * nodes is found down rather than at its deadline (the command may still complete later).
+     * Runs `call` (commands on `keys`), failing it with ShardDownError as soon as one of their nodes
+     * is found down rather than at its deadline (the command may still complete later).
      */
     async run<T>(keys: readonly string[], call: () => Promise<T>): Promise<T> {
       if (!cluster) return call();
@@ -194,18 +194,18 @@ export function shardBreaker(client: RedisClient, options: { probeMs?: number; d
       const lost = new Promise<never>((_, reject) => {
         fail = () => reject(new ShardDownError(new Error("the shard serving this key went down")));
       });
-      const entries = keys.map((key) => ({ node: nodeOfKey(client, key), call: { key, fail } }));
-      for (const { node, call: entry } of entries) {
+      const waiters = keys.map((key) => ({ node: nodeOfKey(client, key), waiter: { key, fail } }));
+      for (const { node, waiter } of waiters) {
         const calls = waiting.get(node) ?? new Set();
-        calls.add(entry);
+        calls.add(waiter);
         waiting.set(node, calls);
       }
       try {
         return await Promise.race([call(), lost]);
       } finally {
-        for (const { node, call: entry } of entries) {
+        for (const { node, waiter } of waiters) {
           const calls = waiting.get(node);
-          calls?.delete(entry);
+          calls?.delete(waiter);
           if (calls?.size === 0) waiting.delete(node);
         }
       }
