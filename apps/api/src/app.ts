@@ -104,6 +104,7 @@ export async function buildApp(options: AppOptions) {
     store,
     tokens: options.tokens?.store,
     responseHeaders: {},
+    preconditions: { ifMatch: req.headers["if-match"], ifNoneMatch: req.headers["if-none-match"], notModified: false },
   });
 
   app.decorate("routeList", [] as string[]);

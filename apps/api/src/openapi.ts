@@ -14,7 +14,7 @@ const component = (schema: Parameters<typeof createSchema>[0], io: "input" | "ou
 const description = [
   "A small plant store. Every request needs `Authorization: Bearer <token>`.",
   "",
-  "Tokens carry scopes: `plants:read` (GET), `plants:write` (POST, DELETE), `admin` (/admin). A missing",
+  "Tokens carry scopes: `plants:read` (GET), `plants:write` (POST, PUT, PATCH, DELETE), `admin` (/admin). A missing",
   "token is a 401 with a bare `Bearer` challenge; an invalid, expired or revoked one a 401 with",
   '`error="invalid_token"`; a token without the scope a 403 with `error="insufficient_scope"` (RFC 6750).',
   "Each token may make a configured number of requests a minute (`RateLimit-*` headers show where it",
@@ -50,15 +50,16 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
   );
 
   for (const { _def } of Object.values(router._def.procedures) as { _def: { meta?: Meta; inputs: ZodType[] } }[]) {
-    const { openapi, successStatus } = _def.meta ?? {};
+    const { openapi, successStatus, requestBody } = _def.meta ?? {};
     const operation = openapi && generated.paths[openapi.path]?.[openapi.method.toLowerCase()];
     if (!operation) continue;
-    // The generator inlines request bodies: refer to the input's named schema instead.
+    // The generator inlines request bodies: refer to the named schema instead (the input's, or the
+    // one the operation names: a PUT's body is a Plant, its id is the path's), in its media type.
     const body = operation.requestBody as { content?: Record<string, { schema: unknown }> } | undefined;
-    const input = _def.inputs[0];
+    const input = requestBody?.schema ?? _def.inputs[0];
     const name = input && globalRegistry.get(input)?.id;
     if (body?.content?.["application/json"] && input && name) {
-      body.content["application/json"].schema = ref(name);
+      body.content = { [requestBody?.mediaType ?? "application/json"]: { schema: ref(name) } };
       Object.assign(schemas, component(input, "input"));
     }
     // Each error response described by its own operation: the generator shares one response
@@ -85,6 +86,19 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
 
   for (const operations of Object.values(generated.paths)) {
     for (const operation of Object.values(operations)) {
+      // A conditional read's 304: no body, the current ETag.
+      const parameters = (operation.parameters ?? []) as { in: string; name: string }[];
+      if (parameters.some((p) => p.in === "header" && p.name === "If-None-Match")) {
+        const { 200: ok, ...rest } = operation.responses as Record<string, Json>;
+        operation.responses = {
+          200: ok,
+          304: {
+            description: "Not modified: If-None-Match names the plant's current version",
+            headers: (ok as { headers?: Json } | undefined)?.headers,
+          },
+          ...rest,
+        };
+      }
       delete operation.security; // declared once, globally, as in the specification
       if (Array.isArray(operation.parameters) && operation.parameters.length === 0) delete operation.parameters;
       const responses = operation.responses as Record<string, Json>;

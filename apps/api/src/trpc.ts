@@ -3,6 +3,7 @@ import type { TokenStore } from "@plant-store/tokens";
 import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
 import type { OpenApiMeta } from "trpc-to-openapi";
+import type { ZodType } from "zod";
 import { type AuthResult, authChallenge, hasScope, scopeChallenge } from "./auth.js";
 import { toApiError } from "./errors.js";
 import { StoreUnavailableError } from "./outage.js";
@@ -16,13 +17,24 @@ export type Context = {
   tokens: TokenStore | undefined;
   /** Headers a procedure adds to its response, e.g. `Link`, or a `WWW-Authenticate` challenge. */
   responseHeaders: Record<string, string>;
+  /**
+   * The request's If-Match and If-None-Match headers (conditional requests on a plant's ETag), and
+   * whether a GET found If-None-Match to hold: REST then answers 304 without a body. (An object,
+   * as responseHeaders: procedures see a copy of the context, not the context itself.)
+   */
+  preconditions: { ifMatch: string | undefined; ifNoneMatch: string | undefined; notModified: boolean };
 };
 
 /**
  * Procedure meta: the scope it needs (checked by the middleware for tRPC and, before the body is
  * read, by the HTTP guard for REST), its OpenAPI operation, and its success status when not 200.
  */
-export type Meta = OpenApiMeta<{ scope: TokenScope; successStatus?: 200 | 201 | 204 }>;
+export type Meta = OpenApiMeta<{
+  scope: TokenScope;
+  successStatus?: 200 | 201 | 204;
+  /** The request body as the document shows it, when not the input's own schema (a PUT's Plant). */
+  requestBody?: { schema: ZodType; mediaType?: string };
+}>;
 
 const t = initTRPC
   .context<Context>()

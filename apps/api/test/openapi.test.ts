@@ -100,7 +100,7 @@ describe("GET /openapi.json", () => {
     const get = document.paths["/plants/{id}"].get;
     const remove = document.paths["/plants/{id}"].delete;
     for (const operation of [get, remove]) {
-      expect(operation.parameters).toEqual([
+      expect(operation.parameters.filter((p: { in: string }) => p.in === "path")).toEqual([
         expect.objectContaining({
           in: "path",
           name: "id",
@@ -110,8 +110,18 @@ describe("GET /openapi.json", () => {
       ]);
     }
     expect(Object.keys(list.responses).sort()).toEqual(["200", "400", "401", "403", "429", "500", "503"]);
-    expect(Object.keys(get.responses).sort()).toEqual(["200", "400", "401", "403", "404", "429", "500", "503"]);
-    expect(Object.keys(remove.responses).sort()).toEqual(["204", "400", "401", "403", "404", "429", "500", "503"]);
+    expect(Object.keys(get.responses).sort()).toEqual(["200", "304", "400", "401", "403", "404", "429", "500", "503"]);
+    expect(Object.keys(remove.responses).sort()).toEqual([
+      "204",
+      "400",
+      "401",
+      "403",
+      "404",
+      "412",
+      "429",
+      "500",
+      "503",
+    ]);
     expect(remove.responses["204"].content).toBeUndefined();
     const issue = document.paths["/admin/tokens"].post;
     expect(issue.responses["201"].content["application/json"].schema).toEqual({
@@ -124,6 +134,44 @@ describe("GET /openapi.json", () => {
           expect(response.content["application/json"].schema).toEqual({ $ref: "#/components/schemas/Error" });
       }
     }
+  });
+
+  it("documents updates: PUT with a Plant body, PATCH as a merge patch, ETag, If-Match, If-None-Match and 304", () => {
+    const byId = document.paths["/plants/{id}"];
+    const headerParameters = (operation: { parameters: { in: string; name: string }[] }) =>
+      operation.parameters.filter((p) => p.in === "header").map((p) => p.name);
+    expect(byId.put.requestBody.content).toEqual({
+      "application/json": { schema: { $ref: "#/components/schemas/Plant" } },
+    });
+    expect(byId.patch.requestBody.content).toEqual({
+      "application/merge-patch+json": { schema: { $ref: "#/components/schemas/PlantPatch" } },
+    });
+    expect(document.components.schemas.PlantPatch.properties.tag.anyOf).toContainEqual({ type: "null" });
+    for (const method of ["put", "patch"]) {
+      expect(Object.keys(byId[method].responses).sort()).toEqual([
+        "200",
+        "400",
+        "401",
+        "403",
+        "404",
+        "412",
+        "413",
+        "415",
+        "429",
+        "500",
+        "503",
+      ]);
+      expect(byId[method].responses["200"].content["application/json"].schema).toEqual({
+        $ref: "#/components/schemas/StoredPlant",
+      });
+    }
+    for (const method of ["put", "patch", "delete"]) expect(headerParameters(byId[method])).toEqual(["If-Match"]);
+    expect(headerParameters(byId.get)).toEqual(["If-None-Match"]);
+    for (const operation of [byId.get, byId.put, byId.patch, document.paths["/plants"].post]) {
+      expect(operation.responses["200"].headers.ETag.schema).toMatchObject({ type: "string" });
+    }
+    expect(byId.get.responses["304"].content).toBeUndefined();
+    expect(byId.get.responses["304"].headers.ETag).toBeDefined();
   });
 
   it("documents POST /plants with every status the service returns, errors as Error", () => {

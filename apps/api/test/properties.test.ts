@@ -40,7 +40,9 @@ import {
   judgeCreateBody,
   judgeListQuery,
   judgePathId,
+  judgeUpdateBody,
   NAME_MAX,
+  readJson,
   TAG_MAX,
 } from "./properties/spec.js";
 import { type Stack, startStack, TOKEN } from "./stack.js";
@@ -320,6 +322,73 @@ describe("properties", () => {
   );
 
   it(
+    "update bodies (PUT a Plant, PATCH a merge patch) on a stored plant: the specification's rules decide; rejected means untouched, accepted stores exactly the change",
+    async () => {
+      const arbitrary = fc.record({
+        method: fc.constantFrom<"PUT" | "PATCH">("PUT", "PATCH"),
+        body: structuralBody,
+        before: validPlant,
+      });
+      await property("updates", 400, arbitrary, async ({ method, body, before }) => {
+        // The plant the path names: the body's own id when it has a valid one (so a PUT's id can match).
+        const read = readJson(body.text);
+        const bodyId = read.ok && read.value.kind === "object" ? new Map(read.value.members).get("id") : undefined;
+        const pathId = (bodyId?.kind === "number" ? int64OfLiteral(bodyId.literal) : undefined) ?? before.id;
+        const tagJson = before.tag === undefined ? "" : `,"tag":${JSON.stringify(before.tag)}`;
+        const createReq: RawRequest = {
+          method: "POST",
+          path: "/plants",
+          headers: jsonHeaders(),
+          body: Buffer.from(`{"id":${pathId},"name":${JSON.stringify(before.name)}${tagJson}}`),
+        };
+        const created = await http.send(createReq);
+        if (created.status !== 200 && created.status !== 409)
+          fail("could not store a plant to update", createReq, created);
+        const current = (await stored(pathId)) as { name: string; tag?: string };
+        const req: RawRequest = {
+          method,
+          path: `/plants/${pathId}`,
+          headers: {
+            authorization: `Bearer ${TOKEN}`,
+            "content-type": method === "PATCH" ? "application/merge-patch+json" : "application/json",
+          },
+          body: Buffer.from(body.text, "utf8"),
+        };
+        if (req.body && req.body.length > BODY_MAX_BYTES) {
+          checkErrorBody(req, (await send(req)).res, 413);
+          return;
+        }
+        const verdict = judgeUpdateBody(method, body.text, pathId);
+        verdicts.set(`${method} ${verdict.kind}`, (verdicts.get(`${method} ${verdict.kind}`) ?? 0) + 1);
+        const { res, writes } = await send(req);
+        if (verdict.kind !== "not-json" && verdict.depth > DEEP_NESTING && refusedAsTooDeep(req, res)) return;
+        if (verdict.kind !== "valid") {
+          const { message } = checkErrorBody(req, res, 400);
+          if (verdict.kind === "invalid") checkRefusal(req, res, verdict.fields);
+          if (verdict.kind === "duplicate" && !/[Dd]uplicate key/.test(message))
+            fail("a repeated key refused for another reason", req, res);
+          return;
+        }
+        const tag = verdict.value.tag === undefined ? current.tag : (verdict.value.tag ?? undefined);
+        const expected = plantBody({ name: verdict.value.name ?? current.name, tag });
+        if (res.status !== 200) fail(`a valid ${method} was not accepted`, req, res);
+        if (JSON.stringify(parseExact(res.text)) !== JSON.stringify({ id: String(pathId), ...expected })) {
+          fail(`the 200 body is not the changed plant ${JSON.stringify(expected)}`, req, res);
+        }
+        const { clock, outbox } = stack.keysOf(pathId);
+        checkCreateWrites(req, res, writes, { plant: stack.plantKey(pathId), clock, outbox });
+        const changed = JSON.stringify(expected) !== JSON.stringify(plantBody(current));
+        if (!changed && writes.length > 0)
+          fail(`an update that changes nothing wrote ${JSON.stringify(writes)}`, req, res);
+        if (changed && !writes.some((w) => w.key === outbox)) fail("an update recorded no outbox event", req, res);
+        if (JSON.stringify(await stored(pathId)) !== JSON.stringify(expected))
+          fail("the stored plant is not the change", req, res);
+      });
+    },
+    timeoutFor(400),
+  );
+
+  it(
     "raw-byte mutations of valid bodies (invalid UTF-8, BOM, controls, truncation, nesting, sizes around 16 384): never 5xx, 413 exactly above the limit, rejected means untouched",
     async () => {
       const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -595,7 +664,7 @@ const RARE_METHODS = [
 /** Exact REST routes (raw path, no %-escapes) → methods; the oracle for 404/405. */
 const REST_ROUTES: [RegExp, string[]][] = [
   [/^\/plants$/, ["GET", "POST"]],
-  [/^\/plants\/[^/]+$/, ["DELETE", "GET"]],
+  [/^\/plants\/[^/]+$/, ["DELETE", "GET", "PATCH", "PUT"]],
   [/^\/admin\/tokens$/, ["GET", "POST"]],
   [/^\/admin\/tokens\/[^/]+$/, ["DELETE"]],
   [/^\/openapi\.json$/, ["GET", "HEAD"]],

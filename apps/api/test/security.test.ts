@@ -23,11 +23,26 @@ const ROUTE_POLICIES: [RegExp, "public" | "rest" | "trpc" | "dashboard"][] = [
 ];
 
 /** Every REST operation of the document: its scope, a request, and its success status. */
-type Operation = { scope: Scope; path: string; body?: object; success: number; prepare?: () => Promise<void> };
+type Operation = {
+  scope: Scope;
+  path: string;
+  body?: object;
+  contentType?: string;
+  success: number;
+  prepare?: () => Promise<void>;
+};
 const REST_OPERATIONS: Record<string, Operation> = {
   "POST /plants": { scope: "plants:write", path: "/plants", body: { id: 7001, name: "probe" }, success: 200 },
   "GET /plants": { scope: "plants:read", path: "/plants", success: 200 },
   "GET /plants/{id}": { scope: "plants:read", path: "/plants/7000", success: 200 },
+  "PUT /plants/{id}": { scope: "plants:write", path: "/plants/7000", body: { name: "fixture" }, success: 200 },
+  "PATCH /plants/{id}": {
+    scope: "plants:write",
+    path: "/plants/7000",
+    body: { name: "fixture" },
+    contentType: "application/merge-patch+json",
+    success: 200,
+  },
   "DELETE /plants/{id}": {
     scope: "plants:write",
     path: "/plants/7002",
@@ -59,6 +74,9 @@ const PROCEDURES: Record<string, Procedure> = {
   "plants.list": { scope: "plants:read", method: "GET", input: {} },
   "plants.page": { scope: "plants:read", method: "GET", input: {} },
   "plants.delete": { scope: "plants:write", method: "POST", input: { id: 7004 } },
+  "plants.getVersioned": { scope: "plants:read", method: "GET", input: { id: 7000 } },
+  "plants.update": { scope: "plants:write", method: "POST", input: { id: 7000, name: "fixture" } },
+  "plants.patch": { scope: "plants:write", method: "POST", input: { id: 7000 } },
   "admin.tokens.create": { scope: "admin", method: "POST", input: { name: "probe", scopes: ["plants:read"] } },
   "admin.tokens.list": { scope: "admin", method: "GET", input: {} },
   "admin.tokens.revoke": { scope: "admin", method: "POST", input: { id: "tok_000000000000" } },
@@ -184,6 +202,7 @@ describe("REST operations", () => {
           method: name.split(" ")[0],
           path: operation.path.replace("{victim}", victim),
           body: operation.body,
+          ...(operation.contentType ? { contentType: operation.contentType } : {}),
           token: null,
           headers: auth ? { authorization: auth } : {},
         });

@@ -1,5 +1,5 @@
 import type { PlantEvent } from "@plant-store/contracts";
-import { type IndexedVersion, indexVersions, type RedisClient } from "@plant-store/store";
+import { type IndexedUpdate, type IndexedVersion, indexVersions, type RedisClient } from "@plant-store/store";
 
 export type IndexOutcome = "indexed" | "unindexed";
 
@@ -13,14 +13,22 @@ const versionOf = (event: PlantEvent): IndexedVersion => ({
 /**
  * Processor of the `plant-index` queue, for a job's batch of events of every type. The store's
  * read index is keyed by plant version (`<id>@<created>`): a create adds the version (ZADD NX), a
- * delete turns it into a tombstone. Both are idempotent and commute, so jobs may run in any order,
- * concurrently, and again (a redelivery, a retry) and the index ends the same: a deleted version
- * stays unlisted, a plant created again under the same id is another version. A batch is written
+ * delete turns it into a tombstone, an update that changes the tag moves the version from one
+ * tag's index to the other's, guarded by the update's version. All of it is idempotent and
+ * commutes, so jobs may run in any order, concurrently, and again (a redelivery, a retry) and the
+ * index ends the same: a deleted version stays unlisted, a plant is listed under the tag of its
+ * latest update, a plant created again under the same id is another version. A batch is written
  * in one round trip (the store groups it per key).
  */
 export async function updateIndexes(client: RedisClient, events: readonly PlantEvent[]): Promise<IndexOutcome[]> {
-  const created = events.filter((event) => event.type === "plant.created");
-  const deleted = events.filter((event) => event.type === "plant.deleted");
-  await indexVersions(client, { created: created.map(versionOf), deleted: deleted.map(versionOf) });
-  return events.map((event) => (event.type === "plant.created" ? "indexed" : "unindexed"));
+  const created: IndexedVersion[] = [];
+  const deleted: IndexedVersion[] = [];
+  const updated: IndexedUpdate[] = [];
+  for (const event of events) {
+    if (event.type === "plant.created") created.push(versionOf(event));
+    else if (event.type === "plant.deleted") deleted.push(versionOf(event));
+    else updated.push({ ...versionOf(event), previousTag: event.previousTag, version: event.version });
+  }
+  await indexVersions(client, { created, deleted, updated });
+  return events.map((event) => (event.type === "plant.deleted" ? "unindexed" : "indexed"));
 }

@@ -199,6 +199,25 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       }
     });
 
+    it("create, then two tag changes: every order of the three jobs (and their re-runs) lists the plant under its last tag only", async () => {
+      for (const order of permutations([0, 1, 2])) {
+        await t.reset();
+        const created = await t.createPlant({ id: "9", tag: "a" });
+        const toB = await t.updatePlant("9", { tag: "b" });
+        const toC = await t.updatePlant("9", { name: "renamed", tag: "c" });
+        const events = await Promise.all([created, toB, toC].map((change) => outboxEvent(change.eventId)));
+        expect(events.map((event) => event.type)).toEqual(["plant.created", "plant.updated", "plant.updated"]);
+        for (const i of [...order, ...order]) await indexOne(t.client, events[i] as PlantEvent);
+        const tags = await Promise.all(["a", "b", "c"].map((tag) => t.inspect.indexedIds(tag)));
+        expect({ order, all: await t.inspect.indexedIds(), tags }).toEqual({
+          order,
+          all: ["9"],
+          tags: [[], [], ["9"]],
+        });
+        expect(await listed("c")).toEqual([`9@${created.created}`]);
+      }
+    });
+
     it("a batch holding creates and deletes, of several tags and partitions, ends as the events one by one would", async () => {
       const plants = [];
       for (let i = 0; i < 10; i++)
@@ -253,6 +272,25 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       ]);
       expect(await t.client.hget(keys.auditRecorded, created.eventId)).toBe(auditId);
       expect(await t.audit()).toHaveLength(1);
+    });
+
+    it("records an update with the plant before and after, once", async () => {
+      await t.createPlant({ id: "23", name: "Fern", tag: "shade" });
+      const { eventId } = await t.updatePlant("23", { name: "Tree fern", tag: null });
+      const event = await outboxEvent(eventId);
+      await Promise.all([recordAudit(t.client, event), recordAudit(t.client, event)]);
+      const entries = (await t.audit()).filter((entry) => entry.type === "plant.updated");
+      expect(entries).toEqual([
+        expect.objectContaining({
+          eventId,
+          plantId: "23",
+          previousName: "Fern",
+          previousTag: "shade",
+          name: "Tree fern",
+          version: (event as { version: string }).version,
+        }),
+      ]);
+      expect(entries[0]).not.toHaveProperty("tag");
     });
 
     it("records an event exactly once however often it runs, also concurrently", async () => {

@@ -113,12 +113,28 @@ export async function openTestStore(kind: StoreKind) {
       const requestId = `req-${counter}`;
       const deleted = await plants().delete(
         BigInt(plantId),
+        undefined,
         { actor: "token-fp-test", requestId },
         new Date().toISOString(),
       );
-      if (!deleted) return undefined;
+      if (deleted !== "deleted") return undefined;
       const partition = partitionOf(plantId, layout.partitions);
       return { plantId, partition, eventId: await eventIdOfRequest(partition, requestId) };
+    },
+
+    /** Changes a plant's tag (or name) exactly as the api commits an accepted PATCH (the store's update). */
+    async updatePlant(plantId: string, change: { name?: string; tag?: string | null }): Promise<{ eventId: string }> {
+      counter++;
+      const requestId = `req-${counter}`;
+      const result = await plants().update(
+        BigInt(plantId),
+        change,
+        undefined,
+        { actor: "token-fp-test", requestId },
+        new Date().toISOString(),
+      );
+      if (result.outcome !== "updated") throw new Error(`plant ${plantId} not updated: ${result.outcome}`);
+      return { eventId: await eventIdOfRequest(partitionOf(plantId, layout.partitions), requestId) };
     },
 
     /** The events in the outboxes not relayed yet (every partition, in partition order). */

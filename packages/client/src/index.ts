@@ -15,6 +15,13 @@ export type PlantStoreClientOptions = {
 };
 
 /**
+ * A call's options for conditional changes: `context: { ifMatch }` sends If-Match, the ETag from
+ * `plants.getVersioned` (or `*`), so `plants.update`, `plants.patch` and `plants.delete` change
+ * only that version of the plant (a 412 `PRECONDITION_FAILED` otherwise).
+ */
+export type PlantStoreCallContext = { ifMatch?: string };
+
+/**
  * Typed tRPC client for the Plant Store. Ids are int64: pass a `bigint` (or a safe-integer
  * number); superjson carries bigints exactly. Errors are `TRPCClientError`s whose
  * `data.apiError` is the specification's `Error` object.
@@ -25,7 +32,12 @@ export function createPlantStoreClient({ url, token, fetch }: PlantStoreClientOp
       httpLink({
         url: `${url.replace(/\/$/, "")}/trpc`,
         transformer: superjson,
-        headers: () => ({ authorization: `Bearer ${token}` }),
+        headers: ({ op }) => {
+          const { ifMatch } = op.context as PlantStoreCallContext;
+          return ifMatch === undefined
+            ? { authorization: `Bearer ${token}` }
+            : { authorization: `Bearer ${token}`, "if-match": ifMatch };
+        },
         ...(fetch ? { fetch } : {}),
       }),
     ],

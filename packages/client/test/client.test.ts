@@ -130,4 +130,30 @@ describe("reading and deleting through the client", () => {
     expect(await redis.exists(plantKey(20n))).toBe(0);
     expect((await failure(client.plants.delete.mutate({ id: 20n }))).data?.httpStatus).toBe(404);
   });
+  it("updates and patches a plant, conditionally through the call's context (If-Match)", async () => {
+    const id = -9223372036854775807n;
+    await client.plants.create.mutate({ id, name: "Cactus", tag: "desert" });
+    const { plant, etag } = await client.plants.getVersioned.query({ id });
+    expect(plant).toEqual({ id, name: "Cactus", tag: "desert" });
+    expect(etag).toMatch(/^"\d+"$/);
+    expect(await client.plants.patch.mutate({ id, tag: null }, { context: { ifMatch: etag } })).toEqual({
+      id,
+      name: "Cactus",
+    });
+    const stale = await failure(client.plants.update.mutate({ id, name: "Lost" }, { context: { ifMatch: etag } }));
+    expect(stale.data).toMatchObject({ code: "PRECONDITION_FAILED", httpStatus: 412 });
+    expect(stale.data?.apiError?.error).toBe(412);
+    expect(await client.plants.update.mutate({ id, name: "Saguaro", tag: "desert" })).toEqual({
+      id,
+      name: "Saguaro",
+      tag: "desert",
+    });
+    const current = await client.plants.getVersioned.query({ id });
+    expect(current.etag).not.toBe(etag);
+    expect((await failure(client.plants.delete.mutate({ id }, { context: { ifMatch: etag } }))).data?.httpStatus).toBe(
+      412,
+    );
+    await client.plants.delete.mutate({ id }, { context: { ifMatch: current.etag } });
+    expect(await redis.exists(plantKey(id))).toBe(0);
+  });
 });

@@ -1,7 +1,7 @@
 import { z } from "zod";
 
 /**
- * What the api records in the outbox for each accepted create or delete, and what the worker's jobs carry.
+ * What the api records in the outbox for each accepted create, update or delete, and what the worker's jobs carry.
  * `plantId` is the int64 id as decimal text (JSON and Redis cannot hold it as a number).
  */
 const eventFields = {
@@ -26,12 +26,37 @@ const eventFields = {
 export const PlantCreatedEvent = z.object({ type: z.literal("plant.created"), ...eventFields });
 export type PlantCreatedEvent = z.output<typeof PlantCreatedEvent>;
 
-/** A plant was deleted. `created`, `name` and `tag` are those of the plant version that was removed. */
-export const PlantDeletedEvent = z.object({ type: z.literal("plant.deleted"), ...eventFields });
+/**
+ * A plant was deleted. `created`, `name` and `tag` are those of the plant version that was
+ * removed, `version` its last (entries written before updates existed have none).
+ */
+export const PlantDeletedEvent = z.object({
+  type: z.literal("plant.deleted"),
+  ...eventFields,
+  version: z
+    .string()
+    .regex(/^\d{1,16}$/)
+    .optional(),
+});
 export type PlantDeletedEvent = z.output<typeof PlantDeletedEvent>;
 
+/**
+ * A plant was updated (PUT or PATCH that changed something). `name` and `tag` are the new ones,
+ * `previousName` and `previousTag` those it replaced; `created` is the plant version's creation
+ * time (its index entry), `version` the update's (µs on the store's clock, increasing with each
+ * change of the plant: it orders a plant's updates).
+ */
+export const PlantUpdatedEvent = z.object({
+  type: z.literal("plant.updated"),
+  ...eventFields,
+  previousName: z.string(),
+  previousTag: z.string().optional(),
+  version: z.string().regex(/^\d{1,16}$/),
+});
+export type PlantUpdatedEvent = z.output<typeof PlantUpdatedEvent>;
+
 /** Everything the outbox carries. */
-export const PlantEvent = z.discriminatedUnion("type", [PlantCreatedEvent, PlantDeletedEvent]);
+export const PlantEvent = z.discriminatedUnion("type", [PlantCreatedEvent, PlantUpdatedEvent, PlantDeletedEvent]);
 export type PlantEvent = z.output<typeof PlantEvent>;
 
 /** Payload of a `plant-events` job: outbox events in outbox order (at most the relay's batch size). */
@@ -40,7 +65,7 @@ export type PlantEventBatch = z.output<typeof PlantEventBatch>;
 export type PlantEventType = PlantEvent["type"];
 
 /** Flat field list for XADD (the entry id is assigned by Redis, `created` appended by the script). */
-export function outboxFields(event: Omit<PlantEvent, "eventId" | "created">): string[] {
+export function outboxFields(event: Omit<PlantCreatedEvent | PlantDeletedEvent, "eventId" | "created">): string[] {
   const fields = ["type", event.type, "plantId", event.plantId, "name", event.name];
   if (event.tag !== undefined) fields.push("tag", event.tag);
   fields.push("actor", event.actor, "requestId", event.requestId, "at", event.at);

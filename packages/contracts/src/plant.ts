@@ -89,6 +89,17 @@ export const NewPlant = z
   )
   .meta({ id: "NewPlant", override: openObject });
 
+/**
+ * Body of a PATCH, a JSON Merge Patch (RFC 7396) of a Plant: `name` renames, `tag` sets the tag
+ * and `tag: null` removes it; what it does not name stays. Unknown properties are dropped.
+ */
+export const PlantPatch = z
+  .object({
+    name: PlantName.optional(),
+    tag: PlantTag.nullable().optional(),
+  })
+  .meta({ id: "PlantPatch", override: openObject });
+
 /** A stored plant as the read operations return it: with its id (an exact int64). */
 export const StoredPlant = z
   .object({
@@ -181,4 +192,5 @@ export type NewPlant = z.output<typeof NewPlant>;
 export type Plant = z.output<typeof Plant>;
 export type ApiError = z.output<typeof ApiError>;
 export type StoredPlant = z.output<typeof StoredPlant>;
+export type PlantPatch = z.output<typeof PlantPatch>;
 export type ListPlantsQuery = z.output<typeof ListPlantsQuery>;

@@ -12,14 +12,16 @@
   ARGV[1] name; ARGV[2] '1' when a tag is given, else '0'; ARGV[3] tag; ARGV[4] ISO time;
   ARGV[5...] the outbox entry's fields (pairs); `created` is appended.
 
-  Returns {'created' | 'unchanged' | 'conflict', created µs}. 'unchanged' is an identical
-  repeat (nothing written: retries are safe); 'conflict' another plant under the same id.
+  Returns {'created' | 'unchanged' | 'conflict', created µs, version µs}. 'unchanged' is an
+  identical repeat (nothing written: retries are safe); 'conflict' another plant under the same
+  id. The version is the time of the plant's latest change (see updatePlant-3): a new plant's is
+  its creation time, not stored apart until an update.
 ]]
-local existing = redis.call('HMGET', KEYS[1], 'name', 'tag', 'created')
+local existing = redis.call('HMGET', KEYS[1], 'name', 'tag', 'created', 'version')
 if existing[1] then
   local sameTag = (ARGV[2] == '1' and existing[2] == ARGV[3]) or (ARGV[2] == '0' and not existing[2])
-  if existing[1] == ARGV[1] and sameTag then return {'unchanged', existing[3]} end
-  return {'conflict', existing[3]}
+  local outcome = (existing[1] == ARGV[1] and sameTag) and 'unchanged' or 'conflict'
+  return {outcome, existing[3], existing[4] or existing[3]}
 end
 local now = redis.call('TIME')
 -- Below 2^53 for the next 200 years: exact as a Lua number; formatted without exponent.
@@ -38,4 +40,4 @@ for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
 fields[#fields + 1] = 'created'
 fields[#fields + 1] = created
 redis.call('XADD', KEYS[3], '*', unpack(fields))
-return {'created', created}
+return {'created', created, created}

@@ -42,19 +42,25 @@ export { MigrationRefused, type MigrationReport, migrateLayout1 } from "./migrat
 export { appendAudit, eventIdOf, type Outbox, type OutboxEntry, outbox, parseEventId } from "./outbox.js";
 export {
   type CreateOutcome,
+  type DeleteOutcome,
   type Durability,
   decodeCursor,
   encodeCursor,
+  type IndexedUpdate,
   type IndexedVersion,
   indexCreated,
   indexDeleted,
   indexVersions,
   type Page,
+  type PlantChange,
   type PlantStore,
   plantStore,
   ReplicaAckTimeoutError,
   type RequestMeta,
   type StoredPlantRecord,
+  type UpdateResult,
+  type VersionCondition,
+  type VersionedPlant,
 } from "./plants.js";
 export { type RateLimitCount, type RateLimitCounters, rateLimitCounters } from "./rate-limit.js";
 export { type PartitionLeases, type PartitionLeasesOptions, partitionLeases } from "./relay-leases.js";

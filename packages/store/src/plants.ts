@@ -20,13 +20,20 @@ declare module "ioredis" {
       outboxKey: string,
       ...args: string[]
     ): Result<[string, string], Context>;
+    updatePlant(
+      plantKey: string,
+      clockKey: string,
+      outboxKey: string,
+      ...args: string[]
+    ): Result<[outcome: string, version?: string, created?: string, name?: string, tag?: string | null], Context>;
     deletePlant(plantKey: string, outboxKey: string, ...args: string[]): Result<number, Context>;
+    applyTagIndexEvents(bucketKey: string, ...memberVersionState: string[]): Result<number, Context>;
     readPlants(numberOfKeys: number, ...keysThenVersions: string[]): Result<string, Context>;
-    readIndex(
+    readPage(
       directoryKey: string,
       bucketKey: string,
       ...args: (string | number)[]
-    ): Result<[buckets: string[], members: string | null], Context>;
+    ): Result<[buckets: string[], members: string | null, plants?: string], Context>;
   }
 }
 
@@ -38,7 +45,41 @@ export interface StoredPlantRecord {
   created: bigint;
 }
 
+/**
+ * A plant with its version: the store's clock time (µs) of its latest change — its creation, or
+ * its latest update. Each change of a plant gets a later one, also across a delete and a create
+ * under the same id, so it tells one state of the plant from every other (its ETag).
+ */
+export interface VersionedPlant extends StoredPlantRecord {
+  version: bigint;
+}
+
 export type CreateOutcome = "created" | "unchanged" | "conflict";
+
+/**
+ * What an update changes: `name` when given; `tag` set to a text, removed with null, kept when
+ * undefined. A PUT gives both (its missing tag is null), a merge patch what it names.
+ */
+export interface PlantChange {
+  name?: string | undefined;
+  tag?: string | null | undefined;
+}
+
+/**
+ * Which versions a conditional request accepts (If-Match): any current version (`*`), or one of
+ * those listed; undefined when the request is unconditional.
+ */
+export type VersionCondition = "*" | readonly bigint[] | undefined;
+
+/** A condition as the scripts take it (an empty list is `none`, which no version matches). */
+const conditionArgument = (condition: VersionCondition) =>
+  condition === undefined ? "" : condition === "*" ? "*" : condition.map(String).join(" ") || "none";
+
+export type UpdateResult =
+  | { outcome: "updated" | "unchanged" | "mismatch"; plant: VersionedPlant }
+  | { outcome: "missing" };
+
+export type DeleteOutcome = "deleted" | "missing" | "mismatch";
 
 /** Who asked, for the outbox entry (and so the audit log). */
 export interface RequestMeta {
@@ -156,28 +197,77 @@ export function plantStore(client: RedisClient, layout: Layout, durability: Dura
       plant: { id: bigint; name: string; tag?: string | undefined },
       outboxFields: string[],
       at: string,
-    ): Promise<{ outcome: CreateOutcome; created: bigint }> {
+    ): Promise<{ outcome: CreateOutcome; created: bigint; version: bigint }> {
       const keys = keysOf(plant.id);
       const args = [plant.name, plant.tag === undefined ? "0" : "1", plant.tag ?? "", at, ...outboxFields];
-      const [outcome, created] = await commit<[string, string]>(keys.plant(plant.id), (target) =>
+      const [outcome, created, version] = await commit<[string, string, string]>(keys.plant(plant.id), (target) =>
         target.createPlant(keys.plant(plant.id), keys.clock, keys.outbox, ...args),
       );
-      return { outcome: outcome as CreateOutcome, created: BigInt(created) };
+      return { outcome: outcome as CreateOutcome, created: BigInt(created), version: BigInt(version) };
     },
 
     /** The stored plant, from its hash: visible as soon as its create answered 200. */
-    async get(id: bigint): Promise<StoredPlantRecord | undefined> {
-      const [name, tag, created] = await client.hmget(keysOf(id).plant(id), "name", "tag", "created");
-      return name == null || created == null ? undefined : record(id, name, tag, created);
+    async get(id: bigint): Promise<VersionedPlant | undefined> {
+      const [name, tag, created, version] = await client.hmget(
+        keysOf(id).plant(id),
+        "name",
+        "tag",
+        "created",
+        "version",
+      );
+      if (name == null || created == null) return undefined;
+      return { ...record(id, name, tag, created), version: BigInt(version ?? created) };
     },
 
-    /** Deletes a plant with its outbox entry; false when there was none. */
-    async delete(id: bigint, meta: RequestMeta, at: string): Promise<boolean> {
+    /**
+     * Changes a plant's name and tag with a `plant.updated` outbox entry, in one script, when the
+     * plant exists, its version meets `condition` and the change changes something (otherwise
+     * nothing is written). Returns the outcome and the plant as it now is.
+     */
+    async update(
+      id: bigint,
+      change: PlantChange,
+      condition: VersionCondition,
+      meta: RequestMeta,
+      at: string,
+    ): Promise<UpdateResult> {
+      const keys = keysOf(id);
+      const tag = change.tag === undefined ? ["keep", ""] : change.tag === null ? ["remove", ""] : ["set", change.tag];
+      const args = [
+        id.toString(),
+        conditionArgument(condition),
+        change.name ?? "",
+        ...tag,
+        meta.actor,
+        meta.requestId,
+        at,
+      ];
+      const [outcome, version, created, name, newTag] = await commit<Awaited<ReturnType<RedisClient["updatePlant"]>>>(
+        keys.plant(id),
+        (target) => target.updatePlant(keys.plant(id), keys.clock, keys.outbox, ...args),
+      );
+      if (outcome === "missing" || version === undefined || created === undefined || name === undefined) {
+        return { outcome: "missing" };
+      }
+      const plant = { ...record(id, name, newTag, created), version: BigInt(version) };
+      return { outcome: outcome as "updated" | "unchanged" | "mismatch", plant };
+    },
+
+    /** Deletes a plant with its outbox entry, when it exists and its version meets `condition`. */
+    async delete(id: bigint, condition: VersionCondition, meta: RequestMeta, at: string): Promise<DeleteOutcome> {
       const keys = keysOf(id);
       const deleted = await commit<number>(keys.plant(id), (target) =>
-        target.deletePlant(keys.plant(id), keys.outbox, id.toString(), meta.actor, meta.requestId, at),
+        target.deletePlant(
+          keys.plant(id),
+          keys.outbox,
+          id.toString(),
+          meta.actor,
+          meta.requestId,
+          at,
+          conditionArgument(condition),
+        ),
       );
-      return deleted === 1;
+      return deleted === 1 ? "deleted" : deleted === -1 ? "mismatch" : "missing";
     },
 
     /** A page of the read index (all plants, or one tag), oldest first, after `cursor`. */
@@ -229,6 +319,24 @@ const MAX_HINTS = 10_000;
 /** A plant's name and tag, or undefined where it is gone or is another version than expected. */
 type PlantFields = [name: string, tag: string | null] | undefined;
 
+/** Index members read ahead, with their plants when the same script read those too. */
+interface Entries {
+  members: string[];
+  plants?: PlantFields[];
+}
+
+/** The plants of a script's JSON reply `[name, tag or false, …]` (readPage-2, readPlants-n). */
+function fieldsOf(json: string): PlantFields[] {
+  const flat = JSON.parse(json) as (string | false)[];
+  const plants: PlantFields[] = [];
+  for (let i = 0; i < flat.length; i += 2) {
+    const name = flat[i];
+    const tag = flat[i + 1];
+    plants.push(typeof name === "string" ? [name, typeof tag === "string" ? tag : null] : undefined);
+  }
+  return plants;
+}
+
 /**
  * Reads pages of the read index in creation order. The directory says which time buckets have
  * entries; each bucket is read from the position on, and each entry is checked against its
@@ -239,8 +347,10 @@ type PlantFields = [name: string, tag: string | null] | undefined;
  * Cost, as every page pays it: a walk's head — the directory from the position's bucket on, and
  * the bucket expected first (the cursor's; on a first page the one the last first page started
  * in: the directory's head seldom changes) — is one round trip, and its entries are kept when the
- * directory agrees; the plants are the second. On one node each is one script whose reply is a
- * few elements, not a few per plant (measured: the api's CPU per page went with the elements).
+ * directory agrees. On a cluster the plants are a second round trip; on one node the same script
+ * reads them (readPage-2), replying with a few elements, not a few per plant (measured: the api's
+ * CPU per page went with the elements, and with AOF fsync on every write a round trip waits
+ * behind other clients' fsyncs).
  */
 function pageReader(client: RedisClient, layout: Layout) {
   /** Per index (the MAX_HINTS last listed), the first bucket its directory listed when last read from the start. */
@@ -268,7 +378,8 @@ function pageReader(client: RedisClient, layout: Layout) {
 
   /**
    * The directory's buckets from `from` on and, when the first is `expected`, its members after
-   * `after` (see entriesAfter); undefined members otherwise.
+   * `after` (see entriesAfter) — on one node with their plants (see plantsOf), read in the same
+   * script; undefined members otherwise.
    */
   async function head(
     keys: ReturnType<typeof indexKeys>,
@@ -276,16 +387,16 @@ function pageReader(client: RedisClient, layout: Layout) {
     expected: bigint | undefined,
     after: Position | undefined,
     count: number,
-  ): Promise<{ buckets: bigint[]; members: string[] | undefined }> {
-    if (expected === undefined) return { buckets: await directory(keys.directory, from), members: undefined };
+  ): Promise<{ buckets: bigint[]; first: Entries | undefined }> {
+    if (expected === undefined) return { buckets: await directory(keys.directory, from), first: undefined };
     if (cluster) {
       const [buckets, members] = await Promise.all([
         directory(keys.directory, from),
         entriesAfter(keys.bucket(expected), after, count),
       ]);
-      return { buckets, members: buckets[0] === expected ? members : undefined };
+      return { buckets, first: buckets[0] === expected ? { members } : undefined };
     }
-    const [buckets, joined] = await client.readIndex(
+    const [buckets, joined, plants] = await client.readPage(
       keys.directory,
       keys.bucket(expected),
       String(from),
@@ -294,9 +405,11 @@ function pageReader(client: RedisClient, layout: Layout) {
       after?.created ?? "",
       after?.member ?? "",
       count,
+      layout.partitions,
     );
-    const members = joined == null ? undefined : joined === "" ? [] : joined.split(" ");
-    return { buckets: buckets.map(BigInt), members };
+    if (joined == null || plants === undefined) return { buckets: buckets.map(BigInt), first: undefined };
+    const first = { members: joined === "" ? [] : joined.split(" "), plants: fieldsOf(plants) };
+    return { buckets: buckets.map(BigInt), first };
   }
 
   /** Name and tag of the plant of each member, if it is still that member's version. */
@@ -315,39 +428,37 @@ function pageReader(client: RedisClient, layout: Layout) {
         name != null && created === versions[i] ? [name, tag ?? null] : undefined,
       );
     }
-    const flat = JSON.parse(await client.readPlants(keys.length, ...keys, versions.join(" "))) as (string | false)[];
-    return members.map((_, i) => {
-      const name = flat[2 * i];
-      const tag = flat[2 * i + 1];
-      return typeof name === "string" ? [name, typeof tag === "string" ? tag : null] : undefined;
-    });
+    return fieldsOf(await client.readPlants(keys.length, ...keys, versions.join(" ")));
   }
 
   /**
    * Appends the live plants of one bucket after `position` to `found` until it holds `want`;
-   * `first`: the bucket's first members after `position`, when already read. Returns the position
-   * reached.
+   * `first`: the bucket's first entries after `position`, when already read. In a tag's index, a
+   * plant whose update took it out of the tag is skipped before the worker has moved it. Returns
+   * the position reached.
    */
   async function readBucket(
     key: string,
+    tag: string | undefined,
     position: Position | undefined,
     want: number,
     found: StoredPlantRecord[],
-    first?: string[],
+    first?: Entries,
   ): Promise<Position | undefined> {
     let after = position;
     let prefetched = first;
     for (;;) {
       const need = want - found.length;
       if (need <= 0) return after;
-      const members = prefetched ?? (await entriesAfter(key, after, need));
+      const members = prefetched?.members ?? (await entriesAfter(key, after, need));
+      const read = prefetched?.plants;
       prefetched = undefined;
       if (members.length === 0) return after;
-      const plants = await plantsOf(members);
+      const plants = read ?? (await plantsOf(members));
       for (const [i, member] of members.entries()) {
         after = positionOf(member);
         const plant = plants[i];
-        if (!plant) continue;
+        if (!plant || (tag !== undefined && plant[1] !== tag)) continue;
         found.push(record(BigInt(member.slice(0, member.indexOf("@"))), plant[0], plant[1], after.created));
         if (found.length >= want) return after;
       }
@@ -368,14 +479,14 @@ function pageReader(client: RedisClient, layout: Layout) {
     const found: StoredPlantRecord[] = [];
     const from = start ? indexBucketOf(start.created) : 0n;
     const expected = start ? from : firstBuckets.get(keys.directory);
-    const { buckets, members } = await head(keys, from, expected, position, want);
+    const { buckets, first } = await head(keys, from, expected, position, want);
     if (!start && buckets[0] !== undefined) remember(keys.directory, buckets[0]);
     /** Buckets listed by the directory and not read yet. */
     let listed = buckets;
     /** The directory lists nothing after `listed`. */
     let listedAll = buckets.length < DIRECTORY_STEP;
-    /** Members of `listed[0]` read ahead. */
-    let ahead = members;
+    /** Entries of `listed[0]` read ahead. */
+    let ahead = first;
     /** Where the directory is read on from: after the last bucket read. */
     let next = from;
 
@@ -388,7 +499,7 @@ function pageReader(client: RedisClient, layout: Layout) {
         if (listed.length === 0) break;
         continue;
       }
-      position = await readBucket(keys.bucket(bucket), position, want, found, ahead);
+      position = await readBucket(keys.bucket(bucket), options.tag, position, want, found, ahead);
       ahead = undefined;
       next = bucket + 1n;
     }
@@ -410,51 +521,80 @@ export interface IndexedVersion {
   created: string;
 }
 
+/** What the index needs of an update: the plant version, its tag before and after, the update's version. */
+export interface IndexedUpdate extends IndexedVersion {
+  previousTag?: string | undefined;
+  /** The update's version (µs on the store's clock): orders a plant's updates. */
+  version: string;
+}
+
 /**
- * Brings versions into the read index (all plants, and each one's tag), as one job's batch does:
- * - created versions are added with ZADD NX: a member already there — indexed, or a tombstone
- *   left by its deletion — is not touched, so the job can run again, late or after the delete's
- *   job, and change nothing;
- * - deleted versions become tombstones (score -1, below every page): whichever of the create's and
- *   the delete's jobs runs first, or again, the version ends up unlisted. A plant created again
- *   under the same id is another member.
- * Both commute, so a batch is written per key, not per event: one ZADD per bucket key and one per
- * directory (measured: the per-event commands were most of the worker's cost), all in one round
- * trip. On one connection the directory entries are written first; on a cluster a bucket entry
- * may land first, which only delays when it is listed.
+ * Brings events into the read index (all plants, and each tag's), as one job's batch does:
+ * - the all-plants index follows creates and deletes: a created version is added with ZADD NX (a
+ *   member already there — indexed, or a tombstone left by its deletion — is not touched, so the
+ *   job can run again, late or after the delete's job, and change nothing); a deleted version
+ *   becomes a tombstone (score -1, below every page). A plant created again under the same id is
+ *   another member. Updates do not move a plant in creation order.
+ * - a tag's index also follows updates that move a plant into or out of the tag: its buckets keep,
+ *   per entry, the version of the last event applied (applyTagIndexEvents-1), so a late or
+ *   repeated event cannot undo a later one.
+ * All of it commutes, so a batch is written per key, not per event: one command per bucket key
+ * and one per directory (measured: the per-event commands were most of the worker's cost), all
+ * in one round trip. On one connection the directory entries are written first; on a cluster a
+ * bucket entry may land first, which only delays when it is listed.
  */
 export async function indexVersions(
   client: RedisClient,
-  versions: { created?: readonly IndexedVersion[]; deleted?: readonly IndexedVersion[] },
+  events: {
+    created?: readonly IndexedVersion[];
+    deleted?: readonly IndexedVersion[];
+    updated?: readonly IndexedUpdate[];
+  },
 ): Promise<void> {
+  defineScripts(client);
   const directories = new Map<string, Set<string>>();
   const adds = new Map<string, string[]>();
   const tombstones = new Map<string, string[]>();
-  const push = (map: Map<string, string[]>, key: string, score: string, member: string) => {
-    const args = map.get(key);
-    if (args) args.push(score, member);
-    else map.set(key, [score, member]);
+  const tagEvents = new Map<string, string[]>();
+  const push = (map: Map<string, string[]>, key: string, ...args: string[]) => {
+    const list = map.get(key);
+    if (list) list.push(...args);
+    else map.set(key, args);
   };
-  for (const [list, created] of [
-    [versions.created ?? [], true],
-    [versions.deleted ?? [], false],
-  ] as const) {
-    for (const version of list) {
-      const bucket = indexBucketOf(BigInt(version.created));
-      const member = indexMember(version.plantId, version.created);
-      for (const keys of version.tag === undefined ? [indexKeys()] : [indexKeys(), indexKeys(version.tag)]) {
-        if (created) {
-          const buckets = directories.get(keys.directory) ?? new Set<string>();
-          directories.set(keys.directory, buckets.add(String(bucket)));
-          push(adds, keys.bucket(bucket), version.created, member);
-        } else push(tombstones, keys.bucket(bucket), "-1", member);
-      }
-    }
+  const listed = (keys: ReturnType<typeof indexKeys>, bucket: bigint) => {
+    const buckets = directories.get(keys.directory) ?? new Set<string>();
+    directories.set(keys.directory, buckets.add(String(bucket)));
+  };
+  /** Tells a tag's index what an event says of an entry (see applyTagIndexEvents-1). */
+  const inTag = (tag: string, version: IndexedVersion, eventVersion: string, state: "in" | "out" | "gone") => {
+    const keys = indexKeys(tag);
+    const bucket = indexBucketOf(BigInt(version.created));
+    if (state === "in") listed(keys, bucket);
+    push(tagEvents, keys.bucket(bucket), indexMember(version.plantId, version.created), eventVersion, state);
+  };
+
+  for (const version of events.created ?? []) {
+    const all = indexKeys();
+    const bucket = indexBucketOf(BigInt(version.created));
+    listed(all, bucket);
+    push(adds, all.bucket(bucket), version.created, indexMember(version.plantId, version.created));
+    if (version.tag !== undefined) inTag(version.tag, version, version.created, "in");
+  }
+  for (const version of events.deleted ?? []) {
+    const bucket = indexBucketOf(BigInt(version.created));
+    push(tombstones, indexKeys().bucket(bucket), "-1", indexMember(version.plantId, version.created));
+    if (version.tag !== undefined) inTag(version.tag, version, version.created, "gone");
+  }
+  for (const update of events.updated ?? []) {
+    if (update.tag === update.previousTag) continue; // a new name only: the indexes hold no names
+    if (update.previousTag !== undefined) inTag(update.previousTag, update, update.version, "out");
+    if (update.tag !== undefined) inTag(update.tag, update, update.version, "in");
   }
   await Promise.all([
     ...[...directories].map(([key, buckets]) => client.zadd(key, "NX", ...[...buckets].flatMap((b) => [b, b]))),
     ...[...adds].map(([key, args]) => client.zadd(key, "NX", ...args)),
     ...[...tombstones].map(([key, args]) => client.zadd(key, ...args)),
+    ...[...tagEvents].map(([key, args]) => client.applyTagIndexEvents(key, ...args)),
   ]);
 }
 

@@ -102,7 +102,7 @@ describe("layout 2 on a Redis Cluster", { timeout: 120_000 }, () => {
     );
     for (const p of partitions) expect(await relay.depth(p)).toBe(0);
 
-    expect(await store.delete(ids[0] as bigint, { actor: "a", requestId: "r" }, at)).toBe(true);
+    expect(await store.delete(ids[0] as bigint, undefined, { actor: "a", requestId: "r" }, at)).toBe("deleted");
     expect(await store.get(ids[0] as bigint)).toBeUndefined();
   });
 

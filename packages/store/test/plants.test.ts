@@ -7,9 +7,11 @@ import {
   disconnect,
   encodeCursor,
   INDEX_BUCKET_MICROS,
+  indexBucketOf,
   indexCreated,
   indexDeleted,
   indexKeys,
+  indexVersions,
   type Layout,
   openLayout,
   type PlantStore,
@@ -17,6 +19,7 @@ import {
   partitionOf,
   plantStore,
   type RedisClient,
+  type StoredPlantRecord,
   StoreLayoutError,
   storeKeys,
 } from "../src/index.js";
@@ -95,9 +98,19 @@ describe("create, get, delete", () => {
     expect(await client.hgetall(keys.plant(id))).toMatchObject({ name: "Monstera", tag: "tropical" });
     const [[, entryFields] = ["", []]] = await client.xrange(keys.outbox, "-", "+");
     expect(entryFields).toEqual([...fields(id, "Monstera", "tropical"), "created", first.created.toString()]);
-    expect(await store.get(id)).toEqual({ id, name: "Monstera", tag: "tropical", created: first.created });
+    expect(await store.get(id)).toEqual({
+      id,
+      name: "Monstera",
+      tag: "tropical",
+      created: first.created,
+      version: first.created,
+    });
 
-    expect(await create(id, "Monstera", "tropical")).toEqual({ outcome: "unchanged", created: first.created });
+    expect(await create(id, "Monstera", "tropical")).toEqual({
+      outcome: "unchanged",
+      created: first.created,
+      version: first.created,
+    });
     expect((await create(id, "Monstera")).outcome).toBe("conflict");
     expect(await client.xlen(keys.outbox)).toBe(1);
 
@@ -112,9 +125,9 @@ describe("create, get, delete", () => {
   it("deletes with an outbox entry naming the version removed", async () => {
     const id = -9223372036854775808n;
     const { created } = await create(id, "Cactus", "desert");
-    expect(await store.delete(id, meta, "2026-11-22T00:00:01.000Z")).toBe(true);
+    expect(await store.delete(id, undefined, meta, "2026-11-22T00:00:01.000Z")).toBe("deleted");
     expect(await store.get(id)).toBeUndefined();
-    expect(await store.delete(id, meta, "2026-11-22T00:00:01.000Z")).toBe(false);
+    expect(await store.delete(id, undefined, meta, "2026-11-22T00:00:01.000Z")).toBe("missing");
     const keys = partitionKeys(partitionOf(id, 16));
     const entries = await client.xrange(keys.outbox, "-", "+");
     const last = entries.at(-1)?.[1] ?? [];
@@ -135,11 +148,149 @@ describe("create, get, delete", () => {
       "2026-11-22T00:00:01.000Z",
       "created",
       created.toString(),
+      "version",
+      created.toString(),
     ]);
   });
 });
 
+describe("updates", () => {
+  it("change name and tag with a plant.updated outbox entry, guarded by the version; no-ops write nothing", async () => {
+    await client.flushall();
+    await openLayout(client, { partitions: 16 });
+    const id = 9007199254740993n;
+    const { version: v1 } = await create(id, "Aloe", "succulent");
+    const outbox = partitionKeys(partitionOf(id, 16)).outbox;
+    const stamp = "2026-11-22T00:00:01.000Z";
+
+    const renamed = await store.update(id, { name: "Aloe vera" }, [v1], meta, stamp);
+    expect(renamed.outcome).toBe("updated");
+    if (renamed.outcome === "missing") throw new Error("missing");
+    expect(renamed.plant).toMatchObject({ id, name: "Aloe vera", tag: "succulent" });
+    expect(renamed.plant.version).toBeGreaterThan(v1);
+    const [, fields] = (await client.xrange(outbox, "-", "+")).at(-1) ?? [];
+    expect(fields).toEqual([
+      "type",
+      "plant.updated",
+      "plantId",
+      id.toString(),
+      "name",
+      "Aloe vera",
+      "tag",
+      "succulent",
+      "previousName",
+      "Aloe",
+      "previousTag",
+      "succulent",
+      "actor",
+      meta.actor,
+      "requestId",
+      meta.requestId,
+      "at",
+      stamp,
+      "created",
+      String((await store.get(id))?.created),
+      "version",
+      String(renamed.plant.version),
+    ]);
+
+    // The old version no longer matches: nothing written.
+    const entries = await client.xlen(outbox);
+    const stale = await store.update(id, { tag: null }, [v1], meta, stamp);
+    expect(stale.outcome).toBe("mismatch");
+    expect(await store.get(id)).toMatchObject({ name: "Aloe vera", tag: "succulent", version: renamed.plant.version });
+    expect(await store.delete(id, [v1], meta, stamp)).toBe("mismatch");
+    expect(await client.xlen(outbox)).toBe(entries);
+
+    // A change that changes nothing: same version, no entry.
+    const same = await store.update(id, { name: "Aloe vera", tag: "succulent" }, "*", meta, stamp);
+    expect(same).toMatchObject({ outcome: "unchanged", plant: { version: renamed.plant.version } });
+    expect(await client.xlen(outbox)).toBe(entries);
+
+    const untagged = await store.update(id, { tag: null }, undefined, meta, stamp);
+    expect(untagged.outcome === "updated" && untagged.plant.tag).toBeUndefined();
+    expect(await client.hexists(partitionKeys(partitionOf(id, 16)).plant(id), "tag")).toBe(0);
+    expect((await store.update(424242n, { name: "x" }, undefined, meta, stamp)).outcome).toBe("missing");
+    // An identical create repeats the current version; a deleted plant's id can be created again.
+    const current = (await store.get(id))?.version as bigint;
+    expect(await create(id, "Aloe vera")).toMatchObject({ outcome: "unchanged", version: current });
+    expect(await store.delete(id, [current], meta, stamp)).toBe("deleted");
+    expect(await store.delete(id, undefined, meta, stamp)).toBe("missing");
+    expect((await create(id, "Aloe")).version).toBeGreaterThan(current);
+  });
+
+  it("move a plant between tag indexes by the latest update, whatever order their events come in", async () => {
+    await client.flushall();
+    await openLayout(client, { partitions: 16 });
+    const id = 77n;
+    const { created } = await create(id, "Ivy", "a");
+    const at = created.toString();
+    const moves: { tag: string; previousTag: string }[] = [
+      { previousTag: "a", tag: "b" },
+      { previousTag: "b", tag: "c" },
+    ];
+    const events = [];
+    for (const move of moves) {
+      const result = await store.update(id, { tag: move.tag }, undefined, meta, "2026-11-22T00:00:01.000Z");
+      if (result.outcome !== "updated") throw new Error(result.outcome);
+      events.push({ plantId: id.toString(), created: at, ...move, version: result.plant.version.toString() });
+    }
+    const [toB, toC] = events as [(typeof events)[0], (typeof events)[0]];
+    const listed = async (tag: string) =>
+      (await client.zrange(indexKeys(tag).bucket(indexBucketOf(created)), 0, "+inf", "BYSCORE")).length;
+    // The latest first, then the older update and the create, each twice.
+    await indexVersions(client, { updated: [toC] });
+    await indexVersions(client, { updated: [toB, toB], created: [{ plantId: id.toString(), created: at, tag: "a" }] });
+    await indexCreated(client, { plantId: id.toString(), created: at, tag: "a" });
+    expect([await listed("a"), await listed("b"), await listed("c")]).toEqual([0, 0, 1]);
+    expect((await store.page({ limit: 10, tag: "c" })).plants.map((plant) => plant.tag)).toEqual(["c"]);
+    // In order, on a fresh index: the same end.
+    await client.del(
+      indexKeys("a").bucket(indexBucketOf(created)),
+      indexKeys("b").bucket(indexBucketOf(created)),
+      indexKeys("c").bucket(indexBucketOf(created)),
+    );
+    await indexCreated(client, { plantId: id.toString(), created: at, tag: "a" });
+    await indexVersions(client, { updated: [toB] });
+    expect([await listed("a"), await listed("b"), await listed("c")]).toEqual([0, 1, 0]);
+    // Before the worker moves it, a tag's page skips a plant that left the tag.
+    expect((await store.page({ limit: 10, tag: "b" })).plants).toEqual([]);
+    await indexVersions(client, { updated: [toC, toB] });
+    expect([await listed("a"), await listed("b"), await listed("c")]).toEqual([0, 0, 1]);
+    // Deleted: a tombstone in its last tag; a late update event does not bring it back there.
+    const version = (await store.get(id))?.version as bigint;
+    await store.delete(id, undefined, meta, "2026-11-22T00:00:02.000Z");
+    await indexDeleted(client, { plantId: id.toString(), created: at, tag: "c" });
+    await indexVersions(client, { updated: [{ ...toC, version: String(version) }] });
+    expect(await listed("c")).toBe(0);
+  });
+});
+
 describe("the read index", () => {
+  it("finds each listed plant in its partition, whatever the id (a page's script derives the keys on one node)", async () => {
+    await client.flushall();
+    await openLayout(client, { partitions: 16 });
+    const extremes = [9223372036854775807n, -9223372036854775808n, 9007199254740993n, -9007199254740993n, 0n, -1n];
+    const ids = [...extremes, ...Array.from({ length: 120 }, (_, i) => 1_000_000_007n * BigInt(i + 1) ** 3n)];
+    for (const id of ids) {
+      const { created } = await create(id, `plant ${id}`);
+      await indexCreated(client, { plantId: id.toString(), created: created.toString() });
+    }
+    expect(new Set(ids.map((id) => partitionOf(id, 16))).size).toBe(16);
+    // Page by page (a cursor's page reads its bucket with the directory), then a first page again
+    // (it reads the bucket the last first page started in with the directory).
+    const seen: StoredPlantRecord[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await store.page({ limit: 7, cursor });
+      seen.push(...page.plants);
+      cursor = page.nextCursor;
+    } while (cursor);
+    seen.push(...(await store.page({ limit: 200 })).plants);
+    expect(seen.map((plant) => plant.id)).toEqual([...ids, ...ids]);
+    expect(seen.map((plant) => plant.name)).toEqual([...ids, ...ids].map((id) => `plant ${id}`));
+  });
+
   it("cursors are short, opaque and exact", () => {
     const cursor = encodeCursor(1_795_370_640_916_123n, -9223372036854775808n);
     expect(cursor).toMatch(/^[A-Za-z0-9_-]{22}$/);
@@ -190,7 +341,7 @@ describe("the read index", () => {
     // event for the deleted version does not bring it back.
     const victim = all[5] as bigint;
     const version = (await store.get(victim))?.created.toString() as string;
-    await store.delete(victim, meta, "2026-11-22T00:00:02.000Z");
+    await store.delete(victim, undefined, meta, "2026-11-22T00:00:02.000Z");
     expect(await walk()).not.toContain(victim);
     await indexDeleted(client, { plantId: victim.toString(), created: version });
     await indexCreated(client, { plantId: victim.toString(), created: version });

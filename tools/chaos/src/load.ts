@@ -3,6 +3,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 
 /** One HTTP attempt, as the client saw it. Times are `Date.now()` milliseconds. */
 export interface Attempt {
+  /** POST /plants, or PATCH /plants/{id}. */
+  kind: "create" | "update";
   id: string;
   /** Index of the api it was sent to. */
   target: number;
@@ -19,13 +21,17 @@ export interface Attempt {
   bodyOk?: boolean;
 }
 
-/** A plant whose create was answered 200. */
+/** A plant whose create was answered 200 (and, when it was updated, its update: name and tag are the latest answered). */
 export interface AckedPlant {
   id: string;
   name: string;
   tag: string;
   target: number;
   ackedAt: number;
+  /** Name and tag before an update answered 200: what the worker must have moved it from. */
+  previous?: { name: string; tag: string };
+  /** An update sent without an answer (a crash): the plant may hold this instead. */
+  inDoubt?: { name: string; tag: string };
 }
 
 export interface Response {
@@ -48,16 +54,25 @@ export class HttpClient {
 
   /** POST /plants with `body` (raw JSON, so int64 ids keep every digit). Rejects on a network failure or timeout. */
   createPlant(baseUrl: string, body: string): Promise<Response> {
+    return this.send("POST", `${baseUrl}/plants`, body, "application/json");
+  }
+
+  /** PATCH /plants/{id} with a merge patch. */
+  patchPlant(baseUrl: string, id: string, body: string): Promise<Response> {
+    return this.send("PATCH", `${baseUrl}/plants/${id}`, body, "application/merge-patch+json");
+  }
+
+  private send(method: string, url: string, body: string, contentType: string): Promise<Response> {
     return new Promise((resolve, reject) => {
       const started = performance.now();
       const req = httpRequest(
-        `${baseUrl}/plants`,
+        url,
         {
-          method: "POST",
+          method,
           agent: this.agent,
           headers: {
             authorization: `Bearer ${this.token}`,
-            "content-type": "application/json",
+            "content-type": contentType,
             "content-length": String(Buffer.byteLength(body)),
           },
         },
@@ -115,7 +130,8 @@ export function isErrorBody(text: string, status: number): boolean {
 
 /**
  * A bounded create load: `concurrency` loops, each taking the next fresh id and POSTing it
- * (retrying a failure up to `retries` times), until the time or the request budget is spent
+ * (retrying a failure up to `retries` times), then for every other plant a PATCH of its name and
+ * tag (retried alike: a repeat changes nothing), until the time or the request budget is spent
  * or `stop()` is called. Every attempt and every acknowledged plant is recorded.
  */
 export class Load {
@@ -159,28 +175,44 @@ export class Load {
       const tag = `t${n % 4n}`;
       const target = Number(n % BigInt(this.options.targets.length));
       const body = `{"id":${id},"name":${JSON.stringify(name)},"tag":"${tag}"}`;
-      for (let attempt = 0; attempt <= this.options.retries && this.active(endAt); attempt++) {
-        const outcome = await this.send(id, target, body, name);
-        if (outcome.status === 200) {
-          this.acked.set(id, { id, name, tag, target, ackedAt: outcome.endedAt });
-          break;
-        }
-        // Retry only what is safe and meaningful to retry: no answer, or 503.
-        if (outcome.status !== undefined && outcome.status !== 503) break;
-        await sleep(100 * (attempt + 1));
+      const created = await this.withRetries(endAt, () => this.send("create", id, target, body, name));
+      if (created?.status !== 200) continue;
+      this.acked.set(id, { id, name, tag, target, ackedAt: created.endedAt });
+      if (n % 2n !== 0n || !this.active(endAt)) continue;
+      const update = { name: `${name}-v2`, tag: `u${n % 3n}` };
+      const patch = JSON.stringify(update);
+      const updated = await this.withRetries(endAt, () => this.send("update", id, target, patch, update.name));
+      if (updated?.status === 200) {
+        this.acked.set(id, { id, ...update, target, ackedAt: updated.endedAt, previous: { name, tag } });
+      } else if (updated && (updated.status === undefined || updated.status === 503)) {
+        // No answer, or a commit its replicas did not confirm: it may or may not have landed.
+        (this.acked.get(id) as AckedPlant).inDoubt = update;
       }
     }
   }
 
-  private async send(id: string, target: number, body: string, name: string): Promise<Attempt> {
+  /** Sends until a 200 or an answer not worth repeating; retries only no answer and 503 (safe to repeat). */
+  private async withRetries(endAt: number, send: () => Promise<Attempt>): Promise<Attempt | undefined> {
+    let outcome: Attempt | undefined;
+    for (let attempt = 0; attempt <= this.options.retries && this.active(endAt); attempt++) {
+      outcome = await send();
+      if (outcome.status === 200 || (outcome.status !== undefined && outcome.status !== 503)) return outcome;
+      await sleep(100 * (attempt + 1));
+    }
+    return outcome;
+  }
+
+  private async send(kind: Attempt["kind"], id: string, target: number, body: string, name: string): Promise<Attempt> {
     const url = this.options.targets[target] as string;
     const startedAt = Date.now();
     this.inFlight++;
     let attempt: Attempt;
     try {
-      const response = await this.client.createPlant(url, body);
+      const response = await (kind === "create"
+        ? this.client.createPlant(url, body)
+        : this.client.patchPlant(url, id, body));
       const endedAt = Date.now();
-      attempt = { id, target, startedAt, endedAt, ms: response.ms, status: response.status };
+      attempt = { kind, id, target, startedAt, endedAt, ms: response.ms, status: response.status };
       if (response.status === 200) {
         try {
           attempt.bodyOk = (JSON.parse(response.text) as { name?: unknown }).name === name;
@@ -193,7 +225,7 @@ export class Load {
     } catch (error) {
       const endedAt = Date.now();
       const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-      attempt = { id, target, startedAt, endedAt, ms: endedAt - startedAt, error: code };
+      attempt = { kind, id, target, startedAt, endedAt, ms: endedAt - startedAt, error: code };
     } finally {
       this.inFlight--;
     }

@@ -40,6 +40,23 @@ export interface ExpectedPlant {
   id: string;
   name: string;
   tag?: string;
+  /** Name and tag before an acknowledged update (the worker must have moved the plant from that tag). */
+  previous?: { name: string; tag?: string };
+  /** An update that got no answer: the plant may hold this name and tag instead. */
+  inDoubt?: { name: string; tag?: string };
+}
+
+/** The name and tag the plant must hold: as expected, or its update in doubt; the previous tag it left, if any. */
+function expectedState(plant: ExpectedPlant, storedName: string | null) {
+  const updatedInDoubt = plant.inDoubt !== undefined && storedName === plant.inDoubt.name;
+  const now = updatedInDoubt ? (plant.inDoubt as { name: string; tag?: string }) : plant;
+  const left = updatedInDoubt ? plant.tag : plant.previous?.tag;
+  return {
+    name: now.name,
+    tag: now.tag,
+    left: left === now.tag ? undefined : left,
+    updates: updatedInDoubt || plant.previous ? 1 : 0,
+  };
 }
 
 const CHUNK = 500;
@@ -62,6 +79,8 @@ function fieldsOf(flat: string[]): Record<string, string> {
  */
 export class AuditTally {
   readonly created = new Map<string, number>();
+  /** `plant.updated` entries per plant id. */
+  readonly updated = new Map<string, number>();
   /** Audit entries per outbox event id (`eventId` field), over all partitions: 1 each when exactly-once holds. */
   readonly events = new Map<string, { count: number; plantId: string | undefined }>();
   /** Audit entries without an event id. */
@@ -89,6 +108,9 @@ export class AuditTally {
         if (fields.type === "plant.created" && fields.plantId !== undefined) {
           this.created.set(fields.plantId, (this.created.get(fields.plantId) ?? 0) + 1);
         }
+        if (fields.type === "plant.updated" && fields.plantId !== undefined) {
+          this.updated.set(fields.plantId, (this.updated.get(fields.plantId) ?? 0) + 1);
+        }
       }
       if (entries.length < 5000) return;
     }
@@ -105,10 +127,22 @@ const storedPlant = ({ client, layout }: StoreView, id: string) =>
 const indexScore = (client: RedisClient, id: string, created: string, tag?: string) =>
   client.zscore(indexKeys(tag).bucket(indexBucketOf(BigInt(created))), indexMember(id, created));
 
-/** Whether the stored plant `id` is in the read index with its creation time. */
+/** Whether the stored plant `id` is in the read index with its creation time (and in its stored tag's). */
 async function isIndexed(view: StoreView, id: string): Promise<boolean> {
-  const [, created] = await storedPlant(view, id);
-  return created !== null && (await indexScore(view.client, id, created)) === created;
+  const [, created, tag] = await storedPlant(view, id);
+  if (created === null || (await indexScore(view.client, id, created)) !== created) return false;
+  return tag === null || (await indexScore(view.client, id, created, tag)) === created;
+}
+
+/** Whether a plant's side work is done: created and indexed, and its update audited and moved in the index. */
+async function sideWorkDone(view: StoreView, plant: ExpectedPlant, tally: AuditTally): Promise<boolean> {
+  if ((tally.created.get(plant.id) ?? 0) === 0) return false;
+  const [name, created] = await storedPlant(view, plant.id);
+  const state = expectedState(plant, name);
+  if ((tally.updated.get(plant.id) ?? 0) < state.updates || created === null) return false;
+  if (state.left !== undefined && (await indexScore(view.client, plant.id, created, state.left)) === created)
+    return false;
+  return isIndexed(view, plant.id);
 }
 
 /**
@@ -128,9 +162,9 @@ export async function waitSideWork(
     await tally.update(view);
     const open = plants().filter((plant) => !done.has(plant.id) && (tally.created.get(plant.id) ?? 0) > 0);
     for (const part of chunks(open)) {
-      const indexed = await Promise.all(part.map((plant) => isIndexed(view, plant.id)));
+      const finished = await Promise.all(part.map((plant) => sideWorkDone(view, plant, tally)));
       part.forEach((plant, i) => {
-        if (indexed[i]) done.add(plant.id);
+        if (finished[i]) done.add(plant.id);
       });
     }
     const missing = plants().filter((plant) => !done.has(plant.id));
@@ -184,7 +218,7 @@ export interface Verification {
   checked: number;
   /** Expected plants whose hash is missing. */
   missing: string[];
-  /** Expected plants stored under another name. */
+  /** Expected plants stored under another name or tag (than acknowledged, or than an update in doubt). */
   wrongName: string[];
   /** Expected plants not in the read index. */
   notIndexed: string[];
@@ -192,6 +226,10 @@ export interface Verification {
   badScore: string[];
   /** Expected plants without a `plant.created` audit entry. */
   notAudited: string[];
+  /** Expected plants whose `plant.updated` audit entries are not one per update that landed. */
+  updateNotAudited: string[];
+  /** Expected plants still listed under the tag an update took them from. */
+  staleTag: string[];
   /** Plant ids (any plant) with more than one `plant.created` audit entry, with the count. */
   duplicatedAudit: { id: string; count: number }[];
   /** Plants stored but never acknowledged (the answer was lost in a crash): legitimate, counted. */
@@ -253,6 +291,8 @@ export async function verify(view: StoreView, expected: readonly ExpectedPlant[]
     notIndexed: [],
     badScore: [],
     notAudited: [],
+    updateNotAudited: [],
+    staleTag: [],
     duplicatedAudit: [],
     storedNotAcked: 0,
     storedNotAckedWithoutSideWork: [],
@@ -270,25 +310,30 @@ export async function verify(view: StoreView, expected: readonly ExpectedPlant[]
     const stored = await Promise.all(part.map((plant) => storedPlant(view, plant.id)));
     const scores = await Promise.all(
       part.map(async (plant, i) => {
-        const created = stored[i]?.[1];
-        if (created == null) return [null, undefined] as const;
+        const [name, created] = stored[i] ?? [null, null];
+        if (created == null) return [null, undefined, null] as const;
+        const state = expectedState(plant, name);
         return [
           await indexScore(client, plant.id, created),
-          plant.tag === undefined ? undefined : await indexScore(client, plant.id, created, plant.tag),
+          state.tag === undefined ? undefined : await indexScore(client, plant.id, created, state.tag),
+          state.left === undefined ? null : await indexScore(client, plant.id, created, state.left),
         ] as const;
       }),
     );
     for (const [i, plant] of part.entries()) {
-      const [name, created] = stored[i] ?? [null, null];
-      const [score, tagScore] = scores[i] ?? [null, undefined];
+      const [name, created, tag] = stored[i] ?? [null, null, null];
+      const [score, tagScore, leftScore] = scores[i] ?? [null, undefined, null];
       if (name === null || created === null) {
         result.missing.push(plant.id);
         continue;
       }
-      if (name !== plant.name) result.wrongName.push(plant.id);
+      const state = expectedState(plant, name);
+      if (name !== state.name || (tag ?? undefined) !== state.tag) result.wrongName.push(plant.id);
       if (score === null) result.notIndexed.push(plant.id);
       else if (score !== created || (tagScore !== undefined && tagScore !== created)) result.badScore.push(plant.id);
+      if (leftScore !== null && Number(leftScore) >= 0) result.staleTag.push(plant.id);
       if ((tally.created.get(plant.id) ?? 0) === 0) result.notAudited.push(plant.id);
+      if ((tally.updated.get(plant.id) ?? 0) !== state.updates) result.updateNotAudited.push(plant.id);
     }
   }
 
@@ -351,6 +396,10 @@ export function problemsOf(v: Verification): string[] {
     problems.push(`${v.badScore.length} indexed with a score ≠ creation time: ${list(v.badScore)}`);
   }
   if (v.notAudited.length) problems.push(`${v.notAudited.length} not audited: ${list(v.notAudited)}`);
+  if (v.updateNotAudited.length) {
+    problems.push(`${v.updateNotAudited.length} update(s) not audited exactly once: ${list(v.updateNotAudited)}`);
+  }
+  if (v.staleTag.length) problems.push(`${v.staleTag.length} still listed under a tag they left: ${list(v.staleTag)}`);
   if (v.duplicatedAudit.length) {
     problems.push(
       `${v.duplicatedAudit.length} plant(s) audited more than once: ${v.duplicatedAudit

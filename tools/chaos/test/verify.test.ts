@@ -7,6 +7,7 @@ import {
   indexCreated,
   indexKeys,
   indexMember,
+  indexVersions,
   type Layout,
   openLayout,
   type PlantStore,
@@ -99,7 +100,7 @@ describe("verify", () => {
       { id: "1", name: "one", tag: "t" },
       { id: "2", name: "two" },
       { id: "3", name: "three" },
-      { id: "4", name: "four" },
+      { id: "4", name: "four", tag: "t" },
       { id: "6", name: "six" }, // acknowledged, missing
     ]);
     expect(v.missing).toEqual(["6"]);
@@ -121,6 +122,45 @@ describe("verify", () => {
     ]);
     const waited = await waitSideWork(view, () => [{ id: "3", name: "three" }], 150);
     expect(waited).toEqual({ missing: ["3"] });
+  });
+
+  it("checks updates: the latest state stored, moved to its new tag, audited once; an update in doubt either way", async () => {
+    const meta = { actor: "a", requestId: "r" };
+    const update = async (id: string, change: { name: string; tag: string }, audits = 1, move = true) => {
+      const created = await plantWithSideWork(id, "old");
+      const result = await store.update(BigInt(id), change, undefined, meta, at);
+      if (result.outcome !== "updated") throw new Error(result.outcome);
+      const version = String(result.plant.version);
+      const moved = { plantId: id, created, previousTag: "t", tag: change.tag, version };
+      if (move) await indexVersions(client, { updated: [moved] });
+      const partition = partitionOf(id, layout.partitions);
+      for (let i = 0; i < audits; i++) {
+        await appendAudit(client, `p${partition}-2-${i}`, ["type", "plant.updated", "plantId", id]);
+      }
+    };
+    await update("11", { name: "new", tag: "u" }); // as it should be
+    await update("12", { name: "new", tag: "u" }, 0); // its update not audited
+    await update("13", { name: "new", tag: "u" }, 1, false); // not moved out of "t" (nor into "u")
+    await plantWithSideWork("14", "old"); // an update in doubt that did not land
+    await update("15", { name: "new", tag: "u" }); // an update in doubt that landed
+    const previous = { name: "old", tag: "t" };
+    const inDoubt = { name: "new", tag: "u" };
+    const v = await verify(view, [
+      { id: "11", name: "new", tag: "u", previous },
+      { id: "12", name: "new", tag: "u", previous },
+      { id: "13", name: "new", tag: "u", previous },
+      { id: "14", name: "old", tag: "t", inDoubt },
+      { id: "15", name: "old", tag: "t", inDoubt },
+    ]);
+    expect(v.updateNotAudited).toEqual(["12"]);
+    expect(v.staleTag).toEqual(["13"]);
+    expect(v.badScore).toEqual(["13"]);
+    expect([v.missing, v.wrongName, v.notIndexed]).toEqual([[], [], []]);
+    const done = await waitSideWork(view, () => [{ id: "11", name: "new", tag: "u", previous }], 1000);
+    expect(done.missing).toEqual([]);
+    expect((await waitSideWork(view, () => [{ id: "13", name: "new", tag: "u", previous }], 150)).missing).toEqual([
+      "13",
+    ]);
   });
 
   it("finds a plant indexed twice, an index entry without plant and an event audited twice; scopes to a run's plants", async () => {

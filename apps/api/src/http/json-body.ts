@@ -61,11 +61,14 @@ function parseJsonBody(raw: Buffer, contentType: string | undefined): unknown {
   }
 }
 
-/** Makes `application/json` (in any letter case, as RFC 9110 wants) the scope's only body type. */
+/**
+ * Makes `application/json` and, for PATCH, `application/merge-patch+json` (in any letter case, as
+ * RFC 9110 wants) the scope's only body types (which method takes which: see rest.ts).
+ */
 export function useExactJsonBodies(scope: FastifyInstance) {
   scope.removeAllContentTypeParsers();
   scope.addContentTypeParser(
-    "application/json",
+    ["application/json", "application/merge-patch+json"],
     { parseAs: "buffer", bodyLimit: limits.bodyMaxBytes },
     (request, body, done) => {
       try {

@@ -1,4 +1,4 @@
-import type { ApiError } from "@plant-store/contracts";
+import { type ApiError, PlantId, PlantIdParam } from "@plant-store/contracts";
 import type { TRPCError } from "@trpc/server";
 import type { ResponseMetaFn } from "@trpc/server/http";
 import type { FastifyInstance, FastifyRequest } from "fastify";
@@ -20,6 +20,32 @@ declare module "fastify" {
 
 const takesBody = (method: string) => method === "POST" || method === "PUT" || method === "PATCH";
 
+const MERGE_PATCH = "application/merge-patch+json";
+
+/** Why a body's media type does not suit the method: PATCH takes merge patches, the rest JSON. */
+function mediaTypeMismatch(method: string, contentType: string | undefined): string | undefined {
+  const isMergePatch = contentType?.split(";", 1)[0]?.trim().toLowerCase() === MERGE_PATCH;
+  if (method === "PATCH" && !isMergePatch) return `A PATCH body must be ${MERGE_PATCH} (RFC 7396)`;
+  if (method !== "PATCH" && isMergePatch) return `${MERGE_PATCH} is for PATCH; send application/json`;
+  return undefined;
+}
+
+/** Why a PUT body's `id` is refused: not an int64, or not the path's id (the path's own errors are the operation's). */
+function bodyIdProblem(bodyId: unknown, url: string): string | undefined {
+  const body = PlantId.safeParse(bodyId);
+  if (!body.success) return describeIssues(body.error.issues);
+  const segment = url.split("?", 1)[0]?.split("/").at(-1) ?? "";
+  let text = segment;
+  try {
+    text = decodeURIComponent(segment);
+  } catch {} // a malformed escape: the operation refuses the path's id itself
+  const path = PlantIdParam.safeParse(text);
+  if (path.success && path.data !== body.data) {
+    return `The id in the body (${body.data}) is not the id in the path (${path.data}): the path names the plant`;
+  }
+  return undefined;
+}
+
 export type RestOptions = {
   router: AppRouter;
   createContext: (opts: { req: FastifyRequest }) => Promise<Context>;
@@ -40,10 +66,14 @@ export async function restApi(
 ) {
   const successStatus = new Map(routes.map((route) => [route.procedure, route.successStatus]));
   // A success gets its operation's status (204 for deletes) and the headers its procedure set.
+  // A GET whose If-None-Match holds: 304, its ETag and no body (onSend).
   const responseMeta: ResponseMetaFn<AppRouter> = ({ ctx, paths, errors }) =>
     errors.length > 0 || !ctx
       ? {}
-      : { status: successStatus.get(paths?.[0] ?? "") ?? 200, headers: ctx.responseHeaders };
+      : {
+          status: ctx.preconditions.notModified ? 304 : (successStatus.get(paths?.[0] ?? "") ?? 200),
+          headers: ctx.responseHeaders,
+        };
   scope.decorateRequest("restError", null);
   useExactJsonBodies(scope);
 
@@ -71,10 +101,23 @@ export async function restApi(
     if (typeof request.body !== "object" || request.body === null || Array.isArray(request.body)) {
       return reply.code(400).send(apiError(400, "The request body must be a JSON object"));
     }
+    const mismatch = mediaTypeMismatch(request.method, request.headers["content-type"]);
+    if (mismatch) return reply.code(415).send(apiError(415, mismatch));
+    // A PUT's path names the plant; the adapter would let it silently override a body's `id`.
+    const bodyId = (request.body as Record<string, unknown>).id;
+    if (request.method === "PUT" && bodyId !== undefined) {
+      const problem = bodyIdProblem(bodyId, request.url);
+      if (problem) return reply.code(400).send(apiError(400, problem));
+    }
     done();
   });
 
   scope.addHook("onSend", (request, reply, payload, done) => {
+    if (reply.statusCode === 304) {
+      reply.removeHeader("content-type");
+      reply.removeHeader("content-length");
+      return done(null, "");
+    }
     if (reply.statusCode === 204) reply.removeHeader("content-type");
     if (request.restError === null) return done(null, payload);
     reply.header("content-type", "application/json; charset=utf-8");

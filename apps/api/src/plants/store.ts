@@ -1,23 +1,29 @@
 import { type NewPlant, outboxFields, type Plant, type StoredPlant } from "@plant-store/contracts";
 import {
   type CreateOutcome,
+  type DeleteOutcome,
   type Durability,
   isCluster,
   type Layout,
+  type PlantChange,
   plantStore,
   type RedisClient,
   type StoredPlantRecord,
+  type UpdateResult,
+  type VersionCondition,
+  type VersionedPlant,
 } from "@plant-store/store";
 import { reach, reachShard, shardBreaker } from "../outage.js";
 
-export type { CreateOutcome };
+export type { CreateOutcome, DeleteOutcome, PlantChange, UpdateResult, VersionCondition, VersionedPlant };
 
 export type Page = { plants: StoredPlant[]; nextCursor: string | undefined };
 
 /** Who made the request, for the outbox entry (and so the audit log). */
 type RequestMeta = { actor: string; requestId: string };
 
-const storedPlant = ({ id, name, tag }: StoredPlantRecord): StoredPlant =>
+/** A plant as the read operations return it: id, name and tag (no times). */
+export const storedPlant = ({ id, name, tag }: StoredPlantRecord): StoredPlant =>
   tag === undefined ? { id, name } : { id, name, tag };
 
 /**
@@ -42,19 +48,21 @@ export function createPlantStore(
     reachShard(breaker, store.plantKey(id), call, deadline);
 
   return {
-    async create(plant: NewPlant, meta: RequestMeta): Promise<CreateOutcome> {
+    /** Creates a plant; with the version of the plant stored under its id (its ETag). */
+    async create(plant: NewPlant, meta: RequestMeta): Promise<{ outcome: CreateOutcome; version: bigint }> {
       const at = new Date().toISOString();
       const plantId = plant.id.toString();
       const fields = outboxFields({ type: "plant.created", plantId, name: plant.name, tag: plant.tag, ...meta, at });
-      const { outcome } = await onPlantShard(plant.id, () => store.create(plant, fields, at));
-      return outcome;
+      const { outcome, version } = await onPlantShard(plant.id, () => store.create(plant, fields, at));
+      return { outcome, version };
     },
 
-    /** The stored plant, read straight from its hash: visible as soon as its create answered 200. */
-    async get(id: bigint): Promise<StoredPlant | undefined> {
-      const plant = await onPlantShard(id, () => store.get(id));
-      return plant && storedPlant(plant);
-    },
+    /** The stored plant with its version, read straight from its hash: visible as soon as its create answered 200. */
+    get: (id: bigint): Promise<VersionedPlant | undefined> => onPlantShard(id, () => store.get(id)),
+
+    /** Changes a plant's name or tag if it exists and meets `condition` (see the store's update). */
+    update: (id: bigint, change: PlantChange, condition: VersionCondition, meta: RequestMeta): Promise<UpdateResult> =>
+      onPlantShard(id, () => store.update(id, change, condition, meta, new Date().toISOString())),
 
     /** A page of the worker's read index (all plants, or one tag), oldest first, after `cursor`. */
     async list(options: { limit: number; tag?: string | undefined; cursor?: string | undefined }): Promise<Page> {
@@ -62,10 +70,9 @@ export function createPlantStore(
       return { plants: page.plants.map(storedPlant), nextCursor: page.nextCursor };
     },
 
-    /** Deletes a plant; false when there was none. Its index entries go when the worker catches up. */
-    async delete(id: bigint, meta: RequestMeta): Promise<boolean> {
-      return onPlantShard(id, () => store.delete(id, meta, new Date().toISOString()));
-    },
+    /** Deletes a plant if it exists and meets `condition`. Its index entries go when the worker catches up. */
+    delete: (id: bigint, condition: VersionCondition, meta: RequestMeta): Promise<DeleteOutcome> =>
+      onPlantShard(id, () => store.delete(id, condition, meta, new Date().toISOString())),
   };
 }
 

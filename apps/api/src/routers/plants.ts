@@ -1,8 +1,19 @@
-import { ListPlantsQuery, limits, NewPlant, Plant, PlantIdParam, StoredPlant } from "@plant-store/contracts";
+import {
+  ListPlantsQuery,
+  limits,
+  NewPlant,
+  Plant,
+  PlantIdParam,
+  PlantName,
+  PlantPatch,
+  PlantTag,
+  StoredPlant,
+} from "@plant-store/contracts";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
-import { toPlantResponse } from "../plants/store.js";
-import { authorizedProcedure, router } from "../trpc.js";
+import { etagOf, ifMatchCondition, noneMatchHolds } from "../http/conditional.js";
+import { type PlantChange, storedPlant, toPlantResponse } from "../plants/store.js";
+import { authorizedProcedure, type Context, router } from "../trpc.js";
 import { errors } from "./errors.js";
 
 const common = { tags: ["plants"], protect: true };
@@ -10,6 +21,50 @@ const notFound = { 404: "There is no plant with this id" } as const;
 const badPathId = { 400: "The id in the path is not an int64 integer" } as const;
 
 const ById = z.object({ id: PlantIdParam });
+
+const VersionHeaders = z.object({
+  ETag: z.string().meta({ description: "The plant version's strong entity tag, for If-Match and If-None-Match" }),
+});
+const IfMatchHeader = z.object({
+  "If-Match": z.string().optional().meta({
+    description: "Change only this version: the plant's ETag (or several, or `*`); 412 when none is current",
+  }),
+});
+const IfNoneMatchHeader = z.object({
+  "If-None-Match": z.string().optional().meta({
+    description: "The ETag(s) of a version already held: 304 without a body while it is current",
+  }),
+});
+const preconditionFailed = {
+  412: "If-Match names no current version of the plant: it changed since it was read (read it again)",
+} as const;
+const badIfMatch = { 400: "If-Match is not * or a list of entity tags" } as const;
+
+type PlantsContext = Context & { principal: { id: string } };
+
+/**
+ * The If-Match condition of a change (a 400 when malformed). tRPC clients send the header too: the
+ * typed client sets it from a call's `context: { ifMatch }`.
+ */
+function conditionOf(ctx: PlantsContext) {
+  const condition = ifMatchCondition(ctx.preconditions.ifMatch);
+  if (condition === null) throw new TRPCError({ code: "BAD_REQUEST", message: badIfMatch[400] });
+  return condition;
+}
+
+/** Applies a PUT's or PATCH's change: the stored plant with its ETag, 404 or 412. */
+async function changePlant(ctx: PlantsContext, id: bigint, change: PlantChange) {
+  const condition = conditionOf(ctx);
+  const result = await ctx.store.update(id, change, condition, { actor: ctx.principal.id, requestId: ctx.requestId });
+  if (result.outcome === "missing") {
+    throw new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${id}` });
+  }
+  if (result.outcome === "mismatch") {
+    throw new TRPCError({ code: "PRECONDITION_FAILED", message: `${preconditionFailed[412]}; plant ${id}` });
+  }
+  ctx.responseHeaders.etag = etagOf(result.plant.version);
+  return storedPlant(result.plant);
+}
 
 const nextPageUrl = (query: { limit?: number; tag?: string }, cursor: string) => {
   const params = new URLSearchParams();
@@ -40,6 +95,7 @@ export const plantsRouter = router({
           "Creates a new plant in the store. Repeating an identical create is safe: it answers 200 again " +
           "and changes nothing. A different plant under an id already taken is a 409.",
         successDescription: "The plant as stored (without its id)",
+        responseHeaders: VersionHeaders,
         errorResponses: {
           ...errors,
           400: "Unexpected error: the request body is missing, malformed or not a valid NewPlant",
@@ -52,10 +108,14 @@ export const plantsRouter = router({
     .input(NewPlant)
     .output(Plant)
     .mutation(async ({ input, ctx }) => {
-      const outcome = await ctx.store.create(input, { actor: ctx.principal.id, requestId: ctx.requestId });
+      const { outcome, version } = await ctx.store.create(input, {
+        actor: ctx.principal.id,
+        requestId: ctx.requestId,
+      });
       if (outcome === "conflict") {
         throw new TRPCError({ code: "CONFLICT", message: `A different plant already has id ${input.id}` });
       }
+      ctx.responseHeaders.etag = etagOf(version);
       return toPlantResponse(input);
     }),
 
@@ -68,8 +128,13 @@ export const plantsRouter = router({
         path: "/plants/{id}",
         operationId: "getPlant",
         summary: "Get a plant",
-        description: "Returns the stored plant with its id. A plant is readable as soon as its create answered 200.",
+        description:
+          "Returns the stored plant with its id. A plant is readable as soon as its create answered 200. " +
+          "The `ETag` names the plant's version: send it in `If-None-Match` to get 304 while it is unchanged, " +
+          "in `If-Match` to change or delete only that version.",
         successDescription: "The stored plant",
+        requestHeaders: IfNoneMatchHeader,
+        responseHeaders: VersionHeaders,
         errorResponses: { ...errors, ...badPathId, ...notFound },
       },
     })
@@ -78,8 +143,84 @@ export const plantsRouter = router({
     .query(async ({ input, ctx }) => {
       const plant = await ctx.store.get(input.id);
       if (!plant) throw new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${input.id}` });
-      return plant;
+      ctx.responseHeaders.etag = etagOf(plant.version);
+      if (noneMatchHolds(ctx.preconditions.ifNoneMatch, plant.version)) ctx.preconditions.notModified = true;
+      return storedPlant(plant);
     }),
+
+  /** tRPC only: the plant with its ETag (tRPC clients do not see headers), for update, patch and delete. */
+  getVersioned: authorizedProcedure
+    .meta({ scope: "plants:read" })
+    .input(ById)
+    .output(z.object({ plant: StoredPlant, etag: z.string() }))
+    .query(async ({ input, ctx }) => {
+      const plant = await ctx.store.get(input.id);
+      if (!plant) throw new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${input.id}` });
+      return { plant: storedPlant(plant), etag: etagOf(plant.version) };
+    }),
+
+  update: authorizedProcedure
+    .meta({
+      scope: "plants:write",
+      requestBody: { schema: Plant },
+      openapi: {
+        ...common,
+        method: "PUT",
+        path: "/plants/{id}",
+        operationId: "replacePlant",
+        summary: "Replace a plant",
+        description:
+          "Replaces the plant's name and tag (a body without `tag` removes the tag). Unknown properties are " +
+          "accepted and dropped; an `id` in the body must be the path's. With `If-Match`, only the version it " +
+          "names is replaced (412 otherwise: no update is lost). A replacement that changes nothing answers 200 " +
+          "and writes nothing. The list shows a new tag once the worker has indexed the change.",
+        successDescription: "The plant as stored",
+        requestHeaders: IfMatchHeader,
+        responseHeaders: VersionHeaders,
+        errorResponses: {
+          ...errors,
+          400: "The body is not a valid Plant, its id differs from the path's, the path's id is not an int64, or If-Match is malformed",
+          ...notFound,
+          ...preconditionFailed,
+          413: "The request body is larger than the documented limit",
+          415: "The request body is not application/json",
+        },
+      },
+    })
+    .input(z.object({ id: PlantIdParam, name: PlantName, tag: PlantTag.optional() }))
+    .output(StoredPlant)
+    .mutation(({ input, ctx }) => changePlant(ctx, input.id, { name: input.name, tag: input.tag ?? null })),
+
+  patch: authorizedProcedure
+    .meta({
+      scope: "plants:write",
+      requestBody: { schema: PlantPatch, mediaType: "application/merge-patch+json" },
+      openapi: {
+        ...common,
+        method: "PATCH",
+        path: "/plants/{id}",
+        operationId: "patchPlant",
+        summary: "Change a plant (JSON Merge Patch)",
+        description:
+          'Applies an RFC 7396 merge patch: `name` renames, `tag` sets the tag, `"tag": null` removes it; ' +
+          "what the patch does not name stays. The body must be `application/merge-patch+json`. `If-Match` " +
+          "as for PUT; a patch that changes nothing answers 200 and writes nothing.",
+        successDescription: "The plant as stored",
+        requestHeaders: IfMatchHeader,
+        responseHeaders: VersionHeaders,
+        errorResponses: {
+          ...errors,
+          400: "The body is not a valid merge patch of a Plant, the path's id is not an int64, or If-Match is malformed",
+          ...notFound,
+          ...preconditionFailed,
+          413: "The request body is larger than the documented limit",
+          415: "The request body is not application/merge-patch+json",
+        },
+      },
+    })
+    .input(PlantPatch.extend({ id: PlantIdParam }))
+    .output(StoredPlant)
+    .mutation(({ input, ctx }) => changePlant(ctx, input.id, { name: input.name, tag: input.tag })),
 
   list: authorizedProcedure
     .meta({
@@ -133,16 +274,27 @@ export const plantsRouter = router({
         operationId: "deletePlant",
         summary: "Delete a plant",
         description:
-          "Deletes the plant. It is gone for GET /plants/{id} at once and from the list once the worker " +
-          "has caught up; the audit log records the deletion. The id can then be used for a new plant.",
+          "Deletes the plant. It is gone for GET /plants/{id} and from the list at once; the audit log " +
+          "records the deletion. The id can then be used for a new plant. With `If-Match`, only the " +
+          "version it names is deleted (412 otherwise).",
         successDescription: "The plant was deleted",
-        errorResponses: { ...errors, ...badPathId, ...notFound },
+        requestHeaders: IfMatchHeader,
+        errorResponses: { ...errors, ...badPathId, ...notFound, ...preconditionFailed },
       },
     })
     .input(ById)
     .output(z.void())
     .mutation(async ({ input, ctx }) => {
-      const deleted = await ctx.store.delete(input.id, { actor: ctx.principal.id, requestId: ctx.requestId });
-      if (!deleted) throw new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${input.id}` });
+      const condition = conditionOf(ctx);
+      const outcome = await ctx.store.delete(input.id, condition, {
+        actor: ctx.principal.id,
+        requestId: ctx.requestId,
+      });
+      if (outcome === "missing") {
+        throw new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${input.id}` });
+      }
+      if (outcome === "mismatch") {
+        throw new TRPCError({ code: "PRECONDITION_FAILED", message: `${preconditionFailed[412]}; plant ${input.id}` });
+      }
     }),
 });

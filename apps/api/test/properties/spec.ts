@@ -246,6 +246,50 @@ export function judgeCreateBody(text: string): BodyVerdict {
   return { kind: "valid", value, depth };
 }
 
+/** How an update body reads: a PUT's is a Plant, a PATCH's a merge patch of one. */
+export type UpdateVerdict =
+  | Exclude<BodyVerdict, { kind: "valid" }>
+  | { kind: "valid"; value: { name?: string; tag?: string | null }; depth: number };
+
+/**
+ * What the README makes of a PUT or PATCH body for the plant `pathId`. PUT: `name` required, `tag`
+ * optional (its absence removes the tag), an `id`, when present, must be the path's — checked
+ * before the rest, so a wrong id is the only field named. PATCH: `name` and `tag` only when given,
+ * `tag: null` removes the tag, `name: null` is invalid; an `id` is ignored. Unknown members are dropped.
+ */
+export function judgeUpdateBody(method: "PUT" | "PATCH", text: string, pathId: bigint): UpdateVerdict {
+  const read = readJson(text);
+  if (!read.ok) return { kind: "not-json", error: read.error };
+  const duplicate = conflictingKey(read.value);
+  const { depth } = read;
+  if (duplicate !== undefined) return { kind: "duplicate", key: duplicate, depth };
+  if (read.value.kind !== "object") return { kind: "not-object", depth };
+  const members = membersOf(read.value);
+  const id = members.get("id");
+  const name = members.get("name");
+  const tag = members.get("tag");
+  const nameValue = name?.kind === "string" ? name.value : undefined;
+  const tagValue = tag?.kind === "string" ? tag.value : undefined;
+  if (method === "PUT") {
+    if (id !== undefined && (id.kind !== "number" || int64OfLiteral(id.literal) !== pathId)) {
+      return { kind: "invalid", fields: ["id"], depth };
+    }
+    const fields: string[] = [];
+    if (!isText(nameValue, NAME_MAX)) fields.push("name");
+    if (tag !== undefined && !isText(tagValue, TAG_MAX)) fields.push("tag");
+    if (fields.length > 0 || nameValue === undefined) return { kind: "invalid", fields, depth };
+    return { kind: "valid", value: { name: nameValue, tag: tagValue ?? null }, depth };
+  }
+  const fields: string[] = [];
+  if (name !== undefined && !isText(nameValue, NAME_MAX)) fields.push("name");
+  if (tag !== undefined && tag.kind !== "null" && !isText(tagValue, TAG_MAX)) fields.push("tag");
+  if (fields.length > 0) return { kind: "invalid", fields, depth };
+  const value: { name?: string; tag?: string | null } = {};
+  if (nameValue !== undefined) value.name = nameValue;
+  if (tag !== undefined) value.tag = tagValue ?? null;
+  return { kind: "valid", value, depth };
+}
+
 /** Whether a list query (values as a server parses them; repeats are arrays) is valid. */
 export function judgeListQuery(query: Record<string, unknown>): Verdict<true> {
   const fields: string[] = [];

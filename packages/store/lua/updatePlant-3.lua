@@ -1,0 +1,65 @@
+--[[
+  Commits an update (a PUT's replacement or a PATCH's merge) atomically: the plant's new name and
+  tag, its new version and a `plant.updated` outbox entry (old and new name and tag) are written
+  together, or nothing is. The version is the partition clock's time of the write (µs, strictly
+  increasing per partition, as a create's): it orders a plant's updates and tells one state of
+  the plant from every other, also across a delete and a create under the same id.
+
+  KEYS[1] plant hash        plant:{p<n>}:<id>
+  KEYS[2] partition clock   plants:{p<n>}:clock
+  KEYS[3] partition outbox  plants:{p<n>}:outbox
+  ARGV[1] plant id
+  ARGV[2] If-Match: '' (none), '*' (any current version), or versions separated by spaces
+  ARGV[3] new name, or '' to keep the name (a name is never empty)
+  ARGV[4] tag: 'keep', 'set' (to ARGV[5]) or 'remove'
+  ARGV[5] new tag (with 'set')
+  ARGV[6] actor; ARGV[7] request id; ARGV[8] ISO time
+
+  Returns {outcome, version, created, name, tag or false}: outcome 'updated', 'unchanged' (the request
+  changes nothing: nothing is written, no event), 'mismatch' (If-Match does not hold: nothing is
+  written; the current state is returned) or 'missing' (no such plant: only the outcome).
+]]
+local plant = redis.call('HMGET', KEYS[1], 'name', 'tag', 'created', 'version')
+if not plant[1] then return {'missing'} end
+local version = plant[4] or plant[3]
+if ARGV[2] ~= '' and ARGV[2] ~= '*' then
+  local matched = false
+  for expected in string.gmatch(ARGV[2], '%S+') do
+    if expected == version then matched = true end
+  end
+  if not matched then return {'mismatch', version, plant[3], plant[1], plant[2] or false} end
+end
+
+local name = ARGV[3] ~= '' and ARGV[3] or plant[1]
+local tag = plant[2]
+if ARGV[4] == 'set' then tag = ARGV[5] elseif ARGV[4] == 'remove' then tag = nil end
+if name == plant[1] and tag == plant[2] then return {'unchanged', version, plant[3], plant[1], plant[2] or false} end
+
+local now = redis.call('TIME')
+local at = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+if at <= last then at = last + 1 end
+local newVersion = string.format('%.0f', at)
+redis.call('SET', KEYS[2], newVersion)
+redis.call('HSET', KEYS[1], 'name', name, 'version', newVersion)
+if tag then redis.call('HSET', KEYS[1], 'tag', tag) else redis.call('HDEL', KEYS[1], 'tag') end
+
+local fields = {'type', 'plant.updated', 'plantId', ARGV[1], 'name', name}
+if tag then
+  fields[#fields + 1] = 'tag'
+  fields[#fields + 1] = tag
+end
+fields[#fields + 1] = 'previousName'
+fields[#fields + 1] = plant[1]
+if plant[2] then
+  fields[#fields + 1] = 'previousTag'
+  fields[#fields + 1] = plant[2]
+end
+for _, pair in ipairs({
+  {'actor', ARGV[6]}, {'requestId', ARGV[7]}, {'at', ARGV[8]}, {'created', plant[3]}, {'version', newVersion},
+}) do
+  fields[#fields + 1] = pair[1]
+  fields[#fields + 1] = pair[2]
+end
+redis.call('XADD', KEYS[3], '*', unpack(fields))
+return {'updated', newVersion, plant[3], name, tag or false}
