@@ -642,8 +642,10 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
     if (unexpected.length > 0) problems.push(`unexpected answers: ${describeCounts(outcomeCounts(unexpected))}`);
     const hung = load.attempts.filter((a) => a.error === "TIMEOUT");
     if (hung.length > 0) problems.push(`${hung.length} request(s) got no answer within 10 s`);
+    const ackedPlants = [...load.acked.values()];
     notes.push(
       `outcomes: ${describeCounts(outcomeCounts(load.attempts))}; stored but never acknowledged: ${verification.storedNotAcked}; queues drained ${quiet.ms ?? "—"} ms after the load`,
+      `updates (PATCH of every other plant): ${ackedPlants.filter((p) => p.previous).length} acknowledged, ${ackedPlants.filter((p) => p.inDoubt).length} without an answer (either state accepted); each checked stored, moved in the index, audited once`,
     );
     const lost = lostOf(verification);
     const duplicated = duplicatesOf(verification);
