@@ -152,6 +152,12 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       expect((await patch("7003", {})).headers.get("etag")).toBe(etag);
       expect((await patch("7003", { tag: "herb" })).headers.get("etag")).toBe(etag);
       expect(await lastOutboxId("7003")).toBe(before);
+      // Without a tag: removing it, or a PUT without one, changes nothing either.
+      const untagged = await create("7004", "Dill");
+      const outbox = await lastOutboxId("7004");
+      expect((await patch("7004", `{"tag":null}`)).headers.get("etag")).toBe(untagged);
+      expect((await put("7004", { name: "Dill" })).headers.get("etag")).toBe(untagged);
+      expect(await lastOutboxId("7004")).toBe(outbox);
     });
   });
 

@@ -30,10 +30,12 @@ if ARGV[2] ~= '' and ARGV[2] ~= '*' then
   if not matched then return {'mismatch', version, plant[3], plant[1], plant[2] or false} end
 end
 
+-- HMGET gives false for a missing tag: nil stands for "no tag" below, in the old state and the new.
+local oldTag = plant[2] or nil
 local name = ARGV[3] ~= '' and ARGV[3] or plant[1]
-local tag = plant[2]
+local tag = oldTag
 if ARGV[4] == 'set' then tag = ARGV[5] elseif ARGV[4] == 'remove' then tag = nil end
-if name == plant[1] and tag == plant[2] then return {'unchanged', version, plant[3], plant[1], plant[2] or false} end
+if name == plant[1] and tag == oldTag then return {'unchanged', version, plant[3], plant[1], oldTag or false} end
 
 local now = redis.call('TIME')
 local at = tonumber(now[1]) * 1000000 + tonumber(now[2])
@@ -51,9 +53,9 @@ if tag then
 end
 fields[#fields + 1] = 'previousName'
 fields[#fields + 1] = plant[1]
-if plant[2] then
+if oldTag then
   fields[#fields + 1] = 'previousTag'
-  fields[#fields + 1] = plant[2]
+  fields[#fields + 1] = oldTag
 end
 for _, pair in ipairs({
   {'actor', ARGV[6]}, {'requestId', ARGV[7]}, {'at', ARGV[8]}, {'created', plant[3]}, {'version', newVersion},

@@ -210,6 +210,11 @@ describe("updates", () => {
     const untagged = await store.update(id, { tag: null }, undefined, meta, stamp);
     expect(untagged.outcome === "updated" && untagged.plant.tag).toBeUndefined();
     expect(await client.hexists(partitionKeys(partitionOf(id, 16)).plant(id), "tag")).toBe(0);
+    // Removing a tag it does not have, or keeping none: nothing to change.
+    expect((await store.update(id, { tag: null }, undefined, meta, stamp)).outcome).toBe("unchanged");
+    expect((await store.update(id, { name: "Aloe vera", tag: null }, undefined, meta, stamp)).outcome).toBe(
+      "unchanged",
+    );
     expect((await store.update(424242n, { name: "x" }, undefined, meta, stamp)).outcome).toBe("missing");
     // An identical create repeats the current version; a deleted plant's id can be created again.
     const current = (await store.get(id))?.version as bigint;
