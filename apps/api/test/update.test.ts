@@ -101,6 +101,8 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
     it("takes application/merge-patch+json only, and validates as creates do", async () => {
       await create("6002", "Moss");
       expectError(await patch("6002", { name: "x" }, {}, "application/json"), 415, /merge-patch\+json/);
+      // Judged before the body is read: a body that is not even JSON is still a 415.
+      expectError(await patch("6002", "{not json", {}, "application/json"), 415, /merge-patch\+json/);
       expectError(await patch("6002", `{"name":null}`), 400, /name/);
       expectError(await patch("6002", { tag: "" }), 400, /^tag must not be empty/);
       expectError(await patch("6002", "[]"), 400);

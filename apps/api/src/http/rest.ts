@@ -84,6 +84,11 @@ export async function restApi(
     if (match.kind !== "found") return replyRouteMiss(reply, request.method, match);
     // Authentication first, always: nothing about the request is judged before it.
     if (!(await guard.check(request, reply, { scope: match.route.scope }))) return reply;
+    // Before the body is read: a merge patch only for PATCH, and a PATCH takes nothing else.
+    const mismatch = takesBody(request.method)
+      ? mediaTypeMismatch(request.method, request.headers["content-type"])
+      : undefined;
+    if (mismatch) return reply.code(415).send(apiError(415, mismatch));
     // The adapter drops empty query values as if absent: validate them here, as the operation would.
     const query = request.query as Record<string, unknown>;
     const hasEmpty = Object.values(query).some((value) => value === "");
@@ -101,8 +106,6 @@ export async function restApi(
     if (typeof request.body !== "object" || request.body === null || Array.isArray(request.body)) {
       return reply.code(400).send(apiError(400, "The request body must be a JSON object"));
     }
-    const mismatch = mediaTypeMismatch(request.method, request.headers["content-type"]);
-    if (mismatch) return reply.code(415).send(apiError(415, mismatch));
     // A PUT's path names the plant; the adapter would let it silently override a body's `id`.
     const bodyId = (request.body as Record<string, unknown>).id;
     if (request.method === "PUT" && bodyId !== undefined) {
