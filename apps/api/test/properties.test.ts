@@ -42,7 +42,7 @@ import {
   judgePathId,
   judgeUpdateBody,
   NAME_MAX,
-  readJson,
+  readObjectBody,
   TAG_MAX,
 } from "./properties/spec.js";
 import { type Stack, startStack, TOKEN } from "./stack.js";
@@ -331,8 +331,8 @@ describe("properties", () => {
       });
       await property("updates", 400, arbitrary, async ({ method, body, before }) => {
         // The plant the path names: the body's own id when it has a valid one (so a PUT's id can match).
-        const read = readJson(body.text);
-        const bodyId = read.ok && read.value.kind === "object" ? new Map(read.value.members).get("id") : undefined;
+        const read = readObjectBody(body.text);
+        const bodyId = read.kind === "object" ? read.members.get("id") : undefined;
         const pathId = (bodyId?.kind === "number" ? int64OfLiteral(bodyId.literal) : undefined) ?? before.id;
         const tagJson = before.tag === undefined ? "" : `,"tag":${JSON.stringify(before.tag)}`;
         const createReq: RawRequest = {

@@ -127,22 +127,27 @@ const storedPlant = ({ client, layout }: StoreView, id: string) =>
 const indexScore = (client: RedisClient, id: string, created: string, tag?: string) =>
   client.zscore(indexKeys(tag).bucket(indexBucketOf(BigInt(created))), indexMember(id, created));
 
+/** Whether a plant version is in the read index with its creation time, and in its tag's. */
+async function indexedAs(client: RedisClient, id: string, created: string, tag: string | null): Promise<boolean> {
+  if ((await indexScore(client, id, created)) !== created) return false;
+  return tag === null || (await indexScore(client, id, created, tag)) === created;
+}
+
 /** Whether the stored plant `id` is in the read index with its creation time (and in its stored tag's). */
 async function isIndexed(view: StoreView, id: string): Promise<boolean> {
   const [, created, tag] = await storedPlant(view, id);
-  if (created === null || (await indexScore(view.client, id, created)) !== created) return false;
-  return tag === null || (await indexScore(view.client, id, created, tag)) === created;
+  return created !== null && indexedAs(view.client, id, created, tag);
 }
 
 /** Whether a plant's side work is done: created and indexed, and its update audited and moved in the index. */
 async function sideWorkDone(view: StoreView, plant: ExpectedPlant, tally: AuditTally): Promise<boolean> {
   if ((tally.created.get(plant.id) ?? 0) === 0) return false;
-  const [name, created] = await storedPlant(view, plant.id);
+  const [name, created, tag] = await storedPlant(view, plant.id);
   const state = expectedState(plant, name);
   if ((tally.updated.get(plant.id) ?? 0) < state.updates || created === null) return false;
   if (state.left !== undefined && (await indexScore(view.client, plant.id, created, state.left)) === created)
     return false;
-  return isIndexed(view, plant.id);
+  return indexedAs(view.client, plant.id, created, tag);
 }
 
 /**

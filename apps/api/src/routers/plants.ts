@@ -42,6 +42,15 @@ const badIfMatch = { 400: "If-Match is not * or a list of entity tags" } as cons
 
 type PlantsContext = Context & { principal: { id: string } };
 
+const noSuchPlant = (id: bigint) => new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${id}` });
+
+/** The stored plant with its version, or a 404. */
+async function readPlant(ctx: PlantsContext, id: bigint) {
+  const plant = await ctx.store.get(id);
+  if (!plant) throw noSuchPlant(id);
+  return plant;
+}
+
 /**
  * The If-Match condition of a change (a 400 when malformed). tRPC clients send the header too: the
  * typed client sets it from a call's `context: { ifMatch }`.
@@ -56,9 +65,7 @@ function conditionOf(ctx: PlantsContext) {
 async function changePlant(ctx: PlantsContext, id: bigint, change: PlantChange) {
   const condition = conditionOf(ctx);
   const result = await ctx.store.update(id, change, condition, { actor: ctx.principal.id, requestId: ctx.requestId });
-  if (result.outcome === "missing") {
-    throw new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${id}` });
-  }
+  if (result.outcome === "missing") throw noSuchPlant(id);
   if (result.outcome === "mismatch") {
     throw new TRPCError({ code: "PRECONDITION_FAILED", message: `${preconditionFailed[412]}; plant ${id}` });
   }
@@ -141,8 +148,7 @@ export const plantsRouter = router({
     .input(ById)
     .output(StoredPlant)
     .query(async ({ input, ctx }) => {
-      const plant = await ctx.store.get(input.id);
-      if (!plant) throw new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${input.id}` });
+      const plant = await readPlant(ctx, input.id);
       ctx.responseHeaders.etag = etagOf(plant.version);
       if (noneMatchHolds(ctx.preconditions.ifNoneMatch, plant.version)) ctx.preconditions.notModified = true;
       return storedPlant(plant);
@@ -154,8 +160,7 @@ export const plantsRouter = router({
     .input(ById)
     .output(z.object({ plant: StoredPlant, etag: z.string() }))
     .query(async ({ input, ctx }) => {
-      const plant = await ctx.store.get(input.id);
-      if (!plant) throw new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${input.id}` });
+      const plant = await readPlant(ctx, input.id);
       return { plant: storedPlant(plant), etag: etagOf(plant.version) };
     }),
 
@@ -290,9 +295,7 @@ export const plantsRouter = router({
         actor: ctx.principal.id,
         requestId: ctx.requestId,
       });
-      if (outcome === "missing") {
-        throw new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${input.id}` });
-      }
+      if (outcome === "missing") throw noSuchPlant(input.id);
       if (outcome === "mismatch") {
         throw new TRPCError({ code: "PRECONDITION_FAILED", message: `${preconditionFailed[412]}; plant ${input.id}` });
       }

@@ -221,15 +221,25 @@ export type BodyVerdict =
   | { kind: "invalid"; fields: string[]; depth: number }
   | { kind: "valid"; value: { id: bigint; name: string; tag?: string }; depth: number };
 
-/** What the specification makes of a create body's text (already UTF-8 decoded, BOM dropped). */
-export function judgeCreateBody(text: string): BodyVerdict {
+/** A body that is a JSON object without conflicting keys: its members; otherwise why it is refused. */
+type ObjectBody = { kind: "object"; members: Map<string, JsonValue>; depth: number };
+
+/** Reads a body's text (already UTF-8 decoded, BOM dropped) as the object every body must be. */
+export function readObjectBody(text: string): ObjectBody | Exclude<BodyVerdict, { kind: "invalid" | "valid" }> {
   const read = readJson(text);
   if (!read.ok) return { kind: "not-json", error: read.error };
   const duplicate = conflictingKey(read.value);
   const { depth } = read;
   if (duplicate !== undefined) return { kind: "duplicate", key: duplicate, depth };
   if (read.value.kind !== "object") return { kind: "not-object", depth };
-  const members = membersOf(read.value);
+  return { kind: "object", members: membersOf(read.value), depth };
+}
+
+/** What the specification makes of a create body's text (already UTF-8 decoded, BOM dropped). */
+export function judgeCreateBody(text: string): BodyVerdict {
+  const body = readObjectBody(text);
+  if (body.kind !== "object") return body;
+  const { members, depth } = body;
   const id = members.get("id");
   const name = members.get("name");
   const tag = members.get("tag");
@@ -258,13 +268,9 @@ export type UpdateVerdict =
  * `tag: null` removes the tag, `name: null` is invalid; an `id` is ignored. Unknown members are dropped.
  */
 export function judgeUpdateBody(method: "PUT" | "PATCH", text: string, pathId: bigint): UpdateVerdict {
-  const read = readJson(text);
-  if (!read.ok) return { kind: "not-json", error: read.error };
-  const duplicate = conflictingKey(read.value);
-  const { depth } = read;
-  if (duplicate !== undefined) return { kind: "duplicate", key: duplicate, depth };
-  if (read.value.kind !== "object") return { kind: "not-object", depth };
-  const members = membersOf(read.value);
+  const body = readObjectBody(text);
+  if (body.kind !== "object") return body;
+  const { members, depth } = body;
   const id = members.get("id");
   const name = members.get("name");
   const tag = members.get("tag");
