@@ -1,6 +1,6 @@
-// `npm run migrate`: moves a store written by the single-node layout of earlier versions to the
-// partitioned layout, in place. Idempotent and resumable (see migrateLayout1): run it again after
-// an interruption. Stop the api and the worker first.
+// `npm run migrate`: brings a store written by an earlier version (the single-node layout 1, or
+// layout 2's read index) to the current layout, in place. Idempotent and resumable (see
+// migrateStore): run it again after an interruption. Stop the api and the worker first.
 //
 // Which Redis: REDIS_URL when set; otherwise the embedded store of `npm start` in DATA_DIR
 // (default ./data), started here for the migration and stopped afterwards.
@@ -12,8 +12,9 @@ import {
   describeTarget,
   disconnect,
   findEmbeddedStore,
+  LAYOUT_VERSION,
   MigrationRefused,
-  migrateLayout1,
+  migrateStore,
   parseStoreConfig,
   StoreConfigError,
 } from "@plant-store/store";
@@ -46,14 +47,15 @@ async function main() {
     say(`migrating the store at ${describeTarget(store.redis)}`);
     const client = connect(store.redis, { name: "plant-store-migrate", maxRetriesPerRequest: 1 });
     try {
-      const report = await migrateLayout1(client, {
+      const report = await migrateStore(client, {
         ...(store.partitions === undefined ? {} : { partitions: store.partitions }),
         log: say,
       });
       say(
         report.alreadyMigrated
-          ? `nothing to do: the store already uses the partitioned layout (${report.partitions} partitions)`
-          : `done: ${report.plants} plants and ${report.tokens} tokens now in ${report.partitions} partitions`,
+          ? `nothing to do: the store already uses the current layout (${report.partitions} partitions)`
+          : `done: layout ${report.from} → ${LAYOUT_VERSION}: ${report.plants} plants and ${report.tokens} tokens ` +
+              `moved, ${report.indexEntries} index entries rewritten (${report.partitions} partitions)`,
       );
     } finally {
       await disconnect(client);

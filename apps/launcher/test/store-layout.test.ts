@@ -159,7 +159,9 @@ describe("a store of the single-node layout of earlier versions", { timeout: 60_
 
     const first = run(migrateMain, { DATA_DIR: dataDir, STORE_PARTITIONS: "8" });
     expect(await first.exit, first.output()).toBe(0);
-    expect(first.output()).toContain("done: 2 plants and 0 tokens now in 8 partitions");
+    expect(first.output()).toContain(
+      "done: layout 1 → 3: 2 plants and 0 tokens moved, 0 index entries rewritten (8 partitions)",
+    );
     const again = run(migrateMain, { DATA_DIR: dataDir });
     expect(await again.exit, again.output()).toBe(0);
     expect(again.output()).toContain("nothing to do");

@@ -12,7 +12,7 @@ const versionOf = (event: PlantEvent): IndexedVersion => ({
 
 /**
  * Processor of the `plant-index` queue, for a job's batch of events of every type. The store's
- * read index is keyed by plant version (`<id>@<created>`): a create adds the version (ZADD NX), a
+ * read index is keyed by plant version (`<hash>:<id>@<created>`): a create adds the version (ZADD NX), a
  * delete turns it into a tombstone, an update that changes the tag moves the version from one
  * tag's index to the other's, guarded by the update's version. All of it is idempotent and
  * commutes, so jobs may run in any order, concurrently, and again (a redelivery, a retry) and the

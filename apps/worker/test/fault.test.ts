@@ -2,7 +2,7 @@
 // a crash between reading the outbox and enqueueing, and two workers sharing the partitions.
 import { queueNames, queuePrefix } from "@plant-store/contracts";
 import { type StoreKind, storeKinds } from "@plant-store/redis-server";
-import { partitionKeys, storeKeys } from "@plant-store/store";
+import { indexMember, partitionKeys, storeKeys } from "@plant-store/store";
 import type { Queue } from "bullmq";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { loadWorkerConfig, loadWorkerFault, WorkerConfigError } from "../src/config.js";
@@ -84,7 +84,7 @@ describe.each(storeKinds)("worker processes on %s Redis", { timeout: 40_000 }, (
     expect([...auditCountByPlant(audit).values()].every((n) => n === 1)).toBe(true);
     const byCreation = [...plants].sort((a, b) => (BigInt(a.created) < BigInt(b.created) ? -1 : 1));
     expect(await t.inspect.indexedIds(tag)).toEqual(byCreation.map((plant) => plant.plantId));
-    expect(await t.indexState(tag)).toEqual(byCreation.map((p) => `${p.plantId}@${p.created} ${p.created}`));
+    expect(await t.indexState(tag)).toEqual(byCreation.map((p) => `${indexMember(p.plantId, p.created)} ${p.created}`));
     for (const queue of queues) expect((await queue.getJobCounts("failed")).failed).toBe(0);
     expect(await t.inspect.outboxDepth()).toBe(0);
     expect(await t.inspect.outboxPending()).toBe(0);

@@ -2,7 +2,7 @@
 // Cluster — fed with events exactly as the relay builds them from the store's outbox entries.
 import type { PlantCreatedEvent, PlantDeletedEvent, PlantEvent } from "@plant-store/contracts";
 import { type StoreKind, storeKinds } from "@plant-store/redis-server";
-import { partitionKeys, plantStore } from "@plant-store/store";
+import { indexMember, partitionKeys, plantStore } from "@plant-store/store";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { recordAudit } from "../src/audit-job.js";
 import { updateIndexes } from "../src/index-job.js";
@@ -62,7 +62,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
   const listed = async (tag?: string) =>
     (
       await plantStore(t.client, t.layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 }).page({ limit: 100, tag })
-    ).plants.map((plant) => `${plant.id}@${plant.created}`);
+    ).plants.map((plant) => indexMember(plant.id, plant.created));
 
   describe("index job", () => {
     it("adds the plant version to the index of all plants and of its tag, scored by creation time", async () => {
@@ -72,7 +72,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       expect(event.created).toBe(created.created);
 
       expect(await indexOne(t.client, event)).toBe("indexed");
-      const member = `9223372036854775807@${created.created}`;
+      const member = indexMember("9223372036854775807", created.created);
       expect(await t.indexState()).toEqual([`${member} ${created.created}`]);
       expect(await t.indexState("cold")).toEqual([`${member} ${created.created}`]);
       expect(await t.indexState("warm")).toEqual([]);
@@ -102,7 +102,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       const events = await Promise.all(plants.map((plant) => eventOf(plant.eventId)));
       await Promise.all([...events].reverse().map((event) => indexOne(t.client, event)));
       expect(await t.inspect.indexedIds("many")).toEqual(plants.map((plant) => plant.plantId));
-      expect(await listed("many")).toEqual(plants.map((plant) => `${plant.plantId}@${plant.created}`));
+      expect(await listed("many")).toEqual(plants.map((plant) => indexMember(plant.plantId, plant.created)));
     });
   });
 
@@ -130,11 +130,14 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       const event = await deleteAndGetEvent("2");
 
       expect(await indexOne(t.client, event)).toBe("unindexed");
-      const expected = [`2@${created.created} -1`, `1@${other.created} ${other.created}`];
+      const expected = [
+        `${indexMember("2", created.created)} -1`,
+        `${indexMember("1", other.created)} ${other.created}`,
+      ];
       expect(await t.indexState()).toEqual(expected);
       expect(await t.indexState("herb")).toEqual(expected);
       expect(await t.inspect.indexedIds("herb")).toEqual(["1"]);
-      expect(await listed()).toEqual([`1@${other.created}`]);
+      expect(await listed()).toEqual([indexMember("1", other.created)]);
     });
 
     it("is idempotent: running it again, also concurrently, changes nothing more", async () => {
@@ -145,7 +148,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       const after = await t.indexState("fern");
       await Promise.all([indexOne(t.client, event), indexOne(t.client, event)]);
       expect(await t.indexState("fern")).toEqual(after);
-      expect(after).toEqual([`4@${created.created} -1`]);
+      expect(after).toEqual([`${indexMember("4", created.created)} -1`]);
     });
 
     // With another tag, the old version's tag-index entry is tombstoned while the new one is listed.
@@ -166,7 +169,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
         await indexOne(t.client, deletion);
         expect(await t.inspect.indexedIds()).toEqual(["5"]);
         expect(await t.inspect.indexedIds(newTag)).toEqual(["5"]);
-        expect(await listed(newTag)).toEqual([`5@${again.created}`]);
+        expect(await listed(newTag)).toEqual([indexMember("5", again.created)]);
         if (newTag !== "cactus") expect(await t.inspect.indexedIds("cactus")).toEqual([]);
       });
     }
@@ -177,7 +180,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       await indexOne(t.client, deletion);
       await indexOne(t.client, await eventOf(created.eventId));
       expect(await t.inspect.indexedIds()).toEqual([]);
-      expect(await t.indexState("moss")).toEqual([`6@${created.created} -1`]);
+      expect(await t.indexState("moss")).toEqual([`${indexMember("6", created.created)} -1`]);
     });
 
     it("create, delete, re-create: every order of the three jobs (and of their re-runs) ends with exactly the new plant listed", async () => {
@@ -194,8 +197,8 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
           all: ["8"],
           old: [],
         });
-        expect(await t.indexState("new")).toEqual([`8@${again.created} ${again.created}`]);
-        expect(await listed()).toEqual([`8@${again.created}`]);
+        expect(await t.indexState("new")).toEqual([`${indexMember("8", again.created)} ${again.created}`]);
+        expect(await listed()).toEqual([indexMember("8", again.created)]);
       }
     });
 
@@ -214,7 +217,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
           all: ["9"],
           tags: [[], [], ["9"]],
         });
-        expect(await listed("c")).toEqual([`9@${created.created}`]);
+        expect(await listed("c")).toEqual([indexMember("9", created.created)]);
       }
     });
 
@@ -237,7 +240,10 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       const state = [await t.indexState(), await t.indexState("odd"), await t.indexState("new")];
       await updateIndexes(t.client, [...events].reverse()); // a redelivery, composed differently
       expect([await t.indexState(), await t.indexState("odd"), await t.indexState("new")]).toEqual(state);
-      const live = [...plants.slice(1).map((plant) => `${plant.plantId}@${plant.created}`), `8@${again.created}`];
+      const live = [
+        ...plants.slice(1).map((plant) => indexMember(plant.plantId, plant.created)),
+        indexMember("8", again.created),
+      ];
       expect(await listed()).toEqual(live);
       expect(await listed("odd")).toEqual(live.filter((_, i) => i < 9 && i % 2 === 1));
       expect(await t.inspect.indexedIds("old")).toEqual([]);

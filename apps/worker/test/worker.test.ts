@@ -2,7 +2,7 @@
 // real BullMQ: the relay over the partitions, the index and audit jobs, retries and failures.
 import { jobIdFor, queueNames, queuePrefix } from "@plant-store/contracts";
 import { type StoreKind, storeKinds } from "@plant-store/redis-server";
-import { indexKeys, partitionKeys, StoreLayoutError } from "@plant-store/store";
+import { indexKeys, indexMember, partitionKeys, StoreLayoutError } from "@plant-store/store";
 import type { Queue } from "bullmq";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { plantEventJobs } from "../src/relay.js";
@@ -81,7 +81,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       // Listed in creation order, each version scored by its creation time.
       expect(await t.inspect.indexedIds()).toEqual(["1", "2", "3"]);
       expect(await t.inspect.indexedIds("cactus")).toEqual(["1", "3"]);
-      expect(await t.indexState()).toEqual([a, b, c].map((p) => `${p.plantId}@${p.created} ${p.created}`));
+      expect(await t.indexState()).toEqual([a, b, c].map((p) => `${indexMember(p.plantId, p.created)} ${p.created}`));
       expect((await auditedEventIds()).sort()).toEqual([a.eventId, b.eventId, c.eventId].sort());
       for (const plant of [a, b, c]) {
         expect(await t.client.hget(partitionKeys(plant.partition).auditRecorded, plant.eventId)).not.toBeNull();
@@ -166,7 +166,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await jobCount(auditQueue)).toBe(1);
       expect(await t.audit()).toHaveLength(1);
       const indexBefore = await t.indexState();
-      expect(indexBefore).toEqual([`20@${created.created} ${created.created}`]);
+      expect(indexBefore).toEqual([`${indexMember("20", created.created)} ${created.created}`]);
 
       // A redelivery after the completed jobs were cleaned up runs both jobs again for real.
       const rerun = jobs.map((job) => ({ ...job, opts: { ...job.opts, jobId: `rerun-${event.eventId}` } }));
@@ -246,7 +246,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
 
       const done = await jobInState(indexQueue, jobIdFor([created.eventId]), "completed");
       expect(done.attemptsMade).toBeGreaterThanOrEqual(2);
-      expect(await t.indexState()).toEqual([`40@${created.created} ${created.created}`]);
+      expect(await t.indexState()).toEqual([`${indexMember("40", created.created)} ${created.created}`]);
     });
 
     it("leaves a permanently failing job in the failed set after JOB_ATTEMPTS", async () => {
@@ -302,7 +302,10 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await t.inspect.indexedIds()).toEqual(["60"]);
       expect(await t.inspect.indexedIds("vine")).toEqual(["60"]);
       // The deleted version stays as a tombstone (score -1), so a late create job cannot list it.
-      expect(await t.indexState("vine")).toEqual([`61@${created.created} -1`, `60@${keep.created} ${keep.created}`]);
+      expect(await t.indexState("vine")).toEqual([
+        `${indexMember("61", created.created)} -1`,
+        `${indexMember("60", keep.created)} ${keep.created}`,
+      ]);
 
       await waitFor("3 audit entries", async () => (await t.audit()).length === 3);
       expect(await auditOf("61")).toEqual([
@@ -354,7 +357,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
 
       expect(await t.inspect.indexedIds()).toEqual([]);
       expect(await t.inspect.indexedIds("bulb")).toEqual([]);
-      expect(await t.indexState("bulb")).toEqual([`63@${created.created} -1`]);
+      expect(await t.indexState("bulb")).toEqual([`${indexMember("63", created.created)} -1`]);
     });
 
     it("relays outboxes of create, delete, create per id and ends with exactly the last plants listed", async () => {
@@ -380,7 +383,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await t.inspect.indexedIds("after")).toEqual(ids.filter((id) => !even(id)));
       expect(await t.inspect.indexedIds("before")).toEqual([]);
       const live = (await t.indexState()).filter((entry) => !entry.endsWith(" -1"));
-      expect(live).toEqual(ids.map((id) => `${id}@${last.get(id)?.created} ${last.get(id)?.created}`));
+      expect(live).toEqual(ids.map((id) => `${indexMember(id, last.get(id)?.created ?? "")} ${last.get(id)?.created}`));
       const audit = await t.audit();
       expect(audit.filter((entry) => entry.type === "plant.deleted")).toHaveLength(20);
       expect(new Set(audit.map((entry) => entry.eventId)).size).toBe(60);
@@ -409,7 +412,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       );
       expect(unknown.attemptsMade).toBe(1);
       expect(unknown.failedReason).toMatch(/unknown job name "plant\.exploded"/);
-      expect(await t.indexState()).toEqual([`64@${created.created} ${created.created}`]);
+      expect(await t.indexState()).toEqual([`${indexMember("64", created.created)} ${created.created}`]);
     });
   });
 });

@@ -30,15 +30,17 @@ export {
   indexBucketOf,
   indexKeys,
   indexMember,
+  indexMemberParts,
   LAYOUT_VERSION,
   legacyKeys,
   type PartitionKeys,
   partitionKeys,
   partitionOf,
+  plantHash,
   storeKeys,
 } from "./keys.js";
 export { type Layout, openLayout, StoreLayoutError } from "./layout.js";
-export { MigrationRefused, type MigrationReport, migrateLayout1 } from "./migrate.js";
+export { MigrationRefused, type MigrationReport, migrateStore } from "./migrate.js";
 export { appendAudit, eventIdOf, type Outbox, type OutboxEntry, outbox, parseEventId } from "./outbox.js";
 export {
   type CreateOutcome,

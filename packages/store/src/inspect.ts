@@ -1,5 +1,5 @@
 import { isCluster, type RedisClient } from "./connection.js";
-import { indexKeys, partitionKeys, storeKeys } from "./keys.js";
+import { indexKeys, indexMemberParts, partitionKeys, storeKeys } from "./keys.js";
 import type { Layout } from "./layout.js";
 
 /**
@@ -24,7 +24,7 @@ export function inspectStore(client: RedisClient, layout: Layout) {
       const ids: string[] = [];
       for (const bucket of buckets) {
         const members = await client.zrange(keys.bucket(BigInt(bucket)), 0, "+inf", "BYSCORE");
-        for (const member of members) ids.push(member.slice(0, member.indexOf("@")));
+        for (const member of members) ids.push(indexMemberParts(member).id);
       }
       return ids;
     },

@@ -1,5 +1,5 @@
 /**
- * The store's key layout (layout 2: partitioned). Every key of a partition carries the
+ * The store's key layout (layout 3: partitioned). Every key of a partition carries the
  * partition's hash tag `{p<n>}`, so a create (plant, clock, outbox entry) or a delete touches
  * one cluster slot and stays one atomic script. Keys that are not a partition's (the read
  * index, tokens, counters) are each single-slot by construction: a script never spans them.
@@ -7,7 +7,7 @@
  */
 
 /** The layout this code reads and writes; recorded in `plants:meta` at first start. */
-export const LAYOUT_VERSION = 2;
+export const LAYOUT_VERSION = 3;
 
 /** Partitions of a new store. Fixed for the store's life (recorded in `plants:meta`). */
 export const DEFAULT_PARTITIONS = 128;
@@ -16,18 +16,21 @@ export const DEFAULT_PARTITIONS = 128;
 export const INDEX_BUCKET_MICROS = 2n ** 32n;
 
 /**
- * The partition of a plant id: FNV-1a (32 bit) of its decimal text, modulo the partition count.
- * Stable across processes, versions and languages; spreads sequential ids evenly.
+ * A plant id's hash: FNV-1a (32 bit) of its decimal text. Stable across processes, versions and
+ * languages; spreads sequential ids evenly.
  */
-export function partitionOf(id: bigint | string, partitions: number): number {
+export function plantHash(id: bigint | string): number {
   const text = typeof id === "bigint" ? id.toString() : id;
   let hash = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     hash ^= text.charCodeAt(i);
     hash = Math.imul(hash, 0x01000193) >>> 0;
   }
-  return hash % partitions;
+  return hash;
 }
+
+/** The partition of a plant id: its hash modulo the partition count. */
+export const partitionOf = (id: bigint | string, partitions: number): number => plantHash(id) % partitions;
 
 /** The keys of partition `p` (made once per partition: they are on every request's path). */
 export function partitionKeys(p: number): PartitionKeys {
@@ -68,7 +71,7 @@ export type PartitionKeys = ReturnType<typeof makePartitionKeys>;
 export const indexBucketOf = (createdMicros: bigint): bigint => createdMicros / INDEX_BUCKET_MICROS;
 
 /**
- * The read index, kept by the worker: per time bucket a sorted set of `<id>@<created>` scored by
+ * The read index, kept by the worker: per time bucket a sorted set of members (see indexMember) scored by
  * creation time (deletions leave the member at score -1, a tombstone, so a late or repeated
  * create event cannot bring it back), and a directory of the buckets that have entries. A page
  * reads the directory and the buckets it needs: O(limit) work, whatever the size of the store or
@@ -82,8 +85,20 @@ export function indexKeys(tag?: string) {
   };
 }
 
-/** The member of a plant version in the read index. */
-export const indexMember = (id: bigint | string, createdMicros: bigint | string) => `${id}@${createdMicros}`;
+/**
+ * The member of a plant version in the read index: `<hash>:<id>@<created>`. The id's hash (see
+ * plantHash) is there so a page's script finds the plant's partition with one division instead of
+ * hashing the id in Lua (measured: hashing 21 ids cost Redis ~38 µs a page, a third of the page).
+ * Equal creation times are ordered by member: deterministic, if arbitrary.
+ */
+export const indexMember = (id: bigint | string, createdMicros: bigint | string) =>
+  `${plantHash(id)}:${id}@${createdMicros}`;
+
+/** The plant id and creation time (µs) of an index member, as text. */
+export function indexMemberParts(member: string): { id: string; created: string } {
+  const at = member.indexOf("@");
+  return { id: member.slice(member.indexOf(":") + 1, at), created: member.slice(at + 1) };
+}
 
 export const storeKeys = {
   /** Hash: layout version and partition count of this store. */
@@ -101,6 +116,9 @@ export const storeKeys = {
   /** Hash of auth failure reason → count, across all api instances. */
   authFailures: "stats:auth-failures",
 } as const;
+
+/** An index member of layout 2 (`<id>@<created>`, or a tag record `<id>@<created>#`), recognised only to migrate it. */
+export const LAYOUT_2_INDEX_MEMBER = /^(-?\d+)@(\d+)(#?)$/;
 
 /** Keys of the single-node layout 1, recognised only to refuse or migrate it. */
 export const legacyKeys = {

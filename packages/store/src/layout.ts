@@ -14,7 +14,7 @@ export class StoreLayoutError extends Error {
 /**
  * Opens the store's layout: on a new store records the layout version and the partition count
  * (`partitions`, default 128); on an existing one checks them. Refuses a store written by the
- * single-node layout 1 (it needs `npm run migrate`) and a partition count that differs from the
+ * single-node layout 1 or layout 2 (either needs `npm run migrate`) and a partition count that differs from the
  * recorded one (plants would be looked up in the wrong partitions).
  */
 export async function openLayout(client: RedisClient, options: { partitions?: number } = {}): Promise<Layout> {
@@ -25,7 +25,7 @@ export async function openLayout(client: RedisClient, options: { partitions?: nu
   let meta = await client.hgetall(storeKeys.meta);
   if (meta.migration !== undefined) {
     throw new StoreLayoutError(
-      "a migration of this store to the partitioned layout has not finished: run `npm run migrate` again",
+      `a migration of this store (${meta.migration}) has not finished: run \`npm run migrate\` again`,
     );
   }
   if (meta.layout === undefined) {
@@ -42,6 +42,12 @@ export async function openLayout(client: RedisClient, options: { partitions?: nu
     await client.hsetnx(storeKeys.meta, "partitions", String(wanted ?? DEFAULT_PARTITIONS));
     await client.hsetnx(storeKeys.meta, "layout", String(LAYOUT_VERSION));
     meta = await client.hgetall(storeKeys.meta);
+  }
+  if (meta.layout === "2") {
+    throw new StoreLayoutError(
+      "this store's read index is in the form of layout 2 (earlier versions). Stop the api and the worker, " +
+        "then run `npm run migrate` once: it rewrites the index in place (plants are not touched).",
+    );
   }
   if (meta.layout !== String(LAYOUT_VERSION)) {
     throw new StoreLayoutError(

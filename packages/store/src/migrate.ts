@@ -1,14 +1,27 @@
 import type { RedisClient } from "./connection.js";
 import { isCluster } from "./connection.js";
-import { DEFAULT_PARTITIONS, LAYOUT_VERSION, legacyKeys, partitionKeys, partitionOf, storeKeys } from "./keys.js";
+import {
+  DEFAULT_PARTITIONS,
+  indexMember,
+  LAYOUT_2_INDEX_MEMBER,
+  LAYOUT_VERSION,
+  legacyKeys,
+  partitionKeys,
+  partitionOf,
+  storeKeys,
+} from "./keys.js";
 import { indexCreated } from "./plants.js";
 
-/** What a migration did (or, with `dryRun`, would do). */
+/** What a migration did. */
 export interface MigrationReport {
+  /** The layout the store had: 1 (single node), 2 (partitioned, index members without hash) or 3. */
+  from: number;
   plants: number;
   tokens: number;
+  /** Read index members rewritten to layout 3's form. */
+  indexEntries: number;
   partitions: number;
-  /** True when the store already was in layout 2: nothing to do. */
+  /** True when the store already was in the current layout: nothing to do. */
   alreadyMigrated: boolean;
 }
 
@@ -20,24 +33,47 @@ export class MigrationRefused extends Error {
 const LEGACY_QUEUES = ["plant-index", "plant-audit"];
 
 /**
- * Moves a store of the single-node layout 1 to the partitioned layout 2, in place, on the same
- * Redis. Idempotent and resumable: each plant is written to its partition before its old key is
- * removed, and a run that was interrupted picks up the plants still under their old keys.
- * Layout 1's audit stream (`plants:audit`) stays where it is, readable; new audit entries go to
- * the partitions' streams.
- *
- * Refused while layout 1's side work is unfinished (outbox entries or queued jobs): the previous
- * version's worker must drain them first, or their index and audit updates would be lost.
+ * Brings a store of an earlier layout to the current one (LAYOUT_VERSION), in place, on the same
+ * Redis. Idempotent and resumable: every step skips what an earlier, interrupted run did.
+ * - Layout 1 (single node): each plant is written to its partition before its old key is removed;
+ *   a resumed run picks up the plants still under their old keys. Layout 1's audit stream
+ *   (`plants:audit`) stays where it is, readable; new audit entries go to the partitions' streams.
+ *   Refused while layout 1's side work is unfinished (outbox entries or queued jobs): the previous
+ *   version's worker must drain them first, or their index and audit updates would be lost.
+ * - Layout 2 (partitioned, index members `<id>@<created>`): the read index's members gain their
+ *   id's hash (see indexMember); plants, outboxes, queues and audit logs are as they were. Works on
+ *   a cluster too (every master's index keys).
  */
-export async function migrateLayout1(
+export async function migrateStore(
   client: RedisClient,
   options: { partitions?: number; log?: (line: string) => void } = {},
 ): Promise<MigrationReport> {
   const log = options.log ?? (() => {});
   const meta = await client.hgetall(storeKeys.meta);
-  if (meta.layout === String(LAYOUT_VERSION)) {
-    return { plants: 0, tokens: 0, partitions: Number(meta.partitions), alreadyMigrated: true };
+  if (meta.layout === String(LAYOUT_VERSION) && meta.migration === undefined) {
+    const partitions = Number(meta.partitions);
+    return { from: LAYOUT_VERSION, plants: 0, tokens: 0, indexEntries: 0, partitions, alreadyMigrated: true };
   }
+  const from = meta.layout === undefined ? 1 : Number(meta.layout);
+  let plants = 0;
+  let tokens = 0;
+  if (from === 1) ({ plants, tokens } = await migratePlantsOfLayout1(client, options.partitions, log));
+  else await client.hset(storeKeys.meta, "migration", `layout-${from}-to-${LAYOUT_VERSION}`);
+  // Also after layout 1: an interrupted run of an earlier version may have indexed in layout 2's form.
+  const indexEntries = await rewriteIndexMembers(client, log);
+  await client.hset(storeKeys.meta, "layout", String(LAYOUT_VERSION));
+  await client.hdel(storeKeys.meta, "migration");
+  const partitions = Number(await client.hget(storeKeys.meta, "partitions"));
+  log(`done: layout ${from} → ${LAYOUT_VERSION}; ${plants} plants, ${tokens} tokens, ${indexEntries} index entries.`);
+  return { from, plants, tokens, indexEntries, partitions, alreadyMigrated: false };
+}
+
+/** Layout 1's plants and tokens into the partitions (see migrateStore). */
+async function migratePlantsOfLayout1(
+  client: RedisClient,
+  wanted: number | undefined,
+  log: (line: string) => void,
+): Promise<{ plants: number; tokens: number }> {
   if (isCluster(client)) {
     throw new MigrationRefused("layout 1 exists only on a single Redis: run the migration against REDIS_URL");
   }
@@ -59,10 +95,10 @@ export async function migrateLayout1(
   }
 
   // The partition count is fixed at the first run, so a resumed run spreads plants the same way.
-  await client.hsetnx(storeKeys.meta, "partitions", String(options.partitions ?? DEFAULT_PARTITIONS));
-  await client.hset(storeKeys.meta, "migration", "layout-1-to-2");
+  await client.hsetnx(storeKeys.meta, "partitions", String(wanted ?? DEFAULT_PARTITIONS));
+  await client.hset(storeKeys.meta, "migration", `layout-1-to-${LAYOUT_VERSION}`);
   const partitions = Number(await client.hget(storeKeys.meta, "partitions"));
-  if (options.partitions !== undefined && options.partitions !== partitions) {
+  if (wanted !== undefined && wanted !== partitions) {
     throw new MigrationRefused(`an earlier run of this migration chose ${partitions} partitions; resume with the same`);
   }
 
@@ -74,7 +110,7 @@ export async function migrateLayout1(
     cursor = next;
     for (const key of keys) {
       const id = key.slice("plant:".length);
-      if (!/^-?\d+$/.test(id)) continue; // a layout 2 key (plant:{p<n>}:<id>)
+      if (!/^-?\d+$/.test(id)) continue; // a partitioned key (plant:{p<n>}:<id>)
       if (await migratePlant(client, partitions, BigInt(id))) plants++;
     }
     if (plants - logged >= 10_000) {
@@ -90,22 +126,65 @@ export async function migrateLayout1(
   do {
     const [next, keys] = await client.scan(tagCursor, "MATCH", "plants:index:tag:*", "COUNT", 500);
     tagCursor = next;
-    // Layout 2's tag index keys end in a bucket number or ":buckets" after the tag; layout 1's
-    // are plain sorted sets of ids scored by seq. Tell them apart by their members.
+    // The partitioned layout's tag index keys end in a bucket number or ":buckets" after the tag;
+    // layout 1's are plain sorted sets of ids scored by seq. Tell them apart by their members.
     for (const key of keys) {
       const [member] = await client.zrange(key, 0, 0);
       if (member !== undefined && !member.includes("@") && !key.endsWith(":buckets")) leftovers.push(key);
     }
   } while (tagCursor !== "0");
   await client.del(...leftovers);
-  await client.hset(storeKeys.meta, "layout", String(LAYOUT_VERSION));
-  await client.hdel(storeKeys.meta, "migration");
-  log(`done: ${plants} plants and ${tokens} tokens moved to ${partitions} partitions.`);
-  return { plants, tokens, partitions, alreadyMigrated: false };
+  return { plants, tokens };
 }
 
 /**
- * One plant: its layout 2 hash, clock, index entries, then the removal of its old key. A plant
+ * Rewrites layout 2's read index members (`<id>@<created>`, records `<id>@<created>#`) as
+ * layout 3's (`<hash>:<id>@<created>`), same score, in every index sorted set of every master.
+ * Each batch is one MULTI on one key: a member is never lost or doubled, and a resumed run finds
+ * only what is left to rewrite.
+ */
+async function rewriteIndexMembers(client: RedisClient, log: (line: string) => void): Promise<number> {
+  const nodes = isCluster(client) ? client.nodes("master") : [client];
+  let rewritten = 0;
+  for (const node of nodes) {
+    let cursor = "0";
+    do {
+      const [next, keys] = await node.scan(cursor, "MATCH", "plants:index:*", "COUNT", 500, "TYPE", "zset");
+      cursor = next;
+      for (const key of keys) rewritten += await rewriteIndexKey(client, key);
+    } while (cursor !== "0");
+  }
+  if (rewritten > 0) log(`${rewritten} read index entries rewritten`);
+  return rewritten;
+}
+
+async function rewriteIndexKey(client: RedisClient, key: string): Promise<number> {
+  let rewritten = 0;
+  let cursor = "0";
+  do {
+    const [next, flat] = await client.zscan(key, cursor, "COUNT", 1000);
+    cursor = next;
+    const adds: string[] = [];
+    const removals: string[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      const old = LAYOUT_2_INDEX_MEMBER.exec(flat[i] as string);
+      if (!old) continue; // a directory's bucket number, or already rewritten
+      adds.push(flat[i + 1] as string, `${indexMember(old[1] as string, old[2] as string)}${old[3]}`);
+      removals.push(flat[i] as string);
+    }
+    if (removals.length > 0)
+      await client
+        .multi()
+        .zadd(key, ...adds)
+        .zrem(key, ...removals)
+        .exec();
+    rewritten += removals.length;
+  } while (cursor !== "0");
+  return rewritten;
+}
+
+/**
+ * One plant: its partitioned hash, clock, index entries, then the removal of its old key. A plant
  * already moved (an earlier, interrupted run) is only indexed again (a no-op) and cleaned up.
  */
 async function migratePlant(client: RedisClient, partitions: number, id: bigint): Promise<boolean> {

@@ -5,6 +5,7 @@ import {
   indexBucketOf,
   indexKeys,
   indexMember,
+  indexMemberParts,
   type PartitionKeys,
   partitionKeys,
   partitionOf,
@@ -279,7 +280,7 @@ export type PlantStore = ReturnType<typeof plantStore>;
 
 // --- The read index ---------------------------------------------------------------------------
 
-/** Where a walk stands: after this index member (`<id>@<created>`) in creation order. */
+/** Where a walk stands: after this index member (see indexMember) in creation order. */
 interface Position {
   /** Creation time (µs), as text: it goes into commands as such. */
   created: string;
@@ -417,10 +418,9 @@ function pageReader(client: RedisClient, layout: Layout) {
     const keys: string[] = [];
     const versions: string[] = [];
     for (const member of members) {
-      const at = member.indexOf("@");
-      const id = member.slice(0, at);
+      const { id, created } = indexMemberParts(member);
       keys.push(partitionKeys(partitionOf(id, layout.partitions)).plant(id));
-      versions.push(member.slice(at + 1));
+      versions.push(created);
     }
     if (cluster) {
       const hashes = await Promise.all(keys.map((key) => client.hmget(key, "name", "tag", "created")));
@@ -459,7 +459,7 @@ function pageReader(client: RedisClient, layout: Layout) {
         after = positionOf(member);
         const plant = plants[i];
         if (!plant || (tag !== undefined && plant[1] !== tag)) continue;
-        found.push(record(BigInt(member.slice(0, member.indexOf("@"))), plant[0], plant[1], after.created));
+        found.push(record(BigInt(indexMemberParts(member).id), plant[0], plant[1], after.created));
         if (found.length >= want) return after;
       }
       if (members.length < need) return after;

@@ -1,4 +1,4 @@
-// Layout 2 on a real Redis Cluster (3 masters, 3 replicas): every script runs in one slot, pages
+// The partitioned layout on a real Redis Cluster (3 masters, 3 replicas): every script runs in one slot, pages
 // read across the shards, commits wait for a replica, and an acknowledged plant survives the kill -9
 // of its master.
 import { type RedisCluster, startRedisCluster } from "@plant-store/redis-server";
@@ -8,8 +8,12 @@ import {
   connect,
   disconnect,
   eventIdOf,
+  indexBucketOf,
   indexCreated,
+  indexKeys,
+  indexMember,
   type Layout,
+  migrateStore,
   openLayout,
   outbox,
   partitionKeys,
@@ -18,6 +22,7 @@ import {
   type RedisClient,
   ReplicaAckTimeoutError,
 } from "../src/index.js";
+import { writeLayout2Index } from "./layout-2.js";
 
 let cluster: RedisCluster;
 let client: RedisClient;
@@ -60,7 +65,7 @@ const fields = (id: bigint) => [
   at,
 ];
 
-describe("layout 2 on a Redis Cluster", { timeout: 120_000 }, () => {
+describe("the partitioned layout on a Redis Cluster", { timeout: 120_000 }, () => {
   it("creates, reads, lists, audits and relays across all shards, waiting for a replica per commit", async () => {
     const store = plantStore(client, layout, { minReplicasAck: 1, replicaAckTimeoutMs: 2000 });
     const ids = Array.from({ length: 48 }, (_, i) => 9_007_199_254_740_993n + BigInt(i) * 7n);
@@ -125,6 +130,41 @@ describe("layout 2 on a Redis Cluster", { timeout: 120_000 }, () => {
     expect(waits).toBeGreaterThanOrEqual(1);
     expect(waits).toBeLessThanOrEqual(masters.length * 2);
     for (const id of ids) expect((await store.get(id))?.name).toBe(`batched ${id}`);
+  });
+
+  it("migrates layout 2's read index on every master (npm run migrate's engine)", async () => {
+    const store = plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 2000 });
+    // A tag whose index lives on another master than the all-plants index: both must be rewritten.
+    const bucket = indexBucketOf(BigInt(Date.now()) * 1000n);
+    const allOn = cluster.masterForKey(indexKeys().bucket(bucket)).port;
+    let n = 0;
+    while (cluster.masterForKey(indexKeys(`migrated${n}`).bucket(bucket)).port === allOn) n++;
+    const plants = [];
+    for (let i = 0; i < 30; i++) {
+      const id = 7_000_000_000_000_000_000n + BigInt(i) * 7919n;
+      const tag = i % 2 === 0 ? `migrated${n}` : undefined;
+      const { created } = await store.create({ id, name: `m${i}`, ...(tag ? { tag } : {}) }, fields(id), at);
+      plants.push({ id, created, ...(tag ? { tag } : {}) });
+    }
+    await writeLayout2Index(client, plants);
+    await expect(openLayout(client)).rejects.toThrow(/layout 2/);
+
+    const report = await migrateStore(client);
+    expect(report).toMatchObject({ from: 2, indexEntries: 30 + 15, partitions: 16 });
+    expect(await openLayout(client)).toEqual({ partitions: 16 });
+    const listed: bigint[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await store.page({ limit: 8, tag: `migrated${n}`, cursor });
+      listed.push(...page.plants.map((plant) => plant.id));
+      cursor = page.nextCursor;
+    } while (cursor);
+    expect(listed).toEqual(plants.filter((plant) => plant.tag).map((plant) => plant.id));
+    for (const plant of plants) {
+      expect(
+        await client.zscore(indexKeys().bucket(indexBucketOf(plant.created)), indexMember(plant.id, plant.created)),
+      ).toBe(plant.created.toString());
+    }
   });
 
   it("keeps every plant acknowledged with a replica's confirmation through the kill -9 of its master", async () => {

@@ -62,7 +62,7 @@ const create = (id: bigint, name: string, tag?: string) =>
 
 describe("layout", () => {
   it("records the partition count once and refuses another", async () => {
-    expect(await client.hgetall(storeKeys.meta)).toEqual({ layout: "2", partitions: "16" });
+    expect(await client.hgetall(storeKeys.meta)).toEqual({ layout: "3", partitions: "16" });
     expect((await openLayout(client)).partitions).toBe(16);
     await expect(openLayout(client, { partitions: 128 })).rejects.toThrow(StoreLayoutError);
     await expect(openLayout(client, { partitions: 128 })).rejects.toThrow(/created with 16 partitions/);

@@ -2,7 +2,7 @@ import { indexKeys, isCluster, partitionKeys, type RedisClient } from "@plant-st
 import type { Redis } from "ioredis";
 
 /**
- * What the bench counts in its store (layout 2, one node or a cluster): plants, their side work and
+ * What the bench counts in its store (the partitioned layout, one node or a cluster): plants, their side work and
  * the outbox. Plants are never deleted in a bench run, so "done" is indexed = audited = plants.
  */
 export function storeCounts(redis: RedisClient, partitions: number) {

@@ -1,5 +1,5 @@
 /**
- * store-pages: what a list page costs in the partitioned layout 2 (packages/store), on one
+ * store-pages: what a list page costs in the partitioned layout (packages/store), on one
  * redis-server and on a Redis Cluster (3 masters + 3 replicas), at growing store sizes. Pages are
  * read through the store's own `page()` (what the api's GET /plants runs), so the figures are
  * Redis round trips and commands, without HTTP. For each size: first, middle and last page of all

@@ -14,6 +14,7 @@ import {
   disconnect,
   indexBucketOf,
   indexKeys,
+  indexMemberParts,
   isCluster,
   partitionKeys,
   type RedisClient,
@@ -688,11 +689,10 @@ async function measureLag(
         polls++;
         for (const reply of replies) {
           for (const member of reply) {
-            const sep = member.indexOf("@");
-            const id = member.slice(0, sep);
+            const { id, created: score } = indexMemberParts(member); // the member holds its score
             if (indexedAt.has(id)) continue;
             indexedAt.set(id, at);
-            const created = BigInt(member.slice(sep + 1)); // the member holds its score
+            const created = BigInt(score);
             if (created > newest) newest = created;
           }
         }
