@@ -19,7 +19,7 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
     const created = await stack.redis.hget(stack.plantKey(id), "created");
     if (created === null) return null;
     const key = indexKeys(tag).bucket(indexBucketOf(BigInt(created)));
-    return stack.redis.zscore(key, indexMember(id, created));
+    return stack.redis.zscore(key, indexMember(id, created, stack.layout.partitions));
   };
   const isIndexed = async (id: string, tag?: string) => (await stack.inspect.indexedIds(tag)).includes(id);
   const auditsOf = async (plantId: string) => (await auditEntries()).filter((entry) => entry.plantId === plantId);

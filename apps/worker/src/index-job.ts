@@ -1,5 +1,11 @@
 import type { PlantEvent } from "@plant-store/contracts";
-import { type IndexedUpdate, type IndexedVersion, indexVersions, type RedisClient } from "@plant-store/store";
+import {
+  type IndexedUpdate,
+  type IndexedVersion,
+  indexVersions,
+  type Layout,
+  type RedisClient,
+} from "@plant-store/store";
 
 export type IndexOutcome = "indexed" | "unindexed";
 
@@ -12,7 +18,7 @@ const versionOf = (event: PlantEvent): IndexedVersion => ({
 
 /**
  * Processor of the `plant-index` queue, for a job's batch of events of every type. The store's
- * read index is keyed by plant version (`<hash>:<id>@<created>`): a create adds the version (ZADD NX), a
+ * read index is keyed by plant version (`{p<n>}:<id>@<created>`): a create adds the version (ZADD NX), a
  * delete turns it into a tombstone, an update that changes the tag moves the version from one
  * tag's index to the other's, guarded by the update's version. All of it is idempotent and
  * commutes, so jobs may run in any order, concurrently, and again (a redelivery, a retry) and the
@@ -20,7 +26,11 @@ const versionOf = (event: PlantEvent): IndexedVersion => ({
  * latest update, a plant created again under the same id is another version. A batch is written
  * in one round trip (the store groups it per key).
  */
-export async function updateIndexes(client: RedisClient, events: readonly PlantEvent[]): Promise<IndexOutcome[]> {
+export async function updateIndexes(
+  client: RedisClient,
+  layout: Layout,
+  events: readonly PlantEvent[],
+): Promise<IndexOutcome[]> {
   const created: IndexedVersion[] = [];
   const deleted: IndexedVersion[] = [];
   const updated: IndexedUpdate[] = [];
@@ -29,6 +39,6 @@ export async function updateIndexes(client: RedisClient, events: readonly PlantE
     else if (event.type === "plant.deleted") deleted.push(versionOf(event));
     else updated.push({ ...versionOf(event), previousTag: event.previousTag, version: event.version });
   }
-  await indexVersions(client, { created, deleted, updated });
+  await indexVersions(client, layout, { created, deleted, updated });
   return events.map((event) => (event.type === "plant.deleted" ? "unindexed" : "indexed"));
 }

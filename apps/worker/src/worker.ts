@@ -129,7 +129,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     layout = await openLayout(redis, store.partitions === undefined ? {} : { partitions: store.partitions });
 
     const processors: Record<string, (events: readonly PlantEvent[], client: RedisClient) => Promise<unknown>> = {
-      [queueNames.index]: (events, client) => updateIndexes(client, events),
+      [queueNames.index]: (events, client) => updateIndexes(client, layout, events),
       // Each event its own idempotent script, sent at once: a retry of the whole batch is harmless,
       // and so is any order among them.
       [queueNames.audit]: (events, client) => Promise.all(events.map((event) => recordAudit(client, event))),

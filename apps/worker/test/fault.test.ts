@@ -84,7 +84,9 @@ describe.each(storeKinds)("worker processes on %s Redis", { timeout: 40_000 }, (
     expect([...auditCountByPlant(audit).values()].every((n) => n === 1)).toBe(true);
     const byCreation = [...plants].sort((a, b) => (BigInt(a.created) < BigInt(b.created) ? -1 : 1));
     expect(await t.inspect.indexedIds(tag)).toEqual(byCreation.map((plant) => plant.plantId));
-    expect(await t.indexState(tag)).toEqual(byCreation.map((p) => `${indexMember(p.plantId, p.created)} ${p.created}`));
+    expect(await t.indexState(tag)).toEqual(
+      byCreation.map((p) => `${indexMember(p.plantId, p.created, t.layout.partitions)} ${p.created}`),
+    );
     for (const queue of queues) expect((await queue.getJobCounts("failed")).failed).toBe(0);
     expect(await t.inspect.outboxDepth()).toBe(0);
     expect(await t.inspect.outboxPending()).toBe(0);

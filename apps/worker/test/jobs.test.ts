@@ -8,8 +8,8 @@ import { recordAudit } from "../src/audit-job.js";
 import { updateIndexes } from "../src/index-job.js";
 
 /** The index job for one event (a batch of one). */
-const indexOne = async (client: Parameters<typeof updateIndexes>[0], event: PlantEvent) =>
-  (await updateIndexes(client, [event]))[0];
+const indexOne = async (t: TestStoreContext, event: PlantEvent) =>
+  (await updateIndexes(t.client, t.layout, [event]))[0];
 
 import { openTestStore, type TestStoreContext } from "./support.js";
 
@@ -62,7 +62,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
   const listed = async (tag?: string) =>
     (
       await plantStore(t.client, t.layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 }).page({ limit: 100, tag })
-    ).plants.map((plant) => indexMember(plant.id, plant.created));
+    ).plants.map((plant) => indexMember(plant.id, plant.created, t.layout.partitions));
 
   describe("index job", () => {
     it("adds the plant version to the index of all plants and of its tag, scored by creation time", async () => {
@@ -71,8 +71,8 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       const event = await eventOf(created.eventId);
       expect(event.created).toBe(created.created);
 
-      expect(await indexOne(t.client, event)).toBe("indexed");
-      const member = indexMember("9223372036854775807", created.created);
+      expect(await indexOne(t, event)).toBe("indexed");
+      const member = indexMember("9223372036854775807", created.created, t.layout.partitions);
       expect(await t.indexState()).toEqual([`${member} ${created.created}`]);
       expect(await t.indexState("cold")).toEqual([`${member} ${created.created}`]);
       expect(await t.indexState("warm")).toEqual([]);
@@ -81,7 +81,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
 
     it("touches no tag index for a plant without a tag", async () => {
       const created = await t.createPlant({ id: "8" });
-      expect(await indexOne(t.client, await eventOf(created.eventId))).toBe("indexed");
+      expect(await indexOne(t, await eventOf(created.eventId))).toBe("indexed");
       expect(await t.inspect.indexedIds()).toEqual(["8"]);
       expect(await t.keysMatching("plants:index:tag:*")).toEqual([]);
     });
@@ -89,9 +89,9 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
     it("is idempotent: a second run, also concurrent ones, leave the same index state", async () => {
       const created = await t.createPlant({ id: "5", tag: "herb" });
       const event = await eventOf(created.eventId);
-      await indexOne(t.client, event);
+      await indexOne(t, event);
       const before = [await t.indexState(), await t.indexState("herb")];
-      await Promise.all([indexOne(t.client, event), indexOne(t.client, event)]);
+      await Promise.all([indexOne(t, event), indexOne(t, event)]);
       expect([await t.indexState(), await t.indexState("herb")]).toEqual(before);
     });
 
@@ -100,9 +100,11 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       for (let i = 0; i < 12; i++) plants.push(await t.createPlant({ id: String(300 + i), tag: "many" }));
       expect(new Set(plants.map((plant) => plant.partition)).size).toBeGreaterThan(4);
       const events = await Promise.all(plants.map((plant) => eventOf(plant.eventId)));
-      await Promise.all([...events].reverse().map((event) => indexOne(t.client, event)));
+      await Promise.all([...events].reverse().map((event) => indexOne(t, event)));
       expect(await t.inspect.indexedIds("many")).toEqual(plants.map((plant) => plant.plantId));
-      expect(await listed("many")).toEqual(plants.map((plant) => indexMember(plant.plantId, plant.created)));
+      expect(await listed("many")).toEqual(
+        plants.map((plant) => indexMember(plant.plantId, plant.created, t.layout.partitions)),
+      );
     });
   });
 
@@ -125,30 +127,30 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
     it("turns the deleted version into a tombstone in both indexes, and touches nothing else", async () => {
       const other = await t.createPlant({ id: "1", tag: "herb" });
       const created = await t.createPlant({ id: "2", tag: "herb" });
-      await indexOne(t.client, await eventOf(other.eventId));
-      await indexOne(t.client, await eventOf(created.eventId));
+      await indexOne(t, await eventOf(other.eventId));
+      await indexOne(t, await eventOf(created.eventId));
       const event = await deleteAndGetEvent("2");
 
-      expect(await indexOne(t.client, event)).toBe("unindexed");
+      expect(await indexOne(t, event)).toBe("unindexed");
       const expected = [
-        `${indexMember("2", created.created)} -1`,
-        `${indexMember("1", other.created)} ${other.created}`,
+        `${indexMember("2", created.created, t.layout.partitions)} -1`,
+        `${indexMember("1", other.created, t.layout.partitions)} ${other.created}`,
       ];
       expect(await t.indexState()).toEqual(expected);
       expect(await t.indexState("herb")).toEqual(expected);
       expect(await t.inspect.indexedIds("herb")).toEqual(["1"]);
-      expect(await listed()).toEqual([indexMember("1", other.created)]);
+      expect(await listed()).toEqual([indexMember("1", other.created, t.layout.partitions)]);
     });
 
     it("is idempotent: running it again, also concurrently, changes nothing more", async () => {
       const created = await t.createPlant({ id: "4", tag: "fern" });
-      await indexOne(t.client, await eventOf(created.eventId));
+      await indexOne(t, await eventOf(created.eventId));
       const event = await deleteAndGetEvent("4");
-      await indexOne(t.client, event);
+      await indexOne(t, event);
       const after = await t.indexState("fern");
-      await Promise.all([indexOne(t.client, event), indexOne(t.client, event)]);
+      await Promise.all([indexOne(t, event), indexOne(t, event)]);
       expect(await t.indexState("fern")).toEqual(after);
-      expect(after).toEqual([`${indexMember("4", created.created)} -1`]);
+      expect(after).toEqual([`${indexMember("4", created.created, t.layout.partitions)} -1`]);
     });
 
     // With another tag, the old version's tag-index entry is tombstoned while the new one is listed.
@@ -158,18 +160,18 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
     ] as const) {
       it(`leaves a plant re-created under the same id (${label}) listed with its new version, however late the old deletion runs`, async () => {
         const first = await t.createPlant({ id: "5", tag: "cactus" });
-        await indexOne(t.client, await eventOf(first.eventId));
+        await indexOne(t, await eventOf(first.eventId));
         const deletion = await deleteAndGetEvent("5");
         const again = await t.createPlant({ id: "5", tag: newTag });
         expect(BigInt(again.created)).toBeGreaterThan(BigInt(first.created));
-        await indexOne(t.client, await eventOf(again.eventId));
+        await indexOne(t, await eventOf(again.eventId));
 
         // Late (after the re-create was indexed), then duplicated.
-        await indexOne(t.client, deletion);
-        await indexOne(t.client, deletion);
+        await indexOne(t, deletion);
+        await indexOne(t, deletion);
         expect(await t.inspect.indexedIds()).toEqual(["5"]);
         expect(await t.inspect.indexedIds(newTag)).toEqual(["5"]);
-        expect(await listed(newTag)).toEqual([indexMember("5", again.created)]);
+        expect(await listed(newTag)).toEqual([indexMember("5", again.created, t.layout.partitions)]);
         if (newTag !== "cactus") expect(await t.inspect.indexedIds("cactus")).toEqual([]);
       });
     }
@@ -177,10 +179,10 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
     it("create, delete, then the creation job: the late creation job lists nothing", async () => {
       const created = await t.createPlant({ id: "6", tag: "moss" });
       const deletion = await deleteAndGetEvent("6");
-      await indexOne(t.client, deletion);
-      await indexOne(t.client, await eventOf(created.eventId));
+      await indexOne(t, deletion);
+      await indexOne(t, await eventOf(created.eventId));
       expect(await t.inspect.indexedIds()).toEqual([]);
-      expect(await t.indexState("moss")).toEqual([`${indexMember("6", created.created)} -1`]);
+      expect(await t.indexState("moss")).toEqual([`${indexMember("6", created.created, t.layout.partitions)} -1`]);
     });
 
     it("create, delete, re-create: every order of the three jobs (and of their re-runs) ends with exactly the new plant listed", async () => {
@@ -191,14 +193,16 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
         const again = await t.createPlant({ id: "8", tag: "new" });
         const events: PlantEvent[] = [await eventOf(first.eventId), deletion, await eventOf(again.eventId)];
         // Each job twice: once in this order, then all again (a redelivery).
-        for (const i of [...order, ...order]) await indexOne(t.client, events[i] as PlantEvent);
+        for (const i of [...order, ...order]) await indexOne(t, events[i] as PlantEvent);
         expect({ order, all: await t.inspect.indexedIds(), old: await t.inspect.indexedIds("old") }).toEqual({
           order,
           all: ["8"],
           old: [],
         });
-        expect(await t.indexState("new")).toEqual([`${indexMember("8", again.created)} ${again.created}`]);
-        expect(await listed()).toEqual([indexMember("8", again.created)]);
+        expect(await t.indexState("new")).toEqual([
+          `${indexMember("8", again.created, t.layout.partitions)} ${again.created}`,
+        ]);
+        expect(await listed()).toEqual([indexMember("8", again.created, t.layout.partitions)]);
       }
     });
 
@@ -210,14 +214,14 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
         const toC = await t.updatePlant("9", { name: "renamed", tag: "c" });
         const events = await Promise.all([created, toB, toC].map((change) => outboxEvent(change.eventId)));
         expect(events.map((event) => event.type)).toEqual(["plant.created", "plant.updated", "plant.updated"]);
-        for (const i of [...order, ...order]) await indexOne(t.client, events[i] as PlantEvent);
+        for (const i of [...order, ...order]) await indexOne(t, events[i] as PlantEvent);
         const tags = await Promise.all(["a", "b", "c"].map((tag) => t.inspect.indexedIds(tag)));
         expect({ order, all: await t.inspect.indexedIds(), tags }).toEqual({
           order,
           all: ["9"],
           tags: [[], [], ["9"]],
         });
-        expect(await listed("c")).toEqual([indexMember("9", created.created)]);
+        expect(await listed("c")).toEqual([indexMember("9", created.created, t.layout.partitions)]);
       }
     });
 
@@ -234,15 +238,15 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
         ...(await Promise.all([...plants, first, again].map((plant) => eventOf(plant.eventId)))),
         gone,
       ];
-      expect(await updateIndexes(t.client, events)).toEqual(
+      expect(await updateIndexes(t.client, t.layout, events)).toEqual(
         events.map((event) => (event.type === "plant.created" ? "indexed" : "unindexed")),
       );
       const state = [await t.indexState(), await t.indexState("odd"), await t.indexState("new")];
-      await updateIndexes(t.client, [...events].reverse()); // a redelivery, composed differently
+      await updateIndexes(t.client, t.layout, [...events].reverse()); // a redelivery, composed differently
       expect([await t.indexState(), await t.indexState("odd"), await t.indexState("new")]).toEqual(state);
       const live = [
-        ...plants.slice(1).map((plant) => indexMember(plant.plantId, plant.created)),
-        indexMember("8", again.created),
+        ...plants.slice(1).map((plant) => indexMember(plant.plantId, plant.created, t.layout.partitions)),
+        indexMember("8", again.created, t.layout.partitions),
       ];
       expect(await listed()).toEqual(live);
       expect(await listed("odd")).toEqual(live.filter((_, i) => i < 9 && i % 2 === 1));

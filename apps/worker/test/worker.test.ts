@@ -81,7 +81,9 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       // Listed in creation order, each version scored by its creation time.
       expect(await t.inspect.indexedIds()).toEqual(["1", "2", "3"]);
       expect(await t.inspect.indexedIds("cactus")).toEqual(["1", "3"]);
-      expect(await t.indexState()).toEqual([a, b, c].map((p) => `${indexMember(p.plantId, p.created)} ${p.created}`));
+      expect(await t.indexState()).toEqual(
+        [a, b, c].map((p) => `${indexMember(p.plantId, p.created, t.layout.partitions)} ${p.created}`),
+      );
       expect((await auditedEventIds()).sort()).toEqual([a.eventId, b.eventId, c.eventId].sort());
       for (const plant of [a, b, c]) {
         expect(await t.client.hget(partitionKeys(plant.partition).auditRecorded, plant.eventId)).not.toBeNull();
@@ -166,7 +168,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await jobCount(auditQueue)).toBe(1);
       expect(await t.audit()).toHaveLength(1);
       const indexBefore = await t.indexState();
-      expect(indexBefore).toEqual([`${indexMember("20", created.created)} ${created.created}`]);
+      expect(indexBefore).toEqual([`${indexMember("20", created.created, t.layout.partitions)} ${created.created}`]);
 
       // A redelivery after the completed jobs were cleaned up runs both jobs again for real.
       const rerun = jobs.map((job) => ({ ...job, opts: { ...job.opts, jobId: `rerun-${event.eventId}` } }));
@@ -246,7 +248,9 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
 
       const done = await jobInState(indexQueue, jobIdFor([created.eventId]), "completed");
       expect(done.attemptsMade).toBeGreaterThanOrEqual(2);
-      expect(await t.indexState()).toEqual([`${indexMember("40", created.created)} ${created.created}`]);
+      expect(await t.indexState()).toEqual([
+        `${indexMember("40", created.created, t.layout.partitions)} ${created.created}`,
+      ]);
     });
 
     it("leaves a permanently failing job in the failed set after JOB_ATTEMPTS", async () => {
@@ -303,8 +307,8 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await t.inspect.indexedIds("vine")).toEqual(["60"]);
       // The deleted version stays as a tombstone (score -1), so a late create job cannot list it.
       expect(await t.indexState("vine")).toEqual([
-        `${indexMember("61", created.created)} -1`,
-        `${indexMember("60", keep.created)} ${keep.created}`,
+        `${indexMember("61", created.created, t.layout.partitions)} -1`,
+        `${indexMember("60", keep.created, t.layout.partitions)} ${keep.created}`,
       ]);
 
       await waitFor("3 audit entries", async () => (await t.audit()).length === 3);
@@ -357,7 +361,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
 
       expect(await t.inspect.indexedIds()).toEqual([]);
       expect(await t.inspect.indexedIds("bulb")).toEqual([]);
-      expect(await t.indexState("bulb")).toEqual([`${indexMember("63", created.created)} -1`]);
+      expect(await t.indexState("bulb")).toEqual([`${indexMember("63", created.created, t.layout.partitions)} -1`]);
     });
 
     it("relays outboxes of create, delete, create per id and ends with exactly the last plants listed", async () => {
@@ -383,7 +387,11 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await t.inspect.indexedIds("after")).toEqual(ids.filter((id) => !even(id)));
       expect(await t.inspect.indexedIds("before")).toEqual([]);
       const live = (await t.indexState()).filter((entry) => !entry.endsWith(" -1"));
-      expect(live).toEqual(ids.map((id) => `${indexMember(id, last.get(id)?.created ?? "")} ${last.get(id)?.created}`));
+      expect(live).toEqual(
+        ids.map(
+          (id) => `${indexMember(id, last.get(id)?.created ?? "", t.layout.partitions)} ${last.get(id)?.created}`,
+        ),
+      );
       const audit = await t.audit();
       expect(audit.filter((entry) => entry.type === "plant.deleted")).toHaveLength(20);
       expect(new Set(audit.map((entry) => entry.eventId)).size).toBe(60);
@@ -412,7 +420,9 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       );
       expect(unknown.attemptsMade).toBe(1);
       expect(unknown.failedReason).toMatch(/unknown job name "plant\.exploded"/);
-      expect(await t.indexState()).toEqual([`${indexMember("64", created.created)} ${created.created}`]);
+      expect(await t.indexState()).toEqual([
+        `${indexMember("64", created.created, t.layout.partitions)} ${created.created}`,
+      ]);
     });
   });
 });

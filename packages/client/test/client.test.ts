@@ -112,7 +112,7 @@ describe("reading and deleting through the client", () => {
       await client.plants.create.mutate({ id, name: `paged-${id}`, tag: "paged" });
       const created = await redis.hget(plantKey(id), "created");
       expect(created).toMatch(/^[1-9]\d*$/);
-      await indexCreated(redis, { plantId: id.toString(), tag: "paged", created: created as string });
+      await indexCreated(redis, api.layout, { plantId: id.toString(), tag: "paged", created: created as string });
     }
     const first = await client.plants.page.query({ tag: "paged", limit: 2 });
     expect(first.plants.map((plant) => plant.id)).toEqual([10n, 11n]);

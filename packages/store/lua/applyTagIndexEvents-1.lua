@@ -4,13 +4,13 @@
   entry's presence in a tag's index depends on which update came last, not on which event the
   worker happened to process last.
 
-  Each entry `<hash>:<id>@<created>` keeps, beside it in the same sorted set, the version (µs) of
-  the last event applied to it in this tag: a record `<hash>:<id>@<created>#` scored -version (below every
+  Each entry `{p<n>}:<id>@<created>` keeps, beside it in the same sorted set, the version (µs) of
+  the last event applied to it in this tag: a record `{p<n>}:<id>@<created>#` scored -version (below every
   page, as the tombstones at -1). An event older than the record changes nothing, so a late or
   repeated create or update event cannot bring back a tag the plant no longer has.
 
   KEYS[1] bucket   plants:index:tag:<tag>:<bucket>
-  ARGV    triples: member (`<hash>:<id>@<created>`), version (µs), and what the event says of the entry:
+  ARGV    triples: member (`{p<n>}:<id>@<created>`), version (µs), and what the event says of the entry:
           'in' (the plant has this tag since that version), 'out' (it no longer has it) or
           'gone' (the plant version was deleted: a tombstone, final).
 

@@ -6,20 +6,18 @@
 
   KEYS[1] directory   plants:index:<all | tag:…>:buckets
   KEYS[2] bucket      plants:index:<all | tag:…>:<bucket>   (the one expected first)
-  Derived keys, one node only: plant:{p<n>}:<id> of each entry read, n being the entry's
-  partition: the id's hash, which the member carries (`<hash>:<id>@<created>`), modulo ARGV[7]
-  (as partitionOf in keys.ts). Reading them here, not in a second command, saves a round trip per
-  page: a round trip on a node that fsyncs every write waits behind other clients' fsyncs.
+  Derived keys, one node only: plant:{p<n>}:<id> of each entry read, which the entry's member
+  (`{p<n>}:<id>@<created>`) names. Reading them here, not in a second command, saves a round trip
+  per page: a round trip on a node that fsyncs every write waits behind other clients' fsyncs.
   ARGV[1] first bucket to list
   ARGV[2] buckets to list at most
   ARGV[3] the expected bucket (KEYS[2]'s number)
   ARGV[4] position: creation time (µs), or '' from the start
   ARGV[5] position: member
   ARGV[6] entries to read after the position's ties
-  ARGV[7] the store's partition count
 
-  Returns {buckets, entries, plants}: entries are the members (`<hash>:<id>@<created>`, which
-  holds the score) of the position's ties (equal creation time, member after its member) then up to
+  Returns {buckets, entries, plants}: entries are the members (`{p<n>}:<id>@<created>`, which
+  hold the score) of the position's ties (equal creation time, member after its member) then up to
   ARGV[6] more, joined by spaces into one string (one reply element, not one per entry: the
   client's cost is per element); plants is one JSON string [name, tag or false, …] in entry
   order, name false where the plant is gone or is another version than the entry's (deleted, or
@@ -40,13 +38,12 @@ for _, member in ipairs(redis.call('ZRANGE', KEYS[2], from, '+inf', 'BYSCORE', '
   entries[#entries + 1] = member
 end
 
-local partitions = tonumber(ARGV[7])
-local match = string.match
+local find, sub = string.find, string.sub
 local plants = {}
 for _, member in ipairs(entries) do
-  local hash, id, created = match(member, '^(%d+):(.-)@(.*)$')
-  local plant = redis.call('HMGET', 'plant:{p' .. (tonumber(hash) % partitions) .. '}:' .. id, 'name', 'tag', 'created')
-  if plant[1] and plant[3] == created then
+  local at = find(member, '@', 1, true)
+  local plant = redis.call('HMGET', 'plant:' .. sub(member, 1, at - 1), 'name', 'tag', 'created')
+  if plant[1] and plant[3] == sub(member, at + 1) then
     plants[#plants + 1] = plant[1]
     plants[#plants + 1] = plant[2]
   else

@@ -36,7 +36,6 @@ export {
   type PartitionKeys,
   partitionKeys,
   partitionOf,
-  plantHash,
   storeKeys,
 } from "./keys.js";
 export { type Layout, openLayout, StoreLayoutError } from "./layout.js";

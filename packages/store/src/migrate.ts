@@ -41,7 +41,7 @@ const LEGACY_QUEUES = ["plant-index", "plant-audit"];
  *   Refused while layout 1's side work is unfinished (outbox entries or queued jobs): the previous
  *   version's worker must drain them first, or their index and audit updates would be lost.
  * - Layout 2 (partitioned, index members `<id>@<created>`): the read index's members gain their
- *   id's hash (see indexMember); plants, outboxes, queues and audit logs are as they were. Works on
+ *   plant's partition (see indexMember); plants, outboxes, queues and audit logs are as they were. Works on
  *   a cluster too (every master's index keys).
  */
 export async function migrateStore(
@@ -60,10 +60,10 @@ export async function migrateStore(
   if (from === 1) ({ plants, tokens } = await migratePlantsOfLayout1(client, options.partitions, log));
   else await client.hset(storeKeys.meta, "migration", `layout-${from}-to-${LAYOUT_VERSION}`);
   // Also after layout 1: an interrupted run of an earlier version may have indexed in layout 2's form.
-  const indexEntries = await rewriteIndexMembers(client, log);
+  const partitions = Number(await client.hget(storeKeys.meta, "partitions"));
+  const indexEntries = await rewriteIndexMembers(client, partitions, log);
   await client.hset(storeKeys.meta, "layout", String(LAYOUT_VERSION));
   await client.hdel(storeKeys.meta, "migration");
-  const partitions = Number(await client.hget(storeKeys.meta, "partitions"));
   log(`done: layout ${from} → ${LAYOUT_VERSION}; ${plants} plants, ${tokens} tokens, ${indexEntries} index entries.`);
   return { from, plants, tokens, indexEntries, partitions, alreadyMigrated: false };
 }
@@ -139,11 +139,15 @@ async function migratePlantsOfLayout1(
 
 /**
  * Rewrites layout 2's read index members (`<id>@<created>`, records `<id>@<created>#`) as
- * layout 3's (`<hash>:<id>@<created>`), same score, in every index sorted set of every master.
+ * layout 3's (`{p<n>}:<id>@<created>`), same score, in every index sorted set of every master.
  * Each batch is one MULTI on one key: a member is never lost or doubled, and a resumed run finds
  * only what is left to rewrite.
  */
-async function rewriteIndexMembers(client: RedisClient, log: (line: string) => void): Promise<number> {
+async function rewriteIndexMembers(
+  client: RedisClient,
+  partitions: number,
+  log: (line: string) => void,
+): Promise<number> {
   const nodes = isCluster(client) ? client.nodes("master") : [client];
   let rewritten = 0;
   for (const node of nodes) {
@@ -151,14 +155,14 @@ async function rewriteIndexMembers(client: RedisClient, log: (line: string) => v
     do {
       const [next, keys] = await node.scan(cursor, "MATCH", "plants:index:*", "COUNT", 500, "TYPE", "zset");
       cursor = next;
-      for (const key of keys) rewritten += await rewriteIndexKey(client, key);
+      for (const key of keys) rewritten += await rewriteIndexKey(client, key, partitions);
     } while (cursor !== "0");
   }
   if (rewritten > 0) log(`${rewritten} read index entries rewritten`);
   return rewritten;
 }
 
-async function rewriteIndexKey(client: RedisClient, key: string): Promise<number> {
+async function rewriteIndexKey(client: RedisClient, key: string, partitions: number): Promise<number> {
   let rewritten = 0;
   let cursor = "0";
   do {
@@ -169,7 +173,7 @@ async function rewriteIndexKey(client: RedisClient, key: string): Promise<number
     for (let i = 0; i + 1 < flat.length; i += 2) {
       const old = LAYOUT_2_INDEX_MEMBER.exec(flat[i] as string);
       if (!old) continue; // a directory's bucket number, or already rewritten
-      adds.push(flat[i + 1] as string, `${indexMember(old[1] as string, old[2] as string)}${old[3]}`);
+      adds.push(flat[i + 1] as string, `${indexMember(old[1] as string, old[2] as string, partitions)}${old[3]}`);
       removals.push(flat[i] as string);
     }
     if (removals.length > 0)
@@ -201,7 +205,7 @@ async function migratePlant(client: RedisClient, partitions: number, id: bigint)
   if (existing === null) await client.hset(keys.plant(id), ...fields);
   const clock = BigInt((await client.get(keys.clock)) ?? "0");
   if (BigInt(version) > clock) await client.set(keys.clock, version);
-  await indexCreated(client, { plantId: id.toString(), created: version, tag: old.tag });
+  await indexCreated(client, { partitions }, { plantId: id.toString(), created: version, tag: old.tag });
   await client.del(legacyKeys.plant(id));
   return true;
 }

@@ -406,7 +406,6 @@ function pageReader(client: RedisClient, layout: Layout) {
       after?.created ?? "",
       after?.member ?? "",
       count,
-      layout.partitions,
     );
     if (joined == null || plants === undefined) return { buckets: buckets.map(BigInt), first: undefined };
     const first = { members: joined === "" ? [] : joined.split(" "), plants: fieldsOf(plants) };
@@ -418,9 +417,9 @@ function pageReader(client: RedisClient, layout: Layout) {
     const keys: string[] = [];
     const versions: string[] = [];
     for (const member of members) {
-      const { id, created } = indexMemberParts(member);
-      keys.push(partitionKeys(partitionOf(id, layout.partitions)).plant(id));
-      versions.push(created);
+      const at = member.indexOf("@");
+      keys.push(`plant:${member.slice(0, at)}`); // the member names its plant's key (see indexMember)
+      versions.push(member.slice(at + 1));
     }
     if (cluster) {
       const hashes = await Promise.all(keys.map((key) => client.hmget(key, "name", "tag", "created")));
@@ -475,7 +474,7 @@ function pageReader(client: RedisClient, layout: Layout) {
     const keys = indexKeys(options.tag);
     const want = options.limit + 1; // one more than the page: whether more follow
     const start = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
-    let position = start && positionOf(indexMember(start.id, start.created));
+    let position = start && positionOf(indexMember(start.id, start.created, layout.partitions));
     const found: StoredPlantRecord[] = [];
     const from = start ? indexBucketOf(start.created) : 0n;
     const expected = start ? from : firstBuckets.get(keys.directory);
@@ -545,6 +544,7 @@ export interface IndexedUpdate extends IndexedVersion {
  */
 export async function indexVersions(
   client: RedisClient,
+  layout: Layout,
   events: {
     created?: readonly IndexedVersion[];
     deleted?: readonly IndexedVersion[];
@@ -570,19 +570,30 @@ export async function indexVersions(
     const keys = indexKeys(tag);
     const bucket = indexBucketOf(BigInt(version.created));
     if (state === "in") listed(keys, bucket);
-    push(tagEvents, keys.bucket(bucket), indexMember(version.plantId, version.created), eventVersion, state);
+    push(
+      tagEvents,
+      keys.bucket(bucket),
+      indexMember(version.plantId, version.created, layout.partitions),
+      eventVersion,
+      state,
+    );
   };
 
   for (const version of events.created ?? []) {
     const all = indexKeys();
     const bucket = indexBucketOf(BigInt(version.created));
     listed(all, bucket);
-    push(adds, all.bucket(bucket), version.created, indexMember(version.plantId, version.created));
+    push(adds, all.bucket(bucket), version.created, indexMember(version.plantId, version.created, layout.partitions));
     if (version.tag !== undefined) inTag(version.tag, version, version.created, "in");
   }
   for (const version of events.deleted ?? []) {
     const bucket = indexBucketOf(BigInt(version.created));
-    push(tombstones, indexKeys().bucket(bucket), "-1", indexMember(version.plantId, version.created));
+    push(
+      tombstones,
+      indexKeys().bucket(bucket),
+      "-1",
+      indexMember(version.plantId, version.created, layout.partitions),
+    );
     if (version.tag !== undefined) inTag(version.tag, version, version.created, "gone");
   }
   for (const update of events.updated ?? []) {
@@ -599,11 +610,11 @@ export async function indexVersions(
 }
 
 /** Adds one created plant version to the read index (see indexVersions). */
-export const indexCreated = (client: RedisClient, version: IndexedVersion) =>
-  indexVersions(client, { created: [version] });
+export const indexCreated = (client: RedisClient, layout: Layout, version: IndexedVersion) =>
+  indexVersions(client, layout, { created: [version] });
 
 /** Turns one deleted plant version into a tombstone in the read index (see indexVersions). */
-export const indexDeleted = (client: RedisClient, version: IndexedVersion) =>
-  indexVersions(client, { deleted: [version] });
+export const indexDeleted = (client: RedisClient, layout: Layout, version: IndexedVersion) =>
+  indexVersions(client, layout, { deleted: [version] });
 
 export { INDEX_BUCKET_MICROS, type PartitionKeys };

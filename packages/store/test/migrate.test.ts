@@ -168,11 +168,11 @@ describe("migrate from layout 2 (the read index's members without their id's has
     expect(await walk(store, "fern")).toEqual(live.filter((plant) => plant.tag).map((plant) => plant.id));
     for (const plant of plants) {
       const bucket = indexKeys().bucket(indexBucketOf(plant.created));
-      const score = await client.zscore(bucket, indexMember(plant.id, plant.created));
+      const score = await client.zscore(bucket, indexMember(plant.id, plant.created, 8));
       expect(score).toBe(plant.deleted ? "-1" : plant.created.toString());
       if (plant.movedAt !== undefined) {
         const tagBucket = indexKeys(plant.tag).bucket(indexBucketOf(plant.created));
-        expect(await client.zscore(tagBucket, `${indexMember(plant.id, plant.created)}#`)).toBe(`-${plant.movedAt}`);
+        expect(await client.zscore(tagBucket, `${indexMember(plant.id, plant.created, 8)}#`)).toBe(`-${plant.movedAt}`);
       }
     }
     expect((await migrateStore(client)).alreadyMigrated).toBe(true);
@@ -185,7 +185,11 @@ describe("migrate from layout 2 (the read index's members without their id's has
     for (const plant of plants) {
       const bucket = indexKeys().bucket(indexBucketOf(plant.created));
       await client.zrem(bucket, `${plant.id}@${plant.created}`);
-      await client.zadd(bucket, plant.deleted ? "-1" : plant.created.toString(), indexMember(plant.id, plant.created));
+      await client.zadd(
+        bucket,
+        plant.deleted ? "-1" : plant.created.toString(),
+        indexMember(plant.id, plant.created, 8),
+      );
     }
     await expect(openLayout(client)).rejects.toThrow(/layout-2-to-3.*has not finished/);
     const report = await migrateStore(client);

@@ -244,9 +244,12 @@ describe("updates", () => {
     const listed = async (tag: string) =>
       (await client.zrange(indexKeys(tag).bucket(indexBucketOf(created)), 0, "+inf", "BYSCORE")).length;
     // The latest first, then the older update and the create, each twice.
-    await indexVersions(client, { updated: [toC] });
-    await indexVersions(client, { updated: [toB, toB], created: [{ plantId: id.toString(), created: at, tag: "a" }] });
-    await indexCreated(client, { plantId: id.toString(), created: at, tag: "a" });
+    await indexVersions(client, layout, { updated: [toC] });
+    await indexVersions(client, layout, {
+      updated: [toB, toB],
+      created: [{ plantId: id.toString(), created: at, tag: "a" }],
+    });
+    await indexCreated(client, layout, { plantId: id.toString(), created: at, tag: "a" });
     expect([await listed("a"), await listed("b"), await listed("c")]).toEqual([0, 0, 1]);
     expect((await store.page({ limit: 10, tag: "c" })).plants.map((plant) => plant.tag)).toEqual(["c"]);
     // In order, on a fresh index: the same end.
@@ -255,18 +258,18 @@ describe("updates", () => {
       indexKeys("b").bucket(indexBucketOf(created)),
       indexKeys("c").bucket(indexBucketOf(created)),
     );
-    await indexCreated(client, { plantId: id.toString(), created: at, tag: "a" });
-    await indexVersions(client, { updated: [toB] });
+    await indexCreated(client, layout, { plantId: id.toString(), created: at, tag: "a" });
+    await indexVersions(client, layout, { updated: [toB] });
     expect([await listed("a"), await listed("b"), await listed("c")]).toEqual([0, 1, 0]);
     // Before the worker moves it, a tag's page skips a plant that left the tag.
     expect((await store.page({ limit: 10, tag: "b" })).plants).toEqual([]);
-    await indexVersions(client, { updated: [toC, toB] });
+    await indexVersions(client, layout, { updated: [toC, toB] });
     expect([await listed("a"), await listed("b"), await listed("c")]).toEqual([0, 0, 1]);
     // Deleted: a tombstone in its last tag; a late update event does not bring it back there.
     const version = (await store.get(id))?.version as bigint;
     await store.delete(id, undefined, meta, "2026-11-22T00:00:02.000Z");
-    await indexDeleted(client, { plantId: id.toString(), created: at, tag: "c" });
-    await indexVersions(client, { updated: [{ ...toC, version: String(version) }] });
+    await indexDeleted(client, layout, { plantId: id.toString(), created: at, tag: "c" });
+    await indexVersions(client, layout, { updated: [{ ...toC, version: String(version) }] });
     expect(await listed("c")).toBe(0);
   });
 });
@@ -279,7 +282,7 @@ describe("the read index", () => {
     const ids = [...extremes, ...Array.from({ length: 120 }, (_, i) => 1_000_000_007n * BigInt(i + 1) ** 3n)];
     for (const id of ids) {
       const { created } = await create(id, `plant ${id}`);
-      await indexCreated(client, { plantId: id.toString(), created: created.toString() });
+      await indexCreated(client, layout, { plantId: id.toString(), created: created.toString() });
     }
     expect(new Set(ids.map((id) => partitionOf(id, 16))).size).toBe(16);
     // Page by page (a cursor's page reads its bucket with the directory), then a first page again
@@ -312,7 +315,7 @@ describe("the read index", () => {
       const created = await create(id, `plant ${i}`, i % 3n === 0n ? "odd" : undefined);
       ids.push(id);
       // Index in reverse order of creation, with one event delivered twice.
-      await indexCreated(client, {
+      await indexCreated(client, layout, {
         plantId: id.toString(),
         created: created.created.toString(),
         ...(i % 3n === 0n ? { tag: "odd" } : {}),
@@ -348,13 +351,13 @@ describe("the read index", () => {
     const version = (await store.get(victim))?.created.toString() as string;
     await store.delete(victim, undefined, meta, "2026-11-22T00:00:02.000Z");
     expect(await walk()).not.toContain(victim);
-    await indexDeleted(client, { plantId: victim.toString(), created: version });
-    await indexCreated(client, { plantId: victim.toString(), created: version });
+    await indexDeleted(client, layout, { plantId: victim.toString(), created: version });
+    await indexCreated(client, layout, { plantId: victim.toString(), created: version });
     expect(await walk()).toEqual(all.filter((id) => id !== victim));
     // Created again: a new version, listed once, in its place by creation time.
     await create(victim, "back");
     const again = (await store.get(victim))?.created.toString() as string;
-    await indexCreated(client, { plantId: victim.toString(), created: again });
+    await indexCreated(client, layout, { plantId: victim.toString(), created: again });
     const final = await walk();
     expect(final.filter((id) => id === victim)).toHaveLength(1);
     const times = await Promise.all(final.map(async (id) => (await store.get(id))?.created ?? 0n));
@@ -367,7 +370,7 @@ describe("the read index", () => {
     await create(late, "late");
     const early = ((await store.get(final[0] as bigint))?.created as bigint) - 2n * INDEX_BUCKET_MICROS;
     await client.hset(partitionKeys(partitionOf(late, 16)).plant(late), "created", early.toString());
-    await indexCreated(client, { plantId: late.toString(), created: early.toString() });
+    await indexCreated(client, layout, { plantId: late.toString(), created: early.toString() });
     const first = await store.page({ limit: 2 });
     expect(first.plants.map((plant) => plant.id)).toEqual([late, final[0]]);
     expect(await walk()).toEqual([late, ...final]);

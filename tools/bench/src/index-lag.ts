@@ -178,7 +178,10 @@ async function indexState(stack: Stack, id: string, tag: string) {
   const tagIndexScore =
     created === null
       ? null
-      : await stack.redis.zscore(indexKeys(tag).bucket(indexBucketOf(BigInt(created))), indexMember(id, created));
+      : await stack.redis.zscore(
+          indexKeys(tag).bucket(indexBucketOf(BigInt(created))),
+          indexMember(id, created, stack.partitions),
+        );
   return { created, tagIndexScore };
 }
 

@@ -271,10 +271,10 @@ export async function measureSizing(mode: SizingMode, options: SizingOptions): P
     const untagged = events.filter((entry) => field(entry, "tag") === undefined);
     const tagged = events.filter((entry) => field(entry, "tag") !== undefined);
     await phase("index entry, no tag (all plants' index)", untagged.length, () =>
-      each(untagged.length, inFlight, (i) => indexCreated(client, version(untagged[i] as OutboxEntry))),
+      each(untagged.length, inFlight, (i) => indexCreated(client, layout, version(untagged[i] as OutboxEntry))),
     );
     await phase("index entries, tag (all plants' + the tag's)", tagged.length, () =>
-      each(tagged.length, inFlight, (i) => indexCreated(client, version(tagged[i] as OutboxEntry))),
+      each(tagged.length, inFlight, (i) => indexCreated(client, layout, version(tagged[i] as OutboxEntry))),
     );
     await phase("audit entry (exactly-once append)", events.length, () =>
       each(events.length, inFlight, (i) => {

@@ -15,6 +15,7 @@ import {
   disconnect,
   indexCreated,
   isCluster,
+  type Layout,
   openLayout,
   type PlantStore,
   parseStoreConfig,
@@ -53,7 +54,7 @@ const TAG_EVERY = 10;
 const at = new Date().toISOString();
 
 /** Creates plants `from`..`to`-1 through the store (the create script) and indexes them as the worker would. */
-async function populate(client: RedisClient, store: PlantStore, from: number, to: number) {
+async function populate(client: RedisClient, layout: Layout, store: PlantStore, from: number, to: number) {
   const inFlight = 2000;
   for (let start = from; start < to; start += inFlight) {
     const batch = [];
@@ -63,7 +64,9 @@ async function populate(client: RedisClient, store: PlantStore, from: number, to
       batch.push(
         store
           .create({ id, name: `plant ${i}`, tag }, ["type", "plant.created", "plantId", id.toString()], at)
-          .then(({ created }) => indexCreated(client, { plantId: id.toString(), created: created.toString(), tag })),
+          .then(({ created }) =>
+            indexCreated(client, layout, { plantId: id.toString(), created: created.toString(), tag }),
+          ),
       );
     }
     await Promise.all(batch);
@@ -106,7 +109,7 @@ async function measure(mode: string, target: RedisTarget, given = false): Promis
   let populated = 0;
   for (const size of sizes) {
     const started = Date.now();
-    await populate(client, store, populated, size);
+    await populate(client, layout, store, populated, size);
     populated = size;
     console.log(`${mode}: ${size} plants (populated in ${((Date.now() - started) / 1000).toFixed(1)} s)`);
     for (const tag of [undefined, "bench-tag"]) {

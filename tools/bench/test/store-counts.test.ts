@@ -53,7 +53,7 @@ describe.each(stores)("store counts on $kind", ({ start }) => {
       const { created } = await store.create({ id, name: `p${i}` }, ["type", "plant.created"], "2026-01-01T00:00:00Z");
       // Side work for the first 15 only: as a worker half way through.
       if (i < 15) {
-        await indexCreated(client, { plantId: String(id), created: created.toString() });
+        await indexCreated(client, layout, { plantId: String(id), created: created.toString() });
         await appendAudit(client, `p${partitionOf(id, layout.partitions)}-1-${i}`, ["plantId", String(id)]);
       }
     }

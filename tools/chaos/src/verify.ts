@@ -124,19 +124,19 @@ const storedPlant = ({ client, layout }: StoreView, id: string) =>
   >;
 
 /** The score of a plant version's entry in the read index (all plants, or one tag), or null. */
-const indexScore = (client: RedisClient, id: string, created: string, tag?: string) =>
-  client.zscore(indexKeys(tag).bucket(indexBucketOf(BigInt(created))), indexMember(id, created));
+const indexScore = ({ client, layout }: StoreView, id: string, created: string, tag?: string) =>
+  client.zscore(indexKeys(tag).bucket(indexBucketOf(BigInt(created))), indexMember(id, created, layout.partitions));
 
 /** Whether a plant version is in the read index with its creation time, and in its tag's. */
-async function indexedAs(client: RedisClient, id: string, created: string, tag: string | null): Promise<boolean> {
-  if ((await indexScore(client, id, created)) !== created) return false;
-  return tag === null || (await indexScore(client, id, created, tag)) === created;
+async function indexedAs(view: StoreView, id: string, created: string, tag: string | null): Promise<boolean> {
+  if ((await indexScore(view, id, created)) !== created) return false;
+  return tag === null || (await indexScore(view, id, created, tag)) === created;
 }
 
 /** Whether the stored plant `id` is in the read index with its creation time (and in its stored tag's). */
 async function isIndexed(view: StoreView, id: string): Promise<boolean> {
   const [, created, tag] = await storedPlant(view, id);
-  return created !== null && indexedAs(view.client, id, created, tag);
+  return created !== null && indexedAs(view, id, created, tag);
 }
 
 /** Whether a plant's side work is done: created and indexed, and its update audited and moved in the index. */
@@ -145,9 +145,8 @@ async function sideWorkDone(view: StoreView, plant: ExpectedPlant, tally: AuditT
   const [name, created, tag] = await storedPlant(view, plant.id);
   const state = expectedState(plant, name);
   if ((tally.updated.get(plant.id) ?? 0) < state.updates || created === null) return false;
-  if (state.left !== undefined && (await indexScore(view.client, plant.id, created, state.left)) === created)
-    return false;
-  return indexedAs(view.client, plant.id, created, tag);
+  if (state.left !== undefined && (await indexScore(view, plant.id, created, state.left)) === created) return false;
+  return indexedAs(view, plant.id, created, tag);
 }
 
 /**
@@ -319,9 +318,9 @@ export async function verify(view: StoreView, expected: readonly ExpectedPlant[]
         if (created == null) return [null, undefined, null] as const;
         const state = expectedState(plant, name);
         return [
-          await indexScore(client, plant.id, created),
-          state.tag === undefined ? undefined : await indexScore(client, plant.id, created, state.tag),
-          state.left === undefined ? null : await indexScore(client, plant.id, created, state.left),
+          await indexScore(view, plant.id, created),
+          state.tag === undefined ? undefined : await indexScore(view, plant.id, created, state.tag),
+          state.left === undefined ? null : await indexScore(view, plant.id, created, state.left),
         ] as const;
       }),
     );

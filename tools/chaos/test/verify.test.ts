@@ -61,7 +61,7 @@ async function stored(id: string, name: string, tag?: string): Promise<string> {
 /** A plant with its side work as the api and the worker leave it (its audit `audits` times, by distinct events). */
 async function plantWithSideWork(id: string, name: string, audits = 1) {
   const created = await stored(id, name, "t");
-  await indexCreated(client, { plantId: id, tag: "t", created });
+  await indexCreated(client, layout, { plantId: id, tag: "t", created });
   for (let i = 0; i < audits; i++) {
     await appendAudit(client, `p${partitionOf(id, layout.partitions)}-1-${i}`, [
       "type",
@@ -93,7 +93,12 @@ describe("verify", () => {
     await stored("3", "three"); // no side work
     const created4 = await plantWithSideWork("4", "four");
     // Its index entry with a score other than its creation time.
-    await client.zadd(indexKeys().bucket(indexBucketOf(BigInt(created4))), "XX", "5", indexMember("4", created4));
+    await client.zadd(
+      indexKeys().bucket(indexBucketOf(BigInt(created4))),
+      "XX",
+      "5",
+      indexMember("4", created4, layout.partitions),
+    );
     await stored("5", "five"); // stored, never acknowledged, no side work
     await client.zadd(`${queueKeyPrefix(queueNames.audit)}:failed`, 1, "event-x");
     const v = await verify(view, [
@@ -132,7 +137,7 @@ describe("verify", () => {
       if (result.outcome !== "updated") throw new Error(result.outcome);
       const version = String(result.plant.version);
       const moved = { plantId: id, created, previousTag: "t", tag: change.tag, version };
-      if (move) await indexVersions(client, { updated: [moved] });
+      if (move) await indexVersions(client, layout, { updated: [moved] });
       const partition = partitionOf(id, layout.partitions);
       for (let i = 0; i < audits; i++) {
         await appendAudit(client, `p${partition}-2-${i}`, ["type", "plant.updated", "plantId", id]);
@@ -166,9 +171,9 @@ describe("verify", () => {
   it("finds a plant indexed twice, an index entry without plant and an event audited twice; scopes to a run's plants", async () => {
     const created = await plantWithSideWork("7", "seven");
     // A second live entry of plant 7 (another creation time), in the index of all plants only.
-    await indexCreated(client, { plantId: "7", created: String(BigInt(created) + 1n) });
+    await indexCreated(client, layout, { plantId: "7", created: String(BigInt(created) + 1n) });
     // An index entry and an audit entry of a plant that is not stored.
-    await indexCreated(client, { plantId: "8", tag: "t", created });
+    await indexCreated(client, layout, { plantId: "8", tag: "t", created });
     // The same event appended twice, as a non-idempotent audit would; and an entry without event id.
     const audit = partitionKeys(partitionOf("9", layout.partitions)).audit;
     await plantWithSideWork("9", "nine", 0);
@@ -222,7 +227,7 @@ describe("verify on a Redis Cluster", () => {
     const ids = Array.from({ length: 12 }, (_, i) => String(9_007_199_254_740_993n + BigInt(i)));
     for (const [i, id] of ids.entries()) {
       const { created } = await clusterStore.create({ id: BigInt(id), name: `n${id}` }, ["type", "plant.created"], at);
-      await indexCreated(clusterClient, { plantId: id, created: created.toString() });
+      await indexCreated(clusterClient, clusterLayout, { plantId: id, created: created.toString() });
       await appendAudit(clusterClient, `p${partitionOf(id, clusterLayout.partitions)}-1-${i}`, [
         "type",
         "plant.created",
