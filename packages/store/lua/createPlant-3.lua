@@ -10,7 +10,7 @@
   KEYS[2] partition clock   plants:{p<n>}:clock
   KEYS[3] partition outbox  plants:{p<n>}:outbox
   ARGV[1] name; ARGV[2] '1' when a tag is given, else '0'; ARGV[3] tag; ARGV[4] ISO time;
-  ARGV[5...] the outbox entry's fields (pairs); `created` is appended.
+  ARGV[5...] the outbox entry's fields (pairs), after `created`.
 
   Returns {'created' | 'unchanged' | 'conflict', created µs, version µs}. 'unchanged' is an
   identical repeat (nothing written: retries are safe); 'conflict' another plant under the same
@@ -35,9 +35,5 @@ if ARGV[2] == '1' then
 else
   redis.call('HSET', KEYS[1], 'name', ARGV[1], 'created', created, 'at', ARGV[4])
 end
-local fields = {}
-for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
-fields[#fields + 1] = 'created'
-fields[#fields + 1] = created
-redis.call('XADD', KEYS[3], '*', unpack(fields))
+redis.call('XADD', KEYS[3], '*', 'created', created, unpack(ARGV, 5))
 return {'created', created, created}

@@ -87,8 +87,9 @@ export function createGuard({ authenticator, limiter, limits, redis, counterDead
   const throttledMessage = "Too many failed authentication attempts from this address; retry later";
 
   const counterShards = shardBreaker(redis, { deadlineMs: counterDeadlineMs });
+  const cluster = isCluster(redis);
   // One node: its command timeout bounds a counter; on a cluster a lost shard could hold it longer.
-  const counterDeadline = isCluster(redis) ? counterDeadlineMs : undefined;
+  const counterDeadline = cluster ? counterDeadlineMs : undefined;
 
   /**
    * The counters `names` through `count`, or undefined when their Redis cannot answer: the request
@@ -97,15 +98,16 @@ export function createGuard({ authenticator, limiter, limits, redis, counterDead
    * everyone's. A shard known to be down is not even tried (see shardBreaker).
    */
   async function counted<T>(request: FastifyRequest, names: string[], count: () => Promise<T>): Promise<T | undefined> {
-    const keys = names.map(storeKeys.rateLimit);
+    // One node has no shards to tell apart: no breaker on the hot path.
+    const keys = cluster ? names.map(storeKeys.rateLimit) : undefined;
     let cause: unknown = "its shard is down";
-    if (keys.every((key) => counterShards.admit(key))) {
+    if (!keys || keys.every((key) => counterShards.admit(key))) {
       try {
-        return await counterShards.run(keys, () => reach(count, counterDeadline));
+        return await (keys ? counterShards.run(keys, () => reach(count, counterDeadline)) : reach(count));
       } catch (error) {
         if (!(error instanceof StoreUnavailableError)) throw error;
         // A shard found down while the call waited is marked already; the other key's may be fine.
-        if (!(error instanceof ShardDownError)) for (const key of keys) counterShards.failed(key);
+        if (!(error instanceof ShardDownError)) for (const key of keys ?? []) counterShards.failed(key);
         cause = error.cause instanceof Error ? error.cause.message : String(error.cause);
       }
     }

@@ -41,11 +41,14 @@ export function createPlantStore(
 ) {
   const store = plantStore(client, layout, durability);
   // One node: its command timeout bounds every call. A cluster's redirections and retries (a
-  // failover, a shard that is down) can outlast it: there a deadline per request bounds the wait.
-  const deadline = isCluster(client) ? deadlineMs : undefined;
+  // failover, a shard that is down) can outlast it: there a deadline per request bounds the wait,
+  // and a shard known to be down is answered at once.
+  const cluster = isCluster(client);
+  const deadline = cluster ? deadlineMs : undefined;
   const breaker = shardBreaker(client, { deadlineMs });
-  const onPlantShard = <T>(id: bigint, call: () => Promise<T>) =>
-    reachShard(breaker, store.plantKey(id), call, deadline);
+  const onPlantShard = cluster
+    ? <T>(id: bigint, call: () => Promise<T>) => reachShard(breaker, store.plantKey(id), call, deadline)
+    : <T>(_id: bigint, call: () => Promise<T>) => reach(call);
 
   return {
     /** Creates a plant; with the version of the plant stored under its id (its ETag). */
