@@ -5,13 +5,13 @@
   worker happened to process last.
 
   Each entry `{p<n>}:<id>@<created>` keeps, beside it in the same sorted set, the version (µs) of
-  the last event applied to it in this tag: a record `{p<n>}:<id>@<created>#` scored -version (below every
-  page, as the tombstones at -1). An event older than the record changes nothing, so a late or
-  repeated create or update event cannot bring back a tag the plant no longer has.
+  the last event applied to it in this tag: a record `{p<n>}:<id>@<created>#` scored -version
+  (below every page, as the tombstones at -1). An event older than the record changes nothing,
+  so a late or repeated create or update event cannot bring back a tag the plant no longer has.
 
   KEYS[1] bucket   plants:index:tag:<tag>:<bucket>
-  ARGV    triples: member (`{p<n>}:<id>@<created>`), version (µs), and what the event says of the entry:
-          'in' (the plant has this tag since that version), 'out' (it no longer has it) or
+  ARGV    triples: member (`{p<n>}:<id>@<created>`), version (µs), and what the event says of
+          the entry: 'in' (the plant has this tag since that version), 'out' (it no longer has it) or
           'gone' (the plant version was deleted: a tombstone, final).
 
   Returns the number of entries added to the bucket (for the directory: 0 means none).

@@ -14,7 +14,7 @@ import { indexCreated } from "./plants.js";
 
 /** What a migration did. */
 export interface MigrationReport {
-  /** The layout the store had: 1 (single node), 2 (partitioned, index members without hash) or 3. */
+  /** The layout the store had: 1 (single node), 2 (index members `<id>@<created>`) or 3. */
   from: number;
   plants: number;
   tokens: number;
@@ -41,8 +41,8 @@ const LEGACY_QUEUES = ["plant-index", "plant-audit"];
  *   Refused while layout 1's side work is unfinished (outbox entries or queued jobs): the previous
  *   version's worker must drain them first, or their index and audit updates would be lost.
  * - Layout 2 (partitioned, index members `<id>@<created>`): the read index's members gain their
- *   plant's partition (see indexMember); plants, outboxes, queues and audit logs are as they were. Works on
- *   a cluster too (every master's index keys).
+ *   plant's partition (see indexMember); plants, outboxes, queues and audit logs stay as they are.
+ *   Works on a cluster too (every master's index keys).
  */
 export async function migrateStore(
   client: RedisClient,
