@@ -41,12 +41,18 @@ export function partitionKeys(p: number): PartitionKeys {
 
 const madeKeys = new Map<number, PartitionKeys>();
 
+/** The hash tag of partition `p`: every key of the partition carries it. */
+const partitionTag = (p: number) => `{p${p}}`;
+
+/** What every plant hash's key starts with; an index member names the rest (see indexMember). */
+const PLANT_KEY_PREFIX = "plant:";
+
 function makePartitionKeys(p: number) {
-  const tag = `{p${p}}`;
+  const tag = partitionTag(p);
   return {
     partition: p,
     /** Hash per plant: name, tag (only when given), created (µs, the store's clock), at (ISO). */
-    plant: (id: bigint | string) => `plant:${tag}:${id}`,
+    plant: (id: bigint | string) => `${PLANT_KEY_PREFIX}${tag}:${id}`,
     /** The last creation time given out in this partition (µs): keeps the clock monotonic. */
     clock: `plants:${tag}:clock`,
     /** Outbox stream: one entry per accepted create or delete, written by the same script. */
@@ -68,8 +74,8 @@ export type PartitionKeys = ReturnType<typeof makePartitionKeys>;
 export const indexBucketOf = (createdMicros: bigint): bigint => createdMicros / INDEX_BUCKET_MICROS;
 
 /**
- * The read index, kept by the worker: per time bucket a sorted set of members (see indexMember) scored by
- * creation time (deletions leave the member at score -1, a tombstone, so a late or repeated
+ * The read index, kept by the worker: per time bucket a sorted set of members (see indexMember)
+ * scored by creation time (deletions leave the member at score -1, a tombstone, so a late or repeated
  * create event cannot bring it back), and a directory of the buckets that have entries. A page
  * reads the directory and the buckets it needs: O(limit) work, whatever the size of the store or
  * the number of partitions, and no key holds every plant.
@@ -90,12 +96,16 @@ export function indexKeys(tag?: string) {
  * ordered by member: deterministic, if arbitrary.
  */
 export const indexMember = (id: bigint | string, createdMicros: bigint | string, partitions: number) =>
-  `{p${partitionOf(id, partitions)}}:${id}@${createdMicros}`;
+  `${partitionTag(partitionOf(id, partitions))}:${id}@${createdMicros}`;
 
-/** The plant id and creation time (µs) of an index member, as text. */
-export function indexMemberParts(member: string): { id: string; created: string } {
+/** The plant id, creation time (µs) and plant key of an index member, as text. */
+export function indexMemberParts(member: string): { id: string; created: string; plantKey: string } {
   const at = member.indexOf("@");
-  return { id: member.slice(member.indexOf("}:") + 2, at), created: member.slice(at + 1) };
+  return {
+    id: member.slice(member.indexOf("}:") + 2, at),
+    created: member.slice(at + 1),
+    plantKey: `${PLANT_KEY_PREFIX}${member.slice(0, at)}`,
+  };
 }
 
 export const storeKeys = {
@@ -115,7 +125,7 @@ export const storeKeys = {
   authFailures: "stats:auth-failures",
 } as const;
 
-/** An index member of layout 2 (`<id>@<created>`, or a tag record `<id>@<created>#`), recognised only to migrate it. */
+/** An index member of layout 2 (`<id>@<created>`, or a tag record `<id>@<created>#`), only to migrate it. */
 export const LAYOUT_2_INDEX_MEMBER = /^(-?\d+)@(\d+)(#?)$/;
 
 /** Keys of the single-node layout 1, recognised only to refuse or migrate it. */

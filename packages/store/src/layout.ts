@@ -14,8 +14,8 @@ export class StoreLayoutError extends Error {
 /**
  * Opens the store's layout: on a new store records the layout version and the partition count
  * (`partitions`, default 128); on an existing one checks them. Refuses a store written by the
- * single-node layout 1 or layout 2 (either needs `npm run migrate`) and a partition count that differs from the
- * recorded one (plants would be looked up in the wrong partitions).
+ * single-node layout 1 or by layout 2 (either needs `npm run migrate`) and a partition count that
+ * differs from the recorded one (plants would be looked up in the wrong partitions).
  */
 export async function openLayout(client: RedisClient, options: { partitions?: number } = {}): Promise<Layout> {
   const wanted = options.partitions;

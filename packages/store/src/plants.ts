@@ -282,12 +282,17 @@ export type PlantStore = ReturnType<typeof plantStore>;
 
 /** Where a walk stands: after this index member (see indexMember) in creation order. */
 interface Position {
+  /** The plant id, as text. */
+  id: string;
   /** Creation time (µs), as text: it goes into commands as such. */
   created: string;
   member: string;
 }
 
-const positionOf = (member: string): Position => ({ created: member.slice(member.indexOf("@") + 1), member });
+function positionOf(member: string): Position {
+  const { id, created } = indexMemberParts(member);
+  return { id, created, member };
+}
 
 /** The cursor: creation time and id, 16 bytes in base64url (22 characters). Opaque to clients. */
 export function encodeCursor(created: bigint, id: bigint): string {
@@ -417,9 +422,9 @@ function pageReader(client: RedisClient, layout: Layout) {
     const keys: string[] = [];
     const versions: string[] = [];
     for (const member of members) {
-      const at = member.indexOf("@");
-      keys.push(`plant:${member.slice(0, at)}`); // the member names its plant's key (see indexMember)
-      versions.push(member.slice(at + 1));
+      const { plantKey, created } = indexMemberParts(member);
+      keys.push(plantKey);
+      versions.push(created);
     }
     if (cluster) {
       const hashes = await Promise.all(keys.map((key) => client.hmget(key, "name", "tag", "created")));
@@ -458,7 +463,7 @@ function pageReader(client: RedisClient, layout: Layout) {
         after = positionOf(member);
         const plant = plants[i];
         if (!plant || (tag !== undefined && plant[1] !== tag)) continue;
-        found.push(record(BigInt(indexMemberParts(member).id), plant[0], plant[1], after.created));
+        found.push(record(BigInt(after.id), plant[0], plant[1], after.created));
         if (found.length >= want) return after;
       }
       if (members.length < need) return after;
