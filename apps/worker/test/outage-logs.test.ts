@@ -1,6 +1,5 @@
 // A Redis outage in the worker's log: one error line when it starts, one info line when it is
 // over, nothing per reconnect attempt in between; and the worker goes on with the side work.
-import { outboxFields } from "@plant-store/contracts";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { connect, disconnect, inspectStore, type Layout, openLayout, plantStore } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -36,14 +35,7 @@ describe("worker logs during a Redis outage", { timeout: 30_000 }, () => {
       const layout: Layout = await openLayout(client, { partitions: 16 });
       await plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 }).create(
         { id: 7n, name: "after the outage" },
-        outboxFields({
-          type: "plant.created",
-          plantId: "7",
-          name: "after the outage",
-          actor: "test",
-          requestId: "r-7",
-          at: new Date().toISOString(),
-        }),
+        { actor: "test", requestId: "r-7" },
         new Date().toISOString(),
       );
       const inspect = inspectStore(client, layout);

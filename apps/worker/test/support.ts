@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { outboxFields, type PlantEvent, parseOutboxEntry, type QueueName, queuePrefix } from "@plant-store/contracts";
+import { type PlantEvent, parseOutboxEntry, type QueueName, queuePrefix } from "@plant-store/contracts";
 import { type StoreKind, startTestStore, type TestStore } from "@plant-store/redis-server";
 import {
   connect,
@@ -85,18 +85,9 @@ export async function openTestStore(kind: StoreKind) {
       const name = plant.name ?? `plant ${counter}`;
       const requestId = `req-${counter}`;
       const at = new Date().toISOString();
-      const fields = outboxFields({
-        type: "plant.created",
-        plantId,
-        name,
-        ...(plant.tag === undefined ? {} : { tag: plant.tag }),
-        actor: "token-fp-test",
-        requestId,
-        at,
-      });
       const { outcome, created } = await plants().create(
         { id: BigInt(plantId), name, ...(plant.tag === undefined ? {} : { tag: plant.tag }) },
-        fields,
+        { actor: "token-fp-test", requestId },
         at,
       );
       if (outcome !== "created") throw new Error(`plant ${plantId} not created: ${outcome}`);

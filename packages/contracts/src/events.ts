@@ -64,14 +64,6 @@ export const PlantEventBatch = z.object({ events: z.array(PlantEvent).min(1) });
 export type PlantEventBatch = z.output<typeof PlantEventBatch>;
 export type PlantEventType = PlantEvent["type"];
 
-/** Flat field list for XADD (the entry id is assigned by Redis, `created` appended by the script). */
-export function outboxFields(event: Omit<PlantCreatedEvent | PlantDeletedEvent, "eventId" | "created">): string[] {
-  const fields = ["type", event.type, "plantId", event.plantId, "name", event.name];
-  if (event.tag !== undefined) fields.push("tag", event.tag);
-  fields.push("actor", event.actor, "requestId", event.requestId, "at", event.at);
-  return fields;
-}
-
 /** Reads an outbox entry (its event id plus XREAD's flat field list) back into an event. */
 export function parseOutboxEntry(eventId: string, fields: string[]): PlantEvent {
   const record: Record<string, string> = { eventId };

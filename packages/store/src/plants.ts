@@ -191,18 +191,29 @@ export function plantStore(client: RedisClient, layout: Layout, durability: Dura
     plantKey: (id: bigint) => keysOf(id).plant(id),
 
     /**
-     * Creates the plant with its outbox entry (fields from `outboxFields`), in one script.
-     * Returns the outcome and the creation time of the stored plant.
+     * Creates the plant with its `plant.created` outbox entry, in one script. Returns the outcome,
+     * the creation time and the version of the plant stored under the id.
      */
     async create(
       plant: { id: bigint; name: string; tag?: string | undefined },
-      outboxFields: string[],
+      meta: RequestMeta,
       at: string,
     ): Promise<{ outcome: CreateOutcome; created: bigint; version: bigint }> {
       const keys = keysOf(plant.id);
-      const args = [plant.name, plant.tag === undefined ? "0" : "1", plant.tag ?? "", at, ...outboxFields];
-      const [outcome, created, version] = await commit<[string, string, string]>(keys.plant(plant.id), (target) =>
-        target.createPlant(keys.plant(plant.id), keys.clock, keys.outbox, ...args),
+      const key = keys.plant(plant.id);
+      const [outcome, created, version] = await commit<[string, string, string]>(key, (target) =>
+        target.createPlant(
+          key,
+          keys.clock,
+          keys.outbox,
+          plant.id.toString(),
+          plant.name,
+          plant.tag === undefined ? "0" : "1",
+          plant.tag ?? "",
+          meta.actor,
+          meta.requestId,
+          at,
+        ),
       );
       return { outcome: outcome as CreateOutcome, created: BigInt(created), version: BigInt(version) };
     },

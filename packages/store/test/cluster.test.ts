@@ -50,20 +50,7 @@ afterAll(async () => {
 });
 
 const at = "2026-11-22T00:00:00.000Z";
-const fields = (id: bigint) => [
-  "type",
-  "plant.created",
-  "plantId",
-  id.toString(),
-  "name",
-  `p${id}`,
-  "actor",
-  "a",
-  "requestId",
-  "r",
-  "at",
-  at,
-];
+const meta = { actor: "a", requestId: "r" };
 
 describe("the partitioned layout on a Redis Cluster", { timeout: 120_000 }, () => {
   it("creates, reads, lists, audits and relays across all shards, waiting for a replica per commit", async () => {
@@ -72,7 +59,7 @@ describe("the partitioned layout on a Redis Cluster", { timeout: 120_000 }, () =
     const masters = new Set(ids.map((id) => cluster.masterForKey(partitionKeys(partitionOf(id, 16)).plant(id)).port));
     expect(masters.size).toBe(3);
     for (const id of ids) {
-      const { outcome, created } = await store.create({ id, name: `p${id}` }, fields(id), at);
+      const { outcome, created } = await store.create({ id, name: `p${id}` }, meta, at);
       expect(outcome).toBe("created");
       await indexCreated(client, layout, { plantId: id.toString(), created: created.toString() });
     }
@@ -124,7 +111,7 @@ describe("the partitioned layout on a Redis Cluster", { timeout: 120_000 }, () =
     };
     const before = await waitCalls();
     const ids = Array.from({ length: 90 }, (_, i) => 5_000_000n + BigInt(i));
-    const outcomes = await Promise.all(ids.map((id) => store.create({ id, name: `batched ${id}` }, fields(id), at)));
+    const outcomes = await Promise.all(ids.map((id) => store.create({ id, name: `batched ${id}` }, meta, at)));
     expect(outcomes.map((outcome) => outcome.outcome)).toEqual(ids.map(() => "created"));
     const waits = (await waitCalls()) - before;
     expect(waits).toBeGreaterThanOrEqual(1);
@@ -143,7 +130,7 @@ describe("the partitioned layout on a Redis Cluster", { timeout: 120_000 }, () =
     for (let i = 0; i < 30; i++) {
       const id = 7_000_000_000_000_000_000n + BigInt(i) * 7919n;
       const tag = i % 2 === 0 ? `migrated${n}` : undefined;
-      const { created } = await store.create({ id, name: `m${i}`, ...(tag ? { tag } : {}) }, fields(id), at);
+      const { created } = await store.create({ id, name: `m${i}`, ...(tag ? { tag } : {}) }, meta, at);
       plants.push({ id, created, ...(tag ? { tag } : {}) });
     }
     await writeLayout2Index(client, plants);
@@ -173,8 +160,7 @@ describe("the partitioned layout on a Redis Cluster", { timeout: 120_000 }, () =
   it("keeps every plant acknowledged with a replica's confirmation through the kill -9 of its master", async () => {
     const store = plantStore(client, layout, { minReplicasAck: 1, replicaAckTimeoutMs: 2000 });
     const ids = Array.from({ length: 40 }, (_, i) => 1_000_000n + BigInt(i));
-    for (const id of ids)
-      expect((await store.create({ id, name: `kept ${id}` }, fields(id), at)).outcome).toBe("created");
+    for (const id of ids) expect((await store.create({ id, name: `kept ${id}` }, meta, at)).outcome).toBe("created");
     const victim = cluster.masterForKey(partitionKeys(partitionOf(ids[0] as bigint, 16)).plant(ids[0] as bigint));
     await cluster.killNode(victim.port, "SIGKILL");
     const promoted = await cluster.waitForFailover(victim.port);
@@ -194,18 +180,18 @@ describe("the partitioned layout on a Redis Cluster", { timeout: 120_000 }, () =
     while (cluster.masterForKey(partitionKeys(partitionOf(otherShard, 16)).plant(otherShard)).port === promoted.port)
       otherShard++;
     const [refused, alsoRefused, accepted] = await Promise.allSettled([
-      store.create({ id: sameShard, name: "unconfirmed" }, fields(sameShard), at),
-      store.create({ id: sameShardToo, name: "unconfirmed too" }, fields(sameShardToo), at),
-      store.create({ id: otherShard, name: "elsewhere" }, fields(otherShard), at),
+      store.create({ id: sameShard, name: "unconfirmed" }, meta, at),
+      store.create({ id: sameShardToo, name: "unconfirmed too" }, meta, at),
+      store.create({ id: otherShard, name: "elsewhere" }, meta, at),
     ]);
     expect(refused.status === "rejected" && refused.reason).toBeInstanceOf(ReplicaAckTimeoutError);
     expect(alsoRefused.status === "rejected" && alsoRefused.reason).toBeInstanceOf(ReplicaAckTimeoutError);
     expect(accepted.status === "fulfilled" && accepted.value.outcome).toBe("created");
     await cluster.restartNode(victim.port);
-    const retried = await store.create({ id: sameShard, name: "unconfirmed" }, fields(sameShard), at);
+    const retried = await store.create({ id: sameShard, name: "unconfirmed" }, meta, at);
     // The refused commit did happen on the master: the retry finds the identical plant.
     expect(retried.outcome).toBe("unchanged");
     const other = sameShard + 1_000_000n;
-    expect((await store.create({ id: other, name: "confirmed" }, fields(other), at)).outcome).toBe("created");
+    expect((await store.create({ id: other, name: "confirmed" }, meta, at)).outcome).toBe("created");
   });
 });

@@ -21,6 +21,8 @@ import {
 } from "../src/index.js";
 import { writeLayout2Index } from "./layout-2.js";
 
+const meta = { actor: "token-test", requestId: "req-1" };
+
 let server: RedisServer;
 let client: RedisClient;
 
@@ -91,7 +93,7 @@ describe("migrate from layout 1", () => {
     expect(await client.keys("plant:[0-9]*")).toEqual([]);
 
     // Created after the migration: later than every migrated plant.
-    const created = await store.create({ id: 5n, name: "new" }, ["type", "plant.created"], new Date().toISOString());
+    const created = await store.create({ id: 5n, name: "new" }, meta, new Date().toISOString());
     expect(created.outcome).toBe("created");
 
     expect((await migrateStore(client)).alreadyMigrated).toBe(true);
@@ -131,7 +133,7 @@ describe("migrate from layout 2 (the read index's members without their id's has
     for (let i = 0; i < 40; i++) {
       const id = i === 0 ? -9223372036854775807n : 9007199254740993n + BigInt(i) * 1_000_003n;
       const tag = i % 3 === 0 ? "fern" : undefined;
-      const { created } = await store.create({ id, name: `p${i}`, ...(tag ? { tag } : {}) }, ["type", "x"], "at");
+      const { created } = await store.create({ id, name: `p${i}`, ...(tag ? { tag } : {}) }, meta, "at");
       plants.push({
         id,
         created,

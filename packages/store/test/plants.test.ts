@@ -58,7 +58,7 @@ const fields = (id: bigint, name: string, tag?: string) => [
   "2026-11-22T00:00:00.000Z",
 ];
 const create = (id: bigint, name: string, tag?: string) =>
-  store.create({ id, name, ...(tag === undefined ? {} : { tag }) }, fields(id, name, tag), "2026-11-22T00:00:00.000Z");
+  store.create({ id, name, ...(tag === undefined ? {} : { tag }) }, meta, "2026-11-22T00:00:00.000Z");
 
 describe("layout", () => {
   it("records the partition count once and refuses another", async () => {

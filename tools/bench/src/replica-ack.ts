@@ -40,7 +40,11 @@ try {
             while (started++ < count) {
               const at = performance.now();
               const id = nextId++;
-              await store.create({ id, name: "bench" }, ["type", "plant.created"], new Date().toISOString());
+              await store.create(
+                { id, name: "bench" },
+                { actor: "token:bench", requestId: "req-replica-ack" },
+                new Date().toISOString(),
+              );
               latencies.push(performance.now() - at);
             }
           }),

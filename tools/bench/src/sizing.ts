@@ -11,7 +11,6 @@
  */
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
-import { outboxFields } from "@plant-store/contracts";
 import { keySlot, startRedisCluster, startRedisServer } from "@plant-store/redis-server";
 import {
   appendAudit,
@@ -202,16 +201,8 @@ export async function measureSizing(mode: SizingMode, options: SizingOptions): P
     const create = (i: number, tag: string | undefined) => {
       const id = idOf(i);
       const name = `${NAME}${i}`;
-      const fields = outboxFields({
-        type: "plant.created",
-        plantId: id.toString(),
-        name,
-        tag,
-        actor: "token:sizing",
-        requestId: `req-${i.toString(36).padStart(8, "0")}`,
-        at,
-      });
-      return store.create({ id, name, tag }, fields, at);
+      const meta = { actor: "token:sizing", requestId: `req-${i.toString(36).padStart(8, "0")}` };
+      return store.create({ id, name, tag }, meta, at);
     };
     await phase(`create, no tag (${inFlight} in flight)`, plants, () =>
       each(plants, inFlight, (i) => create(i, undefined)),

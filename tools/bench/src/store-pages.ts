@@ -63,7 +63,7 @@ async function populate(client: RedisClient, layout: Layout, store: PlantStore, 
       const tag = i % TAG_EVERY === 0 ? "bench-tag" : undefined;
       batch.push(
         store
-          .create({ id, name: `plant ${i}`, tag }, ["type", "plant.created", "plantId", id.toString()], at)
+          .create({ id, name: `plant ${i}`, tag }, { actor: "token:bench", requestId: `req-${i}` }, at)
           .then(({ created }) =>
             indexCreated(client, layout, { plantId: id.toString(), created: created.toString(), tag }),
           ),

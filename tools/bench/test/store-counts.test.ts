@@ -50,7 +50,11 @@ describe.each(stores)("store counts on $kind", ({ start }) => {
     const counts = storeCounts(client, layout.partitions);
     const ids = Array.from({ length: 20 }, (_, i) => 9_007_199_254_740_993n + BigInt(i));
     for (const [i, id] of ids.entries()) {
-      const { created } = await store.create({ id, name: `p${i}` }, ["type", "plant.created"], "2026-01-01T00:00:00Z");
+      const { created } = await store.create(
+        { id, name: `p${i}` },
+        { actor: "token:test", requestId: "req-counts" },
+        "2026-01-01T00:00:00Z",
+      );
       // Side work for the first 15 only: as a worker half way through.
       if (i < 15) {
         await indexCreated(client, layout, { plantId: String(id), created: created.toString() });

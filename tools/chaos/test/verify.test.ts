@@ -54,7 +54,11 @@ const at = "2026-01-01T00:00:00.000Z";
 
 /** A plant as the api stores it; returns its creation time. */
 async function stored(id: string, name: string, tag?: string): Promise<string> {
-  const { created } = await store.create({ id: BigInt(id), name, tag }, ["type", "plant.created"], at);
+  const { created } = await store.create(
+    { id: BigInt(id), name, tag },
+    { actor: "token:chaos-test", requestId: "req-verify" },
+    at,
+  );
   return created.toString();
 }
 
@@ -226,7 +230,11 @@ describe("verify on a Redis Cluster", () => {
     const clusterView = { client: clusterClient, layout: clusterLayout };
     const ids = Array.from({ length: 12 }, (_, i) => String(9_007_199_254_740_993n + BigInt(i)));
     for (const [i, id] of ids.entries()) {
-      const { created } = await clusterStore.create({ id: BigInt(id), name: `n${id}` }, ["type", "plant.created"], at);
+      const { created } = await clusterStore.create(
+        { id: BigInt(id), name: `n${id}` },
+        { actor: "token:chaos-test", requestId: "req-verify" },
+        at,
+      );
       await indexCreated(clusterClient, clusterLayout, { plantId: id, created: created.toString() });
       await appendAudit(clusterClient, `p${partitionOf(id, clusterLayout.partitions)}-1-${i}`, [
         "type",
@@ -240,7 +248,7 @@ describe("verify on a Redis Cluster", () => {
       ids.map((id) => cluster.masterForKey(partitionKeys(partitionOf(id, clusterLayout.partitions)).plant(id)).port),
     );
     expect(masters.size).toBeGreaterThan(1);
-    await clusterStore.create({ id: 5n, name: "unacked" }, ["type", "plant.created"], at);
+    await clusterStore.create({ id: 5n, name: "unacked" }, { actor: "token:chaos-test", requestId: "req-verify" }, at);
     const v = await verify(
       clusterView,
       ids.map((id) => ({ id, name: `n${id}` })),

@@ -1,4 +1,4 @@
-import { type NewPlant, outboxFields, type Plant, type StoredPlant } from "@plant-store/contracts";
+import type { NewPlant, Plant, StoredPlant } from "@plant-store/contracts";
 import {
   type CreateOutcome,
   type DeleteOutcome,
@@ -53,10 +53,9 @@ export function createPlantStore(
   return {
     /** Creates a plant; with the version of the plant stored under its id (its ETag). */
     async create(plant: NewPlant, meta: RequestMeta): Promise<{ outcome: CreateOutcome; version: bigint }> {
-      const at = new Date().toISOString();
-      const plantId = plant.id.toString();
-      const fields = outboxFields({ type: "plant.created", plantId, name: plant.name, tag: plant.tag, ...meta, at });
-      const { outcome, version } = await onPlantShard(plant.id, () => store.create(plant, fields, at));
+      const { outcome, version } = await onPlantShard(plant.id, () =>
+        store.create(plant, meta, new Date().toISOString()),
+      );
       return { outcome, version };
     },
 
