@@ -2,3 +2,4 @@ export * from "./events.js";
 export * from "./plant.js";
 export * from "./queues.js";
 export * from "./tokens.js";
+export * from "./webhooks.js";

@@ -4,6 +4,10 @@ export const queueNames = {
   index: "plant-index",
   /** Appends one entry per accepted create or delete to the audit stream. */
   audit: "plant-audit",
+  /** Turns each event into one delivery job per webhook subscription that wants it. */
+  webhooks: "plant-webhooks",
+  /** One job per event and subscription: POSTs it to the subscriber, retried over about a day. */
+  webhookDeliveries: "webhook-deliveries",
 } as const;
 export type QueueName = (typeof queueNames)[keyof typeof queueNames];
 

@@ -67,3 +67,4 @@ export { type RateLimitCount, type RateLimitCounters, rateLimitCounters } from "
 export { type PartitionLeases, type PartitionLeasesOptions, partitionLeases } from "./relay-leases.js";
 export { defineScripts, scriptFiles } from "./scripts.js";
 export { type TokenRecords, tokenRecords } from "./tokens.js";
+export { type WebhookFields, type WebhookRecords, webhookRecords } from "./webhooks.js";

@@ -119,6 +119,13 @@ export const storeKeys = {
   token: (id: string) => `tokens:{tokens}:${id}`,
   tokensByHash: "tokens:{tokens}:by-hash",
   tokenIds: "tokens:{tokens}:ids",
+  /**
+   * Webhook subscriptions share one hash tag: a subscription's hash (url, events, secrets…), the
+   * ids in creation order (sorted set, ms) and its latest deliveries (sorted set, ms → delivery id).
+   */
+  webhook: (id: string) => `webhooks:{webhooks}:${id}`,
+  webhookIds: "webhooks:{webhooks}:ids",
+  webhookDeliveries: (id: string) => `webhooks:{webhooks}:deliveries:${id}`,
   /** A rate-limit window counter, e.g. `token:<id>` or `auth-failures:<address>`; one key, one slot each. */
   rateLimit: (name: string) => `ratelimit:${name}`,
   /** Hash of auth failure reason → count, across all api instances. */

@@ -1,0 +1,108 @@
+import { z } from "zod";
+
+/** The plant events a webhook subscription can receive (Standard Webhooks `type`). */
+export const WebhookEventType = z.enum(["plant.created", "plant.updated", "plant.deleted"]);
+export type WebhookEventType = z.output<typeof WebhookEventType>;
+export const WEBHOOK_EVENT_TYPES: readonly WebhookEventType[] = WebhookEventType.options;
+
+/** Limits of subscriptions, served in the document. */
+export const webhookLimits = {
+  urlMaxLength: 2048,
+  descriptionMaxLength: 200,
+  /** Deliveries listed per subscription (the newest; older ones drop off the list). */
+  deliveriesListed: 1000,
+} as const;
+
+/** Every signing secret starts with this (Standard Webhooks), then base64 of 32 random bytes. */
+export const WEBHOOK_SECRET_PREFIX = "whsec_";
+
+export const WebhookId = z
+  .string()
+  .regex(/^wh_[0-9a-f]{24}$/, "the webhook id is not valid")
+  .meta({ description: "Subscription id (`wh_` and 24 hex digits)" });
+
+/** Request body of a subscription. */
+export const NewWebhook = z
+  .object({
+    url: z
+      .string({ error: "url must be a string" })
+      .min(1, "url must not be empty")
+      .max(webhookLimits.urlMaxLength, `url must be at most ${webhookLimits.urlMaxLength} characters long`)
+      .meta({
+        description:
+          "Where events are POSTed. `https` (plain `http` only where the server allows it); never a loopback, " +
+          "private, link-local or metadata address unless the server allows it.",
+      }),
+    events: z
+      .array(WebhookEventType, { error: "events must be a list of plant.created, plant.updated, plant.deleted" })
+      .min(1, "events must name at least one event type")
+      .optional()
+      .meta({ description: "Event types to receive; all of them when left out" }),
+    description: z
+      .string({ error: "description must be a string" })
+      .max(
+        webhookLimits.descriptionMaxLength,
+        `description must be at most ${webhookLimits.descriptionMaxLength} characters long`,
+      )
+      .optional(),
+  })
+  .meta({ id: "NewWebhook" });
+export type NewWebhook = z.output<typeof NewWebhook>;
+
+/** A subscription as listed: never its secret. */
+export const Webhook = z
+  .object({
+    id: WebhookId,
+    url: z.string(),
+    events: z.array(WebhookEventType),
+    description: z.string().optional(),
+    createdAt: z.string().meta({ description: "ISO-8601 creation time" }),
+    secretRotatedAt: z.string().optional().meta({ description: "ISO-8601 time of the latest secret rotation" }),
+    disabledAt: z
+      .string()
+      .optional()
+      .meta({ description: "ISO-8601 time deliveries stopped (the receiver answered 410 Gone)" }),
+    disabledReason: z.string().optional(),
+  })
+  .meta({ id: "Webhook" });
+export type Webhook = z.output<typeof Webhook>;
+
+/** A created subscription, or one whose secret was rotated: the record and its signing secret, shown this once. */
+export const WebhookWithSecret = Webhook.extend({
+  secret: z.string().meta({
+    description: "Signing secret (`whsec_…`, Standard Webhooks). Shown only in this response; store it now.",
+  }),
+}).meta({ id: "WebhookWithSecret" });
+export type WebhookWithSecret = z.output<typeof WebhookWithSecret>;
+
+export const WebhookDeliveryStatus = z.enum(["pending", "retrying", "succeeded", "failed"]);
+export type WebhookDeliveryStatus = z.output<typeof WebhookDeliveryStatus>;
+
+/** One event's delivery to one subscription, over all its attempts. */
+export const WebhookDelivery = z
+  .object({
+    id: z.string().meta({ description: "Delivery id" }),
+    eventId: z.string().meta({ description: "The event (also the `webhook-id` header of every attempt)" }),
+    type: WebhookEventType,
+    status: WebhookDeliveryStatus,
+    attempts: z.number().int().meta({ description: "Attempts made so far" }),
+    lastStatusCode: z.number().int().optional().meta({ description: "HTTP status of the latest attempt" }),
+    lastError: z.string().optional().meta({ description: "Why the latest attempt failed" }),
+    nextAttemptAt: z.string().optional().meta({ description: "ISO-8601 time of the next attempt, when retrying" }),
+    createdAt: z.string().meta({ description: "ISO-8601 time the delivery was queued" }),
+    deliveredAt: z.string().optional(),
+  })
+  .meta({ id: "WebhookDelivery" });
+export type WebhookDelivery = z.output<typeof WebhookDelivery>;
+
+/** Payload of a delivery job: one event for one subscription, its body made once. */
+export const WebhookDeliveryJob = z.object({
+  subscriptionId: WebhookId,
+  eventId: z.string(),
+  type: WebhookEventType,
+  /** The JSON body sent, exactly (int64 ids as exact JSON numbers). */
+  body: z.string(),
+  /** Epoch ms of the event: the body's `timestamp`. */
+  queuedAt: z.number(),
+});
+export type WebhookDeliveryJob = z.output<typeof WebhookDeliveryJob>;

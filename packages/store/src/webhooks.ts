@@ -1,0 +1,83 @@
+import type { Result } from "ioredis";
+import type { RedisClient } from "./connection.js";
+import { storeKeys } from "./keys.js";
+import { defineScripts } from "./scripts.js";
+
+declare module "ioredis" {
+  interface RedisCommander<Context> {
+    webhookUpdate(subscriptionKey: string, ...fieldValuePairs: string[]): Result<number, Context>;
+  }
+}
+
+/** A subscription's hash as stored: every field text (`@plant-store/webhooks` gives them meaning). */
+export type WebhookFields = Record<string, string>;
+
+/**
+ * The webhook subscriptions in Redis, all under the `{webhooks}` hash tag (one slot: a create or a
+ * delete touches the hash and the id list together). What `@plant-store/webhooks` builds on; the
+ * secrets arrive here already sealed.
+ */
+export function webhookRecords(client: RedisClient) {
+  defineScripts(client);
+
+  return {
+    async create(id: string, createdMs: number, fields: WebhookFields): Promise<void> {
+      await client.multi().hset(storeKeys.webhook(id), fields).zadd(storeKeys.webhookIds, createdMs, id).exec();
+    },
+
+    /** The subscription's fields, or undefined when there is none. */
+    async get(id: string): Promise<WebhookFields | undefined> {
+      const fields = await client.hgetall(storeKeys.webhook(id));
+      return Object.keys(fields).length === 0 ? undefined : fields;
+    },
+
+    /** Every subscription, oldest first. */
+    async list(): Promise<{ id: string; fields: WebhookFields }[]> {
+      const ids = await client.zrange(storeKeys.webhookIds, 0, -1);
+      if (ids.length === 0) return [];
+      const pipeline = client.pipeline();
+      for (const id of ids) pipeline.hgetall(storeKeys.webhook(id));
+      const replies = (await pipeline.exec()) ?? [];
+      return ids.flatMap((id, i) => {
+        const [error, fields] = replies[i] ?? [];
+        if (error) throw error;
+        const record = fields as WebhookFields;
+        return Object.keys(record).length === 0 ? [] : [{ id, fields: record }];
+      });
+    },
+
+    /** Sets fields of an existing subscription; false when there is none. */
+    async update(id: string, fields: WebhookFields): Promise<boolean> {
+      const pairs = Object.entries(fields).flat();
+      return (await client.webhookUpdate(storeKeys.webhook(id), ...pairs)) === 1;
+    },
+
+    /** Deletes the subscription and its delivery list; false when there was none. */
+    async delete(id: string): Promise<boolean> {
+      const replies = await client
+        .multi()
+        .del(storeKeys.webhook(id))
+        .zrem(storeKeys.webhookIds, id)
+        .del(storeKeys.webhookDeliveries(id))
+        .exec();
+      return replies?.[0]?.[1] === 1;
+    },
+
+    /** Notes a delivery of the subscription (newest kept, at most `keep`). */
+    async noteDeliveries(id: string, deliveries: { deliveryId: string; queuedMs: number }[], keep: number) {
+      if (deliveries.length === 0) return;
+      const key = storeKeys.webhookDeliveries(id);
+      await client
+        .multi()
+        .zadd(key, ...deliveries.flatMap((delivery) => [delivery.queuedMs, delivery.deliveryId]))
+        .zremrangebyrank(key, 0, -keep - 1)
+        .exec();
+    },
+
+    /** The subscription's latest delivery ids, newest first. */
+    deliveries: (id: string, limit: number): Promise<string[]> =>
+      client.zrevrange(storeKeys.webhookDeliveries(id), 0, limit - 1),
+  };
+}
+
+export type WebhookRecords = ReturnType<typeof webhookRecords>;

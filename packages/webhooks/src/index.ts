@@ -1,0 +1,21 @@
+// Webhooks of Plant Store: subscriptions and their secrets, where deliveries may go, the body of
+// an event, one signed delivery attempt and the retry schedule. The api manages subscriptions;
+// the worker fans events out to them and delivers.
+
+export { type DeliveryRequest, type DeliveryResult, deliver } from "./deliver.js";
+export {
+  checkDestination,
+  DestinationError,
+  type DestinationPolicy,
+  isAllowedAddress,
+  parseDestination,
+} from "./destination.js";
+export { webhookBody } from "./payload.js";
+export { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, retryDelay } from "./schedule.js";
+export { generateSecret, SecretKeyError, secretSealer } from "./secrets.js";
+export {
+  SECRET_ROTATION_OVERLAP_MS,
+  type SubscriptionsOptions,
+  type WebhookSubscriptions,
+  webhookSubscriptions,
+} from "./subscriptions.js";

@@ -1,0 +1,129 @@
+import { randomBytes } from "node:crypto";
+import {
+  type NewWebhook,
+  WEBHOOK_EVENT_TYPES,
+  type Webhook,
+  type WebhookEventType,
+  type WebhookWithSecret,
+} from "@plant-store/contracts";
+import { type RedisClient, type WebhookFields, webhookRecords } from "@plant-store/store";
+import { checkDestination, type DestinationPolicy } from "./destination.js";
+import { generateSecret, secretSealer } from "./secrets.js";
+
+/** How long the previous secret still signs after a rotation: receivers switch within a day. */
+export const SECRET_ROTATION_OVERLAP_MS = 24 * 3600 * 1000;
+
+export interface SubscriptionsOptions {
+  policy: DestinationPolicy;
+  /** WEBHOOK_SECRET_KEY: seals the signing secrets at rest. */
+  secretKey: string | undefined;
+  now?: () => Date;
+}
+
+/** A stored secret: sealed, and until when it signs (the newest: no end). */
+type StoredSecret = { sealed: string; until?: number };
+
+const newId = () => `wh_${randomBytes(12).toString("hex")}`;
+
+function webhookOf(id: string, fields: WebhookFields): Webhook {
+  const webhook: Webhook = {
+    id,
+    url: fields.url ?? "",
+    events: (fields.events ?? "").split(",").filter(Boolean) as WebhookEventType[],
+    createdAt: fields.createdAt ?? "",
+  };
+  if (fields.description !== undefined) webhook.description = fields.description;
+  if (fields.secretRotatedAt !== undefined) webhook.secretRotatedAt = fields.secretRotatedAt;
+  if (fields.disabledAt !== undefined) webhook.disabledAt = fields.disabledAt;
+  if (fields.disabledReason !== undefined) webhook.disabledReason = fields.disabledReason;
+  return webhook;
+}
+
+const storedSecrets = (fields: WebhookFields): StoredSecret[] => JSON.parse(fields.secrets ?? "[]") as StoredSecret[];
+
+/**
+ * Webhook subscriptions: created with a signing secret shown once and stored sealed, listed without
+ * it, rotated with an overlap during which the previous secret also signs, disabled when the
+ * receiver answers 410 Gone. The URL is checked against the destination policy when subscribed;
+ * the worker checks it again at each delivery.
+ */
+export function webhookSubscriptions(client: RedisClient, options: SubscriptionsOptions) {
+  const records = webhookRecords(client);
+  const sealer = secretSealer(options.secretKey);
+  const now = options.now ?? (() => new Date());
+
+  return {
+    async create(input: NewWebhook): Promise<WebhookWithSecret> {
+      const url = (await checkDestination(input.url, options.policy)).href;
+      const id = newId();
+      const created = now();
+      const secret = generateSecret();
+      const events = input.events
+        ? WEBHOOK_EVENT_TYPES.filter((type) => input.events?.includes(type))
+        : WEBHOOK_EVENT_TYPES;
+      const fields: WebhookFields = {
+        url,
+        events: events.join(","),
+        createdAt: created.toISOString(),
+        secrets: JSON.stringify([{ sealed: sealer.seal(secret) }] satisfies StoredSecret[]),
+      };
+      if (input.description !== undefined) fields.description = input.description;
+      await records.create(id, created.getTime(), fields);
+      return { ...webhookOf(id, fields), secret };
+    },
+
+    async get(id: string): Promise<Webhook | undefined> {
+      const fields = await records.get(id);
+      return fields && webhookOf(id, fields);
+    },
+
+    async list(): Promise<Webhook[]> {
+      return (await records.list()).map(({ id, fields }) => webhookOf(id, fields));
+    },
+
+    delete: (id: string) => records.delete(id),
+
+    /** A new secret; the previous one still signs for SECRET_ROTATION_OVERLAP_MS. Undefined: no such subscription. */
+    async rotateSecret(id: string): Promise<WebhookWithSecret | undefined> {
+      const fields = await records.get(id);
+      if (!fields) return undefined;
+      const at = now();
+      const secret = generateSecret();
+      const [current] = storedSecrets(fields).filter(
+        (stored) => stored.until === undefined || stored.until > at.getTime(),
+      );
+      const secrets: StoredSecret[] = [{ sealed: sealer.seal(secret) }];
+      if (current) secrets.push({ sealed: current.sealed, until: at.getTime() + SECRET_ROTATION_OVERLAP_MS });
+      const changed = { secrets: JSON.stringify(secrets), secretRotatedAt: at.toISOString() };
+      if (!(await records.update(id, changed))) return undefined;
+      return { ...webhookOf(id, { ...fields, ...changed }), secret };
+    },
+
+    /** Stops deliveries to the subscription (it stays listed, with the reason). */
+    disable: (id: string, reason: string) =>
+      records.update(id, { disabledAt: now().toISOString(), disabledReason: reason }),
+
+    /** The subscription with its secrets that sign now (opened), for a delivery. */
+    async forDelivery(id: string): Promise<{ webhook: Webhook; secrets: string[] } | undefined> {
+      const fields = await records.get(id);
+      if (!fields) return undefined;
+      const at = now().getTime();
+      const secrets = storedSecrets(fields)
+        .filter((stored) => stored.until === undefined || stored.until > at)
+        .map((stored) => sealer.open(stored.sealed));
+      return { webhook: webhookOf(id, fields), secrets };
+    },
+
+    /** The subscriptions that receive events now (not disabled). */
+    async active(): Promise<Webhook[]> {
+      return (await records.list())
+        .map(({ id, fields }) => webhookOf(id, fields))
+        .filter((webhook) => !webhook.disabledAt);
+    },
+
+    noteDeliveries: records.noteDeliveries,
+    deliveryIds: records.deliveries,
+  };
+}
+
+export type WebhookSubscriptions = ReturnType<typeof webhookSubscriptions>;
