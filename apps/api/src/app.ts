@@ -20,6 +20,7 @@ import { type OutageMonitor, outageMonitor, pingStore, StoreUnavailableError } f
 import { createPlantStore } from "./plants/store.js";
 import { appRouter } from "./router.js";
 import type { Context } from "./trpc.js";
+import type { WebhookAdmin } from "./webhooks/admin.js";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -43,6 +44,8 @@ export type AppOptions = {
   adminToken?: string | undefined;
   /** Issued tokens; absent: only the configured ones are accepted. */
   tokens?: { store: TokenStore; verify: StoredTokenVerifier } | undefined;
+  /** Webhook subscriptions and deliveries; absent: the webhook operations answer 501. */
+  webhooks?: WebhookAdmin | undefined;
   limits?: Limits;
   /** BullMQ connection of the queue dashboard; the dashboard is off without it. */
   dashboardConnection?: RedisClient | undefined;
@@ -103,6 +106,7 @@ export async function buildApp(options: AppOptions) {
     requestId: req.id,
     store,
     tokens: options.tokens?.store,
+    webhooks: options.webhooks,
     responseHeaders: {},
     preconditions: { ifMatch: req.headers["if-match"], ifNoneMatch: req.headers["if-none-match"], notModified: false },
   });

@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import { parseStoreConfig, type StoreConfig } from "@plant-store/store";
+import { parseWebhookConfig, type WebhookConfig } from "@plant-store/webhooks";
 import { z } from "zod";
 
 const tokenList = z
@@ -73,6 +74,8 @@ export type ApiConfig = {
   host: string;
   /** Where the store lives (REDIS_URL or REDIS_CLUSTER_NODES), its partitions and durability. */
   store: StoreConfig;
+  /** Webhook subscriptions: which destinations are allowed and the key sealing secrets (WEBHOOK_*). */
+  webhooks: WebhookConfig;
   apiTokens: string[];
   adminToken: string | undefined;
   redisCommandTimeoutMs: number;
@@ -93,12 +96,19 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
   } catch (error) {
     problems.push(error instanceof Error ? error.message : String(error));
   }
-  if (!parsed.success || !store) throw new Error(`Invalid configuration: ${problems.join("; ")}`);
+  let webhooks: WebhookConfig | undefined;
+  try {
+    webhooks = parseWebhookConfig(env);
+  } catch (error) {
+    problems.push(error instanceof Error ? error.message : String(error));
+  }
+  if (!parsed.success || !store || !webhooks) throw new Error(`Invalid configuration: ${problems.join("; ")}`);
   const e = parsed.data;
   return {
     port: e.PORT,
     host: e.HOST,
     store,
+    webhooks,
     apiTokens: e.API_TOKENS,
     adminToken: e.ADMIN_TOKEN,
     redisCommandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,

@@ -4,6 +4,7 @@ import { cachedVerifier, createTokenStore } from "@plant-store/tokens";
 import type { FastifyBaseLogger } from "fastify";
 import { buildApp } from "./app.js";
 import type { ApiConfig } from "./config.js";
+import { type WebhookAdmin, webhookAdmin } from "./webhooks/admin.js";
 
 /**
  * How long an instance trusts its last answer about a token. Half a second, so a revocation holds
@@ -74,12 +75,14 @@ export async function startApi(config: ApiConfig) {
   redis.on("error", () => {}); // reconnects by itself; failed commands report the outage
   await firstConnect(redis, where);
   let dashboardConnection: RedisClient | undefined;
+  let webhooks: WebhookAdmin | undefined;
   try {
     const layout = await openLayout(redis, store.partitions === undefined ? {} : { partitions: store.partitions });
     // BullMQ (dashboard) wants a connection that waits out outages instead.
     dashboardConnection = connect(store.redis, { name: "plant-store-dashboard", maxRetriesPerRequest: null });
     dashboardConnection.on("error", () => {});
     const tokenStore = createTokenStore(redis);
+    webhooks = webhookAdmin(redis, dashboardConnection, config.webhooks);
     const durability = { minReplicasAck: store.minReplicasAck, replicaAckTimeoutMs: store.replicaAckTimeoutMs };
 
     const app = await buildApp({
@@ -90,6 +93,7 @@ export async function startApi(config: ApiConfig) {
         config.redisCommandTimeoutMs + (durability.minReplicasAck > 0 ? durability.replicaAckTimeoutMs : 0),
       apiTokens: config.apiTokens,
       adminToken: config.adminToken,
+      webhooks,
       tokens: { store: tokenStore, verify: cachedVerifier((token) => tokenStore.verify(token), TOKEN_CACHE_TTL_MS) },
       limits: config.limits,
       dashboardConnection,
@@ -107,10 +111,12 @@ export async function startApi(config: ApiConfig) {
       url: `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`,
       async close() {
         await app.close();
+        await webhooks?.close();
         await Promise.allSettled(connections.map(disconnect));
       },
     };
   } catch (error) {
+    await webhooks?.close().catch(() => {});
     await Promise.allSettled([redis, dashboardConnection].map((client) => client && disconnect(client)));
     throw error;
   }

@@ -8,6 +8,7 @@ import { type AuthResult, authChallenge, hasScope, scopeChallenge } from "./auth
 import { toApiError } from "./errors.js";
 import { StoreUnavailableError } from "./outage.js";
 import type { PlantStore } from "./plants/store.js";
+import type { WebhookAdmin } from "./webhooks/admin.js";
 
 /** Per-request context, built the same way for REST and native tRPC. */
 export type Context = {
@@ -15,6 +16,8 @@ export type Context = {
   requestId: string;
   store: PlantStore;
   tokens: TokenStore | undefined;
+  /** Webhook subscriptions and the deliveries queue; absent: this server has no webhooks. */
+  webhooks: WebhookAdmin | undefined;
   /** Headers a procedure adds to its response, e.g. `Link`, or a `WWW-Authenticate` challenge. */
   responseHeaders: Record<string, string>;
   /**

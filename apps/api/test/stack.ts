@@ -13,7 +13,14 @@ type Worker = { close(): Promise<void> };
  * The real API on a free port and, on demand, the real worker, on a private store of its own: a
  * redis-server, or with `kind: "cluster"` a Redis Cluster (stopped with the stack).
  */
-export async function startStack(options: { kind?: StoreKind; worker?: boolean; env?: Record<string, string> } = {}) {
+export async function startStack(
+  options: {
+    kind?: StoreKind;
+    worker?: boolean;
+    env?: Record<string, string>;
+    workerEnv?: Record<string, string>;
+  } = {},
+) {
   const store = await startTestStore(options.kind ?? "single");
   const api = await startApi(
     loadApiConfig({
@@ -36,7 +43,7 @@ export async function startStack(options: { kind?: StoreKind; worker?: boolean; 
   let worker: Worker | undefined;
   const startWorker = async () => {
     const { startWorker: start, loadWorkerConfig } = await import("@plant-store/worker");
-    worker = await start(loadWorkerConfig({ ...store.env, LOG_LEVEL: "silent" }));
+    worker = await start(loadWorkerConfig({ ...store.env, LOG_LEVEL: "silent", ...options.workerEnv }));
     return worker;
   };
   if (options.worker) await startWorker();

@@ -1,4 +1,5 @@
 import { parseStoreConfig, type StoreConfig } from "@plant-store/store";
+import { parseWebhookConfig, type WebhookConfig } from "@plant-store/webhooks";
 import { z } from "zod";
 
 /** Log levels in increasing severity; `silent` turns logging off (useful in tests). */
@@ -101,6 +102,8 @@ const WorkerEnv = z.object({
 export interface WorkerConfig {
   /** Where the store lives (one Redis or a cluster) and its partition count, as the store parses them. */
   store: StoreConfig;
+  /** Webhook deliveries: destination policy, secret key, timeout, retry schedule, concurrency (WEBHOOK_*). */
+  webhooks: WebhookConfig;
   concurrency: number;
   jobAttempts: number;
   jobBackoffMs: number;
@@ -137,14 +140,22 @@ export function loadWorkerConfig(env: Record<string, string | undefined> = proce
       (error instanceof Error ? error.message : String(error)).replace(/^invalid Redis configuration: /, ""),
     );
   }
+  let webhooks: WebhookConfig | undefined;
+  try {
+    webhooks = parseWebhookConfig(env);
+  } catch (error) {
+    problems.push(error instanceof Error ? error.message : String(error));
+  }
   const parsed = WorkerEnv.safeParse(env);
   if (!parsed.success) {
     problems.push(...parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`));
   }
-  if (!parsed.success || !store) throw new WorkerConfigError(`invalid worker configuration: ${problems.join("; ")}`);
+  if (!parsed.success || !store || !webhooks)
+    throw new WorkerConfigError(`invalid worker configuration: ${problems.join("; ")}`);
   const e = parsed.data;
   return {
     store,
+    webhooks,
     concurrency: e.WORKER_CONCURRENCY,
     jobAttempts: e.JOB_ATTEMPTS,
     jobBackoffMs: e.JOB_BACKOFF_MS,

@@ -2,6 +2,7 @@
 // an event, one signed delivery attempt and the retry schedule. The api manages subscriptions;
 // the worker fans events out to them and delivers.
 
+export { parseWebhookConfig, type WebhookConfig, WebhookConfigError } from "./config.js";
 export { type DeliveryRequest, type DeliveryResult, deliver } from "./deliver.js";
 export {
   checkDestination,

@@ -15,6 +15,8 @@ declare module "fastify" {
   interface FastifyRequest {
     /** The Error body for a failed REST call, set by the adapter's onError side channel. */
     restError: ApiError | null;
+    /** The operation the request matched (onRequest). */
+    restRoute: RestRoute | null;
   }
 }
 
@@ -75,6 +77,7 @@ export async function restApi(
           headers: ctx.responseHeaders,
         };
   scope.decorateRequest("restError", null);
+  scope.decorateRequest("restRoute", null);
   useExactJsonBodies(scope);
 
   scope.addHook("onRequest", async (request, reply) => {
@@ -82,6 +85,7 @@ export async function restApi(
     if (url !== request.url) request.raw.url = url; // the adapter reads it too
     const match = matchRoute(request.method, url);
     if (match.kind !== "found") return replyRouteMiss(reply, request.method, match);
+    request.restRoute = match.route;
     // Authentication first, always: nothing about the request is judged before it.
     if (!(await guard.check(request, reply, { scope: match.route.scope }))) return reply;
     // Before the body is read: a merge patch only for PATCH, and a PATCH takes nothing else.
@@ -100,6 +104,11 @@ export async function restApi(
   // (Callback-style hooks where nothing waits: an async hook costs a promise per request.)
   scope.addHook("preValidation", (request, reply, done) => {
     if (!takesBody(request.method)) return done();
+    if (request.body === undefined && request.restRoute?.bodyless) {
+      // An action on the path alone: no body to send, so none to label (the adapter wants JSON).
+      request.headers["content-type"] = "application/json";
+      return done();
+    }
     if (request.body === undefined) {
       return reply.code(400).send(apiError(400, "The request body is required: send a JSON object"));
     }

@@ -14,6 +14,8 @@ export type RestRoute = {
   successStatus: number;
   /** The input schema of a GET operation: its query parameters. */
   query: ZodObject | undefined;
+  /** A POST whose input is its path parameters only (an action such as rotate-secret): it takes no body. */
+  bodyless: boolean;
 };
 
 export type RouteMatch =
@@ -29,13 +31,20 @@ export function restRoutesOf(router: AnyRouter): RestRoute[] {
     const openapi = _def.meta?.openapi;
     if (!openapi || openapi.enabled === false || !_def.meta) continue;
     const source = openapi.path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\\?\{[^}]+\\?\}/g, "[^/]+");
+    const input = _def.inputs[0];
+    const pathParameters = [...openapi.path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]);
+    const bodyless =
+      openapi.method === "POST" &&
+      input instanceof ZodObject &&
+      Object.keys(input.shape).every((key) => pathParameters.includes(key));
     routes.push({
       method: openapi.method,
       pattern: new RegExp(`^${source}$`),
       scope: _def.meta.scope,
       procedure,
       successStatus: _def.meta?.successStatus ?? 200,
-      query: openapi.method === "GET" && _def.inputs[0] instanceof ZodObject ? _def.inputs[0] : undefined,
+      query: openapi.method === "GET" && input instanceof ZodObject ? input : undefined,
+      bodyless,
     });
   }
   return routes;

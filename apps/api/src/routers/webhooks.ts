@@ -1,0 +1,217 @@
+import {
+  NewWebhook,
+  Webhook,
+  WebhookDelivery,
+  WebhookId,
+  WebhookWithSecret,
+  webhookLimits,
+} from "@plant-store/contracts";
+import { DestinationError } from "@plant-store/webhooks";
+import { TRPCError } from "@trpc/server";
+import { z } from "zod";
+import { reach, StoreUnavailableError } from "../outage.js";
+import { authorizedProcedure, type Context, router } from "../trpc.js";
+import { errors } from "./errors.js";
+
+const common: { tags: string[]; protect: true } = { tags: ["webhooks"], protect: true };
+const badId = { 400: "The webhook id in the path is not valid" };
+const notFound = { 404: "There is no webhook subscription with this id" };
+const ById = z.object({ id: WebhookId });
+
+/** Webhook subscriptions (admin scope): subscribe, list, rotate the secret, unsubscribe, and their deliveries. */
+export const webhooksRouter = router({
+  create: authorizedProcedure
+    .meta({
+      scope: "admin",
+      successStatus: 201,
+      openapi: {
+        ...common,
+        method: "POST",
+        path: "/admin/webhooks",
+        operationId: "createWebhook",
+        summary: "Subscribe to plant events",
+        description:
+          "Subscribes a URL to plant events (all of them unless `events` names some). Each event is POSTed to it, " +
+          "signed as Standard Webhooks describe with the secret in this response — the only time it is shown. " +
+          "The URL must be https and must not point to a loopback, private, link-local or metadata address " +
+          "(unless the server allows it); its name is resolved to check.",
+        successDescription: "The subscription and its signing secret (shown once)",
+        errorResponses: {
+          ...errors,
+          400: "The body is not a valid NewWebhook, or its url is not allowed (the message says why)",
+          413: "The request body is too large",
+          415: "The request body is not application/json",
+        },
+      },
+    })
+    .input(NewWebhook)
+    .output(WebhookWithSecret)
+    .mutation(async ({ input, ctx }) => {
+      try {
+        return await reach(() => admin(ctx).subscriptions.create(input));
+      } catch (error) {
+        // A URL the destination policy refuses (reach takes every other failure for the store's).
+        const refusal = error instanceof StoreUnavailableError ? error.cause : error;
+        if (refusal instanceof DestinationError) throw new TRPCError({ code: "BAD_REQUEST", message: refusal.message });
+        throw error;
+      }
+    }),
+
+  list: authorizedProcedure
+    .meta({
+      scope: "admin",
+      openapi: {
+        ...common,
+        method: "GET",
+        path: "/admin/webhooks",
+        operationId: "listWebhooks",
+        summary: "List webhook subscriptions",
+        description: "Every subscription, oldest first; never a secret.",
+        successDescription: "The subscriptions",
+        errorResponses: { ...errors, 400: "The request is not valid (this operation takes no parameters)" },
+      },
+    })
+    .input(z.object({}))
+    .output(z.array(Webhook))
+    .query(async ({ ctx }) => reach(() => admin(ctx).subscriptions.list())),
+
+  get: authorizedProcedure
+    .meta({
+      scope: "admin",
+      openapi: {
+        ...common,
+        method: "GET",
+        path: "/admin/webhooks/{id}",
+        operationId: "getWebhook",
+        summary: "Get a webhook subscription",
+        description: "The subscription, without its secret; `disabledAt` is set once its receiver answered 410 Gone.",
+        successDescription: "The subscription",
+        errorResponses: { ...errors, ...badId, ...notFound },
+      },
+    })
+    .input(ById)
+    .output(Webhook)
+    .query(async ({ input, ctx }) => found(await reach(() => admin(ctx).subscriptions.get(input.id)))),
+
+  delete: authorizedProcedure
+    .meta({
+      scope: "admin",
+      successStatus: 204,
+      openapi: {
+        ...common,
+        method: "DELETE",
+        path: "/admin/webhooks/{id}",
+        operationId: "deleteWebhook",
+        summary: "Unsubscribe",
+        description: "Deletes the subscription; its pending deliveries end without being sent.",
+        successDescription: "The subscription is deleted",
+        errorResponses: { ...errors, ...badId, ...notFound },
+      },
+    })
+    .input(ById)
+    .output(z.void())
+    .mutation(async ({ input, ctx }) => {
+      found((await reach(() => admin(ctx).subscriptions.delete(input.id))) || undefined);
+    }),
+
+  rotateSecret: authorizedProcedure
+    .meta({
+      scope: "admin",
+      openapi: {
+        ...common,
+        method: "POST",
+        path: "/admin/webhooks/{id}/rotate-secret",
+        operationId: "rotateWebhookSecret",
+        summary: "Rotate a subscription's signing secret",
+        description:
+          "Issues a new signing secret (in this response only). For 24 hours every delivery carries two " +
+          "signatures, one with the new secret and one with the previous, so the receiver can switch without losing an event.",
+        successDescription: "The subscription and its new signing secret (shown once)",
+        errorResponses: { ...errors, ...badId, ...notFound },
+      },
+    })
+    .input(ById)
+    .output(WebhookWithSecret)
+    .mutation(async ({ input, ctx }) => found(await reach(() => admin(ctx).subscriptions.rotateSecret(input.id)))),
+
+  deliveries: authorizedProcedure
+    .meta({
+      scope: "admin",
+      openapi: {
+        ...common,
+        method: "GET",
+        path: "/admin/webhooks/{id}/deliveries",
+        operationId: "listWebhookDeliveries",
+        summary: "List a subscription's deliveries",
+        description:
+          `The subscription's latest deliveries, newest first (the last ${webhookLimits.deliveriesListed} are kept; ` +
+          "delivered ones are readable for 7 days, failed ones for 30): status, attempts, the last status code and error, and when the next attempt comes.",
+        successDescription: "The deliveries",
+        errorResponses: { ...errors, ...badId, ...notFound },
+      },
+    })
+    .input(
+      ById.extend({
+        limit: z.coerce
+          .number()
+          .int()
+          .min(1)
+          .max(webhookLimits.deliveriesListed)
+          .default(100)
+          .meta({ description: `At most this many (1 to ${webhookLimits.deliveriesListed}, default 100)` }),
+      }),
+    )
+    .output(z.array(WebhookDelivery))
+    .query(async ({ input, ctx }) => {
+      found(await reach(() => admin(ctx).subscriptions.get(input.id)));
+      return reach(() => admin(ctx).deliveries(input.id, input.limit));
+    }),
+
+  replay: authorizedProcedure
+    .meta({
+      scope: "admin",
+      openapi: {
+        ...common,
+        method: "POST",
+        path: "/admin/webhooks/{id}/deliveries/{deliveryId}/replay",
+        operationId: "replayWebhookDelivery",
+        summary: "Replay a failed delivery",
+        description:
+          "Sends a failed delivery again, with the whole retry schedule anew and the same `webhook-id` " +
+          "(receivers that saw it already can tell). Only a failed delivery can be replayed.",
+        successDescription: "The delivery, queued again",
+        errorResponses: {
+          ...errors,
+          ...badId,
+          404: "There is no such delivery of this subscription",
+          409: "The delivery has not failed (it is pending, retrying or delivered)",
+        },
+      },
+    })
+    .input(ById.extend({ deliveryId: z.string().max(200).meta({ description: "Delivery id" }) }))
+    .output(WebhookDelivery)
+    .mutation(async ({ input, ctx }) => {
+      const replayed = await reach(() => admin(ctx).replay(input.id, input.deliveryId));
+      if (replayed === "missing") {
+        throw new TRPCError({
+          code: "NOT_FOUND",
+          message: `There is no delivery ${input.deliveryId} of this subscription`,
+        });
+      }
+      if (replayed === "not-failed") {
+        throw new TRPCError({ code: "CONFLICT", message: "Only a failed delivery can be replayed" });
+      }
+      return replayed;
+    }),
+});
+
+function admin(ctx: Context) {
+  if (!ctx.webhooks) throw new TRPCError({ code: "NOT_IMPLEMENTED", message: "This server has no webhooks" });
+  return ctx.webhooks;
+}
+
+function found<T>(value: T | undefined): T {
+  if (value === undefined)
+    throw new TRPCError({ code: "NOT_FOUND", message: "There is no webhook subscription with this id" });
+  return value;
+}

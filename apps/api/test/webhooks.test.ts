@@ -1,0 +1,305 @@
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { storeKinds } from "@plant-store/redis-server";
+import { Webhook } from "standardwebhooks";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack } from "./stack.js";
+
+/** What a receiver got: the raw body (ids exact), its headers, and whether its signature verified. */
+type Received = { body: string; headers: Record<string, string>; verified: boolean };
+
+/**
+ * A real webhook receiver: verifies every request with the standardwebhooks library against the
+ * secrets it is given, and answers what `answer` says (200 by default).
+ */
+async function startReceiver() {
+  const received: Received[] = [];
+  let secrets: string[] = [];
+  let answer: (request: IncomingMessage, body: string) => number | "hang" = () => 200;
+  const server: Server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.on("end", () => {
+      const body = Buffer.concat(chunks).toString("utf8");
+      const headers = Object.fromEntries(Object.entries(request.headers).map(([name, value]) => [name, String(value)]));
+      const verified = secrets.some((secret) => {
+        try {
+          new Webhook(secret).verify(body, headers, { jsonParse: false });
+          return true;
+        } catch {
+          return false;
+        }
+      });
+      received.push({ body, headers, verified });
+      const status = answer(request, body);
+      if (status === "hang") return; // never answers: the worker's timeout ends the attempt
+      response.writeHead(status).end(status >= 300 ? "receiver says no" : "ok");
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    received,
+    setSecrets: (list: string[]) => {
+      secrets = list;
+    },
+    answer: (fn: typeof answer) => {
+      answer = fn;
+    },
+    /** Bodies of verified requests, by their `webhook-id`: each event once, however often it came. */
+    eventsById: () => new Map(received.filter((r) => r.verified).map((r) => [r.headers["webhook-id"], r.body])),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+
+const admin = (stack: Stack, method: string, path: string, body?: object) =>
+  call(stack.url, { method, path, token: ADMIN_TOKEN, ...(body ? { body } : {}) });
+
+describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
+  let stack: Stack;
+  const receivers: Receiver[] = [];
+  const receiver = async () => {
+    const started = await startReceiver();
+    receivers.push(started);
+    return started;
+  };
+  /** Subscribes `target` and hands it the secret to verify with. */
+  const subscribe = async (target: Receiver, extra: object = {}) => {
+    const created = await admin(stack, "POST", "/admin/webhooks", { url: target.url, ...extra });
+    expect(created.status).toBe(201);
+    const webhook = created.json as { id: string; secret: string };
+    target.setSecrets([webhook.secret]);
+    return webhook;
+  };
+
+  beforeAll(async () => {
+    // The receivers listen on 127.0.0.1 over plain http: allowed here, refused by default.
+    const webhookEnv = { WEBHOOK_ALLOW_INSECURE: "1", WEBHOOK_ALLOW_PRIVATE: "1" };
+    stack = await startStack({
+      kind,
+      worker: true,
+      env: webhookEnv,
+      workerEnv: { ...webhookEnv, WEBHOOK_RETRY_SCHEDULE: "100ms,200ms,300ms", WEBHOOK_TIMEOUT_MS: "1000" },
+    });
+  });
+  afterAll(async () => {
+    await Promise.all(receivers.map((r) => r.close()));
+    await stack?.stop();
+  });
+
+  it("manages subscriptions (admin scope): the secret shown once, listed without it, deleted", async () => {
+    const target = await receiver();
+    const created = await admin(stack, "POST", "/admin/webhooks", {
+      url: target.url,
+      events: ["plant.deleted", "plant.created"],
+      description: "inventory sync",
+    });
+    expect(created.status).toBe(201);
+    const webhook = created.json as Record<string, unknown>;
+    expect(webhook).toMatchObject({
+      url: target.url,
+      events: ["plant.created", "plant.deleted"],
+      description: "inventory sync",
+    });
+    expect(webhook.id).toMatch(/^wh_[0-9a-f]{24}$/);
+    expect(webhook.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+
+    const got = await admin(stack, "GET", `/admin/webhooks/${webhook.id}`);
+    expect(got.status).toBe(200);
+    expect(got.json).not.toHaveProperty("secret");
+    const listed = await admin(stack, "GET", "/admin/webhooks");
+    expect((listed.json as { id: string }[]).map((w) => w.id)).toContain(webhook.id);
+    expect(listed.text).not.toContain(webhook.secret as string);
+
+    const reader = await admin(stack, "POST", "/admin/tokens", {
+      name: "reader",
+      scopes: ["plants:read", "plants:write"],
+    });
+    const readerToken = (reader.json as { token: string }).token;
+    expectError(await call(stack.url, { method: "GET", path: "/admin/webhooks", token: readerToken }), 403);
+    expectError(await call(stack.url, { method: "GET", path: "/admin/webhooks", token: null }), 401);
+    expectError(await admin(stack, "POST", "/admin/webhooks", { url: "ftp://example.com/hook" }), 400, /http/);
+    expectError(await admin(stack, "POST", "/admin/webhooks", { url: target.url, events: [] }), 400);
+    expectError(await admin(stack, "GET", "/admin/webhooks/not-an-id"), 400);
+
+    expect((await admin(stack, "DELETE", `/admin/webhooks/${webhook.id}`)).status).toBe(204);
+    expectError(await admin(stack, "GET", `/admin/webhooks/${webhook.id}`), 404);
+    expectError(await admin(stack, "DELETE", `/admin/webhooks/${webhook.id}`), 404);
+  });
+
+  it("delivers creates, updates and deletes, signed, with exact int64 ids and the event id as webhook-id", async () => {
+    const target = await receiver();
+    const { id: subscriptionId } = await subscribe(target);
+    const big = "9223372036854775807";
+    const unsafe = "9007199254740993";
+    expect((await call(stack.url, { body: `{"id":${big},"name":"Max","tag":"edge"}` })).status).toBe(200);
+    expect((await call(stack.url, { body: `{"id":${unsafe},"name":"Unsafe"}` })).status).toBe(200);
+    const put = await call(stack.url, {
+      method: "PUT",
+      path: `/plants/${unsafe}`,
+      body: { name: "Renamed", tag: "t" },
+    });
+    expect(put.status).toBe(200);
+    expect((await call(stack.url, { method: "DELETE", path: `/plants/${big}` })).status).toBe(204);
+
+    const events = await eventually(async () => {
+      const byId = target.eventsById();
+      return byId.size >= 4 ? [...byId.values()] : undefined;
+    });
+    expect(target.received.every((r) => r.verified)).toBe(true);
+    // Raw bodies: the ids must be the exact digits (JSON.parse would round them).
+    const exactly = (type: string, data: string) =>
+      new RegExp(`^\\{"type":"${type}","timestamp":"[^"]+","data":${data.replace(/[{}]/g, "\\$&")}\\}$`);
+    expect(events).toContainEqual(
+      expect.stringMatching(exactly("plant.created", `{"id":${big},"name":"Max","tag":"edge"}`)),
+    );
+    expect(
+      events.some(
+        (body) => body.includes(`"type":"plant.created"`) && body.includes(`"data":{"id":${unsafe},"name":"Unsafe"}`),
+      ),
+    ).toBe(true);
+    expect(
+      events.some(
+        (body) =>
+          body.includes(`"type":"plant.updated"`) &&
+          body.includes(`"data":{"id":${unsafe},"name":"Renamed","tag":"t"}`),
+      ),
+    ).toBe(true);
+    expect(
+      events.some(
+        (body) =>
+          body.includes(`"type":"plant.deleted"`) && body.includes(`"data":{"id":${big},"name":"Max","tag":"edge"}`),
+      ),
+    ).toBe(true);
+    for (const request of target.received) {
+      expect(request.headers["content-type"]).toBe("application/json");
+      expect(request.headers["webhook-id"]).toMatch(/^p\d+-\d+-\d+$/);
+      expect(Date.parse(JSON.parse(request.body).timestamp)).not.toBeNaN();
+    }
+
+    const deliveries = await eventually(async () => {
+      const listed = await admin(stack, "GET", `/admin/webhooks/${subscriptionId}/deliveries`);
+      const list = listed.json as { status: string }[];
+      return list.length === 4 && list.every((d) => d.status === "succeeded") ? list : undefined;
+    });
+    expect(deliveries[0]).toMatchObject({ attempts: 1, lastStatusCode: 200 });
+    await admin(stack, "DELETE", `/admin/webhooks/${subscriptionId}`);
+  });
+
+  it("retries a failing receiver on the schedule until it recovers; a receiver that keeps failing leaves a failed delivery to replay", async () => {
+    const flaky = await receiver();
+    const { id: subscriptionId } = await subscribe(flaky, { events: ["plant.created"] });
+    // Each event fails twice, then succeeds.
+    const seen = new Map<string, number>();
+    flaky.answer((request) => {
+      const id = String(request.headers["webhook-id"]);
+      seen.set(id, (seen.get(id) ?? 0) + 1);
+      return (seen.get(id) ?? 0) <= 2 ? 503 : 200;
+    });
+    for (const id of [7001, 7002, 7003])
+      expect((await call(stack.url, { body: { id, name: `r${id}` } })).status).toBe(200);
+    const delivered = await eventually(async () => {
+      const list = (await admin(stack, "GET", `/admin/webhooks/${subscriptionId}/deliveries`)).json as {
+        id: string;
+        status: string;
+        attempts: number;
+        lastStatusCode?: number;
+      }[];
+      return list.length === 3 && list.every((d) => d.status === "succeeded") ? list : undefined;
+    });
+    expect(delivered.map((d) => d.attempts)).toEqual([3, 3, 3]);
+    expect(flaky.eventsById().size).toBe(3);
+
+    // Down for good: four attempts (the first and three retries), then failed; replayed once it is back.
+    flaky.answer(() => 500);
+    expect((await call(stack.url, { body: { id: 7004, name: "doomed" } })).status).toBe(200);
+    const failed = await eventually(async () => {
+      const list = (await admin(stack, "GET", `/admin/webhooks/${subscriptionId}/deliveries`)).json as {
+        id: string;
+        status: string;
+        attempts: number;
+        lastStatusCode?: number;
+        lastError?: string;
+      }[];
+      return list.find((d) => d.status === "failed");
+    });
+    expect(failed, JSON.stringify(failed)).toMatchObject({ attempts: 4, lastStatusCode: 500 });
+    expect(failed.lastError).toMatch(/HTTP 500/);
+    const early = await admin(stack, "POST", `/admin/webhooks/${subscriptionId}/deliveries/${delivered[0]?.id}/replay`);
+    expectError(early, 409);
+
+    flaky.answer(() => 200);
+    const replayed = await admin(stack, "POST", `/admin/webhooks/${subscriptionId}/deliveries/${failed.id}/replay`);
+    expect(replayed.status).toBe(200);
+    await eventually(async () => {
+      const list = (await admin(stack, "GET", `/admin/webhooks/${subscriptionId}/deliveries`)).json as {
+        id: string;
+        status: string;
+      }[];
+      return list.find((d) => d.id === failed.id)?.status === "succeeded";
+    });
+    expect(flaky.eventsById().size).toBe(4);
+    await admin(stack, "DELETE", `/admin/webhooks/${subscriptionId}`);
+  });
+
+  it("disables a subscription whose receiver answers 410 Gone", async () => {
+    const gone = await receiver();
+    const { id } = await subscribe(gone, { events: ["plant.created"] });
+    gone.answer(() => 410);
+    expect((await call(stack.url, { body: { id: 7101, name: "first" } })).status).toBe(200);
+    const disabled = await eventually(async () => {
+      const webhook = (await admin(stack, "GET", `/admin/webhooks/${id}`)).json as { disabledAt?: string };
+      return webhook.disabledAt ? webhook : undefined;
+    });
+    expect(disabled).toMatchObject({ disabledReason: expect.stringMatching(/410/) });
+    const attempts = gone.received.length;
+    expect(attempts).toBe(1);
+    expect((await call(stack.url, { body: { id: 7102, name: "second" } })).status).toBe(200);
+    // The next event is not fanned out to it: side work of that create done, nothing more sent.
+    await eventually(async () => (await stack.inspect.auditEntries()).some((entry) => entry.plantId === "7102"));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(gone.received.length).toBe(attempts);
+    await admin(stack, "DELETE", `/admin/webhooks/${id}`);
+  });
+
+  it("signs with the old and the new secret after a rotation", async () => {
+    const target = await receiver();
+    const { id, secret: oldSecret } = await subscribe(target, { events: ["plant.created"] });
+    const rotated = await admin(stack, "POST", `/admin/webhooks/${id}/rotate-secret`);
+    expect(rotated.status).toBe(200);
+    const newSecret = (rotated.json as { secret: string }).secret;
+    expect(newSecret).not.toBe(oldSecret);
+    expect(rotated.json).toHaveProperty("secretRotatedAt");
+    expect((await call(stack.url, { body: { id: 7201, name: "rotated" } })).status).toBe(200);
+    const [request] = await eventually(async () => (target.received.length > 0 ? target.received : undefined));
+    for (const secret of [oldSecret, newSecret]) {
+      expect(() =>
+        new Webhook(secret).verify(request?.body ?? "", request?.headers ?? {}, { jsonParse: false }),
+      ).not.toThrow();
+    }
+    expect(request?.headers["webhook-signature"]?.split(" ")).toHaveLength(2);
+    await admin(stack, "DELETE", `/admin/webhooks/${id}`);
+  });
+
+  it("does not let a receiver that never answers hold up the others", async () => {
+    const stuck = await receiver();
+    const healthy = await receiver();
+    stuck.answer(() => "hang");
+    const stuckSub = await subscribe(stuck, { events: ["plant.created"] });
+    const healthySub = await subscribe(healthy, { events: ["plant.created"] });
+    const ids = Array.from({ length: 10 }, (_, i) => 7300 + i);
+    await Promise.all(ids.map((id) => call(stack.url, { body: { id, name: `n${id}` } })));
+    // Every event reaches the healthy receiver while the stuck one still holds its first requests.
+    await eventually(async () => healthy.eventsById().size === ids.length);
+    expect(stuck.received.length).toBeGreaterThan(0);
+    await admin(stack, "DELETE", `/admin/webhooks/${stuckSub.id}`);
+    await admin(stack, "DELETE", `/admin/webhooks/${healthySub.id}`);
+  });
+});

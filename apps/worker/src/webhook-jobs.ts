@@ -1,0 +1,126 @@
+import {
+  WebhookDeliveryJob as DeliveryJobSchema,
+  type PlantEvent,
+  type WebhookDeliveryJob,
+  webhookLimits,
+} from "@plant-store/contracts";
+import { deliver, retryDelay, type WebhookConfig, type WebhookSubscriptions, webhookBody } from "@plant-store/webhooks";
+import { type Job, type JobsOptions, type Queue, UnrecoverableError } from "bullmq";
+
+/** Job name of a delivery. */
+export const DELIVERY_JOB = "deliver";
+
+/** The id of one event's delivery to one subscription: adding it again (a fan-out retried) adds nothing. */
+export const deliveryIdOf = (subscriptionId: string, eventId: string) => `${subscriptionId}--${eventId}`;
+
+/** How long finished deliveries stay readable (listing, replay of failed ones). */
+const KEEP_SUCCEEDED_S = 7 * 24 * 3600;
+const KEEP_FAILED_S = 30 * 24 * 3600;
+
+/** What a delivery attempt leaves on its job (BullMQ progress): read by the deliveries listing. */
+export interface AttemptNote {
+  statusCode?: number;
+  /** ms epoch of the next attempt, when one is scheduled. */
+  nextAttemptAt?: number;
+  /** The delay of that retry (ms): the backoff strategy returns it. */
+  retryDelayMs?: number;
+}
+
+/**
+ * Processor of the `plant-webhooks` queue: each event of the batch becomes one delivery job per
+ * subscription that wants its type. Job ids are the delivery ids, so a retried fan-out (or a batch
+ * relayed twice) queues nothing twice.
+ */
+export async function fanOutWebhooks(
+  subscriptions: WebhookSubscriptions,
+  deliveries: Queue,
+  config: WebhookConfig,
+  events: readonly PlantEvent[],
+): Promise<number> {
+  const active = await subscriptions.active();
+  if (active.length === 0) return 0;
+  const jobs: { name: string; data: WebhookDeliveryJob; opts: JobsOptions }[] = [];
+  const noted = new Map<string, { deliveryId: string; queuedMs: number }[]>();
+  const queuedMs = Date.now();
+  for (const event of events) {
+    const body = webhookBody(event);
+    for (const subscription of active) {
+      if (!subscription.events.includes(event.type)) continue;
+      const deliveryId = deliveryIdOf(subscription.id, event.eventId);
+      jobs.push({
+        name: DELIVERY_JOB,
+        data: { subscriptionId: subscription.id, eventId: event.eventId, type: event.type, body, queuedAt: queuedMs },
+        opts: {
+          jobId: deliveryId,
+          attempts: config.retrySchedule.length + 1,
+          backoff: { type: "webhook-schedule" },
+          removeOnComplete: { age: KEEP_SUCCEEDED_S },
+          removeOnFail: { age: KEEP_FAILED_S },
+        },
+      });
+      const list = noted.get(subscription.id) ?? [];
+      list.push({ deliveryId, queuedMs });
+      noted.set(subscription.id, list);
+    }
+  }
+  if (jobs.length === 0) return 0;
+  await deliveries.addBulk(jobs);
+  await Promise.all(
+    [...noted].map(([id, list]) => subscriptions.noteDeliveries(id, list, webhookLimits.deliveriesListed)),
+  );
+  return jobs.length;
+}
+
+/**
+ * Processor of the `webhook-deliveries` queue: one attempt. A 2xx completes the job; `410 Gone`
+ * disables the subscription and fails the job for good; anything else fails the attempt, and BullMQ
+ * retries it after the schedule's next delay (see `retryDelayOf`) until the schedule is used up —
+ * the job then stays in the failed set, listed and replayable. A deleted subscription's
+ * deliveries end quietly; a disabled one's fail without trying.
+ */
+export async function deliverWebhook(
+  job: Job,
+  subscriptions: WebhookSubscriptions,
+  config: WebhookConfig,
+  userAgent: string,
+): Promise<{ statusCode: number; deliveredAt: string } | { skipped: string }> {
+  const parsed = DeliveryJobSchema.safeParse(job.data);
+  if (!parsed.success) throw new UnrecoverableError(`invalid delivery payload: ${parsed.error.message}`);
+  const data = parsed.data;
+  const found = await subscriptions.forDelivery(data.subscriptionId);
+  if (!found) return { skipped: "the subscription was deleted" };
+  if (found.webhook.disabledAt)
+    throw new UnrecoverableError(`the subscription is disabled: ${found.webhook.disabledReason ?? ""}`);
+
+  const result = await deliver({
+    url: found.webhook.url,
+    messageId: data.eventId,
+    body: data.body,
+    secrets: found.secrets,
+    timeoutMs: config.timeoutMs,
+    policy: config.policy,
+    userAgent,
+  });
+  if (result.ok) return { statusCode: result.status ?? 200, deliveredAt: new Date().toISOString() };
+
+  if (result.status === 410) {
+    await subscriptions.disable(data.subscriptionId, "the receiver answered 410 Gone");
+    await job.updateProgress({ statusCode: 410 } satisfies AttemptNote);
+    throw new UnrecoverableError(`${result.error}: the subscription is disabled`);
+  }
+  // The schedule's delay for this attempt, with its jitter, decided here and kept on the job, so the
+  // listing can say when the next attempt comes and the backoff strategy returns the same delay.
+  const delay = retryDelay(config.retrySchedule, job.attemptsMade + 1);
+  const note: AttemptNote = {
+    ...(result.status === undefined ? {} : { statusCode: result.status }),
+    ...(delay === undefined ? {} : { retryDelayMs: delay, nextAttemptAt: Date.now() + delay }),
+  };
+  await job.updateProgress(note);
+  throw new Error(result.error ?? "delivery failed");
+}
+
+/** BullMQ backoff strategy `webhook-schedule`: the delay the failed attempt noted. */
+export function retryDelayOf(job: { progress?: unknown } | undefined): number {
+  const note = (job?.progress ?? {}) as AttemptNote;
+  return note.retryDelayMs ?? 0;
+}
