@@ -1,4 +1,4 @@
-import { ApiError, limits } from "@plant-store/contracts";
+import { ApiError, limits, WEBHOOK_EVENT_TYPES } from "@plant-store/contracts";
 import type { AnyRouter } from "@trpc/server";
 import { generateOpenApiDocument } from "trpc-to-openapi";
 import { globalRegistry, type ZodType } from "zod";
@@ -27,7 +27,33 @@ const description = [
   "Every error is an `Error` object whose `error` is the HTTP status. Besides the statuses listed per",
   "operation, any path answers 404 when it names no resource, and 405 (with an `Allow` header) when the",
   "method is not one of the path's operations.",
+  "",
+  "Webhooks: subscribe a URL under /admin/webhooks and the worker POSTs each plant event to it (see",
+  "`webhooks`), signed as Standard Webhooks describe (`webhook-id`, `webhook-timestamp`, `webhook-signature`;",
+  "verify with any Standard Webhooks library and the subscription's `whsec_` secret). Deliveries are retried",
+  "with backoff and jitter for about a day (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h), a `410 Gone` ends the",
+  "subscription, and order is not guaranteed across events: use `webhook-id` to drop repeats.",
 ].join("\n");
+
+/** The event a webhook delivers; `data` is the plant as a NewPlant (after an update, as it now is). */
+const webhookEvent = (operationId: string, type: string, summary: string, text: string) => ({
+  post: {
+    operationId,
+    summary,
+    description: `${text} Sent as \`{"type": "${type}", "timestamp", "data"}\`; a 2xx within 10 s acknowledges it.`,
+    parameters: [
+      ["webhook-id", "The event id: the same on every attempt; receivers drop repeats by it"],
+      ["webhook-timestamp", "Seconds since the epoch when this attempt was signed"],
+      ["webhook-signature", "`v1,<base64 HMAC-SHA256>`, space-separated, one per valid secret"],
+    ].map(([name, about]) => ({ in: "header", name, required: true, description: about, schema: { type: "string" } })),
+    requestBody: { required: true, content: { "application/json": { schema: ref("WebhookEvent") } } },
+    responses: {
+      "2XX": { description: "Received" },
+      "410": { description: "Gone: the subscription is disabled and gets nothing more" },
+      default: { description: "Not received: the delivery is retried later" },
+    },
+  },
+});
 
 /**
  * The document as the specification describes it. trpc-to-openapi's output differs in ways the
@@ -71,6 +97,12 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
         ...response,
         description: described[Number(status)] ?? statusMessages[Number(status)],
       };
+    }
+    // An action on the path alone (rotate-secret, replay) takes no body.
+    const pathParameters = [...openapi.path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]);
+    const shape = (_def.inputs[0] as { shape?: Json } | undefined)?.shape;
+    if (openapi.method === "POST" && shape && Object.keys(shape).every((key) => pathParameters.includes(key))) {
+      delete operation.requestBody;
     }
     // Another success status than 200: token issue 201; deletes 204, no body.
     if (successStatus) {
@@ -118,10 +150,37 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
     tags: [
       { name: "plants", description: "The plants in the store" },
       { name: "admin", description: "Token administration (admin scope)" },
+      { name: "webhooks", description: "Webhook subscriptions and their deliveries (admin scope)" },
     ],
     paths: generated.paths,
+    webhooks: {
+      newPlant: webhookEvent(
+        "newPlant",
+        "plant.created",
+        "A plant was created",
+        "The new plant, as the sample's `newPlant` webhook.",
+      ),
+      plantUpdated: webhookEvent("plantUpdated", "plant.updated", "A plant was updated", "The plant as it now is."),
+      plantDeleted: webhookEvent("plantDeleted", "plant.deleted", "A plant was deleted", "The plant as it was."),
+    },
     components: {
-      schemas: { ...schemas, ...component(ApiError, "output") },
+      schemas: {
+        ...schemas,
+        ...component(ApiError, "output"),
+        WebhookEvent: {
+          type: "object",
+          required: ["type", "timestamp", "data"],
+          properties: {
+            type: { type: "string", enum: WEBHOOK_EVENT_TYPES },
+            timestamp: {
+              type: "string",
+              format: "date-time",
+              description: "When the api accepted the change (RFC 3339)",
+            },
+            data: ref("NewPlant"),
+          },
+        },
+      },
       securitySchemes: (generated.components as { securitySchemes: Json }).securitySchemes,
     },
   };

@@ -179,6 +179,11 @@ describe("GET /openapi.json", () => {
     expect(Object.keys(document.paths).sort()).toEqual([
       "/admin/tokens",
       "/admin/tokens/{id}",
+      "/admin/webhooks",
+      "/admin/webhooks/{id}",
+      "/admin/webhooks/{id}/deliveries",
+      "/admin/webhooks/{id}/deliveries/{deliveryId}/replay",
+      "/admin/webhooks/{id}/rotate-secret",
       "/plants",
       "/plants/{id}",
     ]);

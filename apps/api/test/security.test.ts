@@ -31,6 +31,8 @@ type Operation = {
   success: number;
   prepare?: () => Promise<void>;
 };
+const PUBLIC_HOOK = "https://93.184.215.14/hooks/plant-store";
+const UNKNOWN_HOOK = "wh_000000000000000000000000";
 const REST_OPERATIONS: Record<string, Operation> = {
   "POST /plants": { scope: "plants:write", path: "/plants", body: { id: 7001, name: "probe" }, success: 200 },
   "GET /plants": { scope: "plants:read", path: "/plants", success: 200 },
@@ -56,6 +58,30 @@ const REST_OPERATIONS: Record<string, Operation> = {
     success: 201,
   },
   "GET /admin/tokens": { scope: "admin", path: "/admin/tokens", success: 200 },
+  // A public address as an IP literal: allowed by the default destination policy without DNS.
+  "POST /admin/webhooks": { scope: "admin", path: "/admin/webhooks", body: { url: PUBLIC_HOOK }, success: 201 },
+  "GET /admin/webhooks": { scope: "admin", path: "/admin/webhooks", success: 200 },
+  "GET /admin/webhooks/{id}": { scope: "admin", path: "/admin/webhooks/{hook}", success: 200 },
+  "DELETE /admin/webhooks/{id}": {
+    scope: "admin",
+    path: "/admin/webhooks/{doomedHook}",
+    success: 204,
+    prepare: async () => {
+      doomedHook = await subscribe();
+    },
+  },
+  "POST /admin/webhooks/{id}/rotate-secret": {
+    scope: "admin",
+    path: "/admin/webhooks/{hook}/rotate-secret",
+    success: 200,
+  },
+  "GET /admin/webhooks/{id}/deliveries": { scope: "admin", path: "/admin/webhooks/{hook}/deliveries", success: 200 },
+  // Authorized, the operation runs: this delivery does not exist.
+  "POST /admin/webhooks/{id}/deliveries/{deliveryId}/replay": {
+    scope: "admin",
+    path: "/admin/webhooks/{hook}/deliveries/none/replay",
+    success: 404,
+  },
   "DELETE /admin/tokens/{id}": {
     scope: "admin",
     path: "/admin/tokens/{victim}",
@@ -80,10 +106,25 @@ const PROCEDURES: Record<string, Procedure> = {
   "admin.tokens.create": { scope: "admin", method: "POST", input: { name: "probe", scopes: ["plants:read"] } },
   "admin.tokens.list": { scope: "admin", method: "GET", input: {} },
   "admin.tokens.revoke": { scope: "admin", method: "POST", input: { id: "tok_000000000000" } },
+  "admin.webhooks.create": { scope: "admin", method: "POST", input: { url: PUBLIC_HOOK } },
+  "admin.webhooks.list": { scope: "admin", method: "GET", input: {} },
+  "admin.webhooks.get": { scope: "admin", method: "GET", input: { id: UNKNOWN_HOOK } },
+  "admin.webhooks.delete": { scope: "admin", method: "POST", input: { id: UNKNOWN_HOOK } },
+  "admin.webhooks.rotateSecret": { scope: "admin", method: "POST", input: { id: UNKNOWN_HOOK } },
+  "admin.webhooks.deliveries": { scope: "admin", method: "GET", input: { id: UNKNOWN_HOOK } },
+  "admin.webhooks.replay": { scope: "admin", method: "POST", input: { id: UNKNOWN_HOOK, deliveryId: "none" } },
 };
 
 let stack: Stack;
 let victim = "tok_000000000000";
+let hook = UNKNOWN_HOOK;
+let doomedHook = UNKNOWN_HOOK;
+
+async function subscribe() {
+  const result = await call(stack.url, { path: "/admin/webhooks", body: { url: PUBLIC_HOOK } });
+  expect(result.status, result.text).toBe(201);
+  return (result.json as { id: string }).id;
+}
 const tokens = {} as Record<"read" | "write" | "admin" | "readWrite" | "revoked" | "expired", string>;
 
 async function issue(scopes: Scope[], expiresInSeconds?: number) {
@@ -107,6 +148,7 @@ beforeAll(async () => {
   await stack.redis.hset(storeKeys.token(expired.id), "expiresAt", new Date(Date.now() - 1000).toISOString());
   tokens.expired = expired.token;
   expect((await call(stack.url, { body: { id: 7000, name: "fixture" } })).status).toBe(200);
+  hook = await subscribe();
 });
 afterAll(async () => {
   await stack.stop();
@@ -200,7 +242,7 @@ describe("REST operations", () => {
         const auth = authorization(credential, operation.scope);
         const result = await call(stack.url, {
           method: name.split(" ")[0],
-          path: operation.path.replace("{victim}", victim),
+          path: operation.path.replace("{victim}", victim).replace("{hook}", hook).replace("{doomedHook}", doomedHook),
           body: operation.body,
           ...(operation.contentType ? { contentType: operation.contentType } : {}),
           token: null,

@@ -10,6 +10,13 @@ describe("loadWorkerConfig", () => {
         minReplicasAck: 0,
         replicaAckTimeoutMs: 1000,
       },
+      webhooks: {
+        policy: { allowInsecure: false, allowPrivate: false },
+        secretKey: undefined,
+        timeoutMs: 10_000,
+        retrySchedule: [5000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000],
+        concurrency: 50,
+      },
       concurrency: 8,
       jobAttempts: 5,
       jobBackoffMs: 1000,
@@ -39,6 +46,12 @@ describe("loadWorkerConfig", () => {
       STALLED_CHECK_MS: "2000",
       SHUTDOWN_TIMEOUT_MS: "7000",
       LOG_LEVEL: "DEBUG",
+      WEBHOOK_ALLOW_INSECURE: "1",
+      WEBHOOK_ALLOW_PRIVATE: "",
+      WEBHOOK_SECRET_KEY: "k".repeat(32),
+      WEBHOOK_TIMEOUT_MS: "2500",
+      WEBHOOK_RETRY_SCHEDULE: "500ms, 5s,1m,2h",
+      WEBHOOK_CONCURRENCY: "9",
     });
     expect(config).toEqual({
       store: {
@@ -46,6 +59,13 @@ describe("loadWorkerConfig", () => {
         partitions: 64,
         minReplicasAck: 0,
         replicaAckTimeoutMs: 1000,
+      },
+      webhooks: {
+        policy: { allowInsecure: true, allowPrivate: false },
+        secretKey: "k".repeat(32),
+        timeoutMs: 2500,
+        retrySchedule: [500, 5000, 60_000, 7_200_000],
+        concurrency: 9,
       },
       concurrency: 3,
       jobAttempts: 5,
@@ -96,5 +116,8 @@ describe("loadWorkerConfig", () => {
       /set REDIS_URL \(one Redis\) or REDIS_CLUSTER_NODES \(a cluster\), not both/,
     );
     expect(() => loadWorkerConfig({ STORE_PARTITIONS: "0" })).toThrow(/STORE_PARTITIONS/);
+    expect(() => loadWorkerConfig({ WEBHOOK_RETRY_SCHEDULE: "5s,soon", WEBHOOK_SECRET_KEY: "short" })).toThrow(
+      /WEBHOOK_SECRET_KEY: .*at least 32.*WEBHOOK_RETRY_SCHEDULE: "soon" is not a delay/,
+    );
   });
 });
