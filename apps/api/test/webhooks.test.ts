@@ -1,63 +1,8 @@
-import { createServer, type IncomingMessage, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { storeKinds } from "@plant-store/redis-server";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack } from "./stack.js";
-
-/** What a receiver got: the raw body (ids exact), its headers, and whether its signature verified. */
-type Received = { body: string; headers: Record<string, string>; verified: boolean };
-
-/**
- * A real webhook receiver: verifies every request with the standardwebhooks library against the
- * secrets it is given, and answers what `answer` says (200 by default).
- */
-async function startReceiver() {
-  const received: Received[] = [];
-  let secrets: string[] = [];
-  let answer: (request: IncomingMessage, body: string) => number | "hang" = () => 200;
-  const server: Server = createServer((request, response) => {
-    const chunks: Buffer[] = [];
-    request.on("data", (chunk: Buffer) => chunks.push(chunk));
-    request.on("end", () => {
-      const body = Buffer.concat(chunks).toString("utf8");
-      const headers = Object.fromEntries(Object.entries(request.headers).map(([name, value]) => [name, String(value)]));
-      const verified = secrets.some((secret) => {
-        try {
-          new Webhook(secret).verify(body, headers, { jsonParse: false });
-          return true;
-        } catch {
-          return false;
-        }
-      });
-      received.push({ body, headers, verified });
-      const status = answer(request, body);
-      if (status === "hang") return; // never answers: the worker's timeout ends the attempt
-      response.writeHead(status).end(status >= 300 ? "receiver says no" : "ok");
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}/hook`,
-    received,
-    setSecrets: (list: string[]) => {
-      secrets = list;
-    },
-    answer: (fn: typeof answer) => {
-      answer = fn;
-    },
-    /** Bodies of verified requests, by their `webhook-id`: each event once, however often it came. */
-    eventsById: () => new Map(received.filter((r) => r.verified).map((r) => [r.headers["webhook-id"], r.body])),
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+import { type Receiver, startReceiver } from "./webhook-receiver.js";
 
 const admin = (stack: Stack, method: string, path: string, body?: object) =>
   call(stack.url, { method, path, token: ADMIN_TOKEN, ...(body ? { body } : {}) });
