@@ -161,6 +161,8 @@ export interface StackOptions {
   /** Folder for the processes' logs. */
   logDir: string;
   store: StoreChoice;
+  /** More variables for every api and worker process (a scenario's settings). */
+  env?: Record<string, string>;
 }
 
 /**
@@ -186,6 +188,7 @@ export class Stack {
     /** The connection and the store's partition count, for the verification. */
     readonly view: StoreView,
     private readonly logDir: string,
+    private readonly extraEnv: Record<string, string>,
   ) {}
 
   /** The redis-server of a single-node stack (scenarios that kill and restart it). */
@@ -227,7 +230,15 @@ export class Stack {
       await (cluster ?? server)?.stop();
       throw error;
     }
-    const stack = new Stack(server, cluster, storeEnv, redis, { client: redis, layout }, options.logDir);
+    const stack = new Stack(
+      server,
+      cluster,
+      storeEnv,
+      redis,
+      { client: redis, layout },
+      options.logDir,
+      options.env ?? {},
+    );
     live.add(stack);
     try {
       for (let i = 0; i < options.apis; i++) {
@@ -285,6 +296,7 @@ export class Stack {
         AUTH_FAILURES_PER_MINUTE: "100000",
         REDIS_COMMAND_TIMEOUT_MS: String(REDIS_COMMAND_TIMEOUT_MS),
         LOG_LEVEL: "warn",
+        ...this.extraEnv,
       },
       this.log(name),
     );
@@ -316,6 +328,7 @@ export class Stack {
         RELAY_LEASE_MS: String(RELAY_LEASE_MS),
         // info only for the start-up lines; the worker logs nothing per job at info.
         LOG_LEVEL: "info",
+        ...this.extraEnv,
         ...extraEnv,
       },
       this.log(name),

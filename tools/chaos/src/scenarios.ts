@@ -13,6 +13,7 @@ import {
   type StoreChoice,
   TOKEN,
 } from "./processes.js";
+import { type FlakyReceiver, startFlakyReceiver } from "./receiver.js";
 import {
   duplicatesOf,
   type ExpectedPlant,
@@ -83,6 +84,10 @@ interface Scenario {
   faultAt: number;
   /** The store it always runs on (its fault needs it); default: the run's (`RunSettings.store`). */
   store?: StoreChoice;
+  /** More variables for its api and worker processes. */
+  env?: Record<string, string>;
+  /** Before the load (a subscription, say); returns what to undo at the end. */
+  setup?(stack: Stack): Promise<() => Promise<void>>;
   fault(stack: Stack, load: Load, settings: RunSettings): Promise<FaultOutcome>;
 }
 
@@ -544,6 +549,78 @@ scenarios.push(
   },
 );
 
+/** The receiver of the webhook scenario's current run. */
+let receiver: FlakyReceiver | undefined;
+
+scenarios.push({
+  name: "webhook-receiver-flaky",
+  description:
+    "a webhook receiver that refuses a quarter of the requests and goes down for 3 s, during which the worker is killed (-9) and restarted",
+  apis: 1,
+  workers: 1,
+  faultAt: 0.3,
+  // The receiver is local plain http; retries over ~25 s instead of a day.
+  env: {
+    WEBHOOK_ALLOW_INSECURE: "1",
+    WEBHOOK_ALLOW_PRIVATE: "1",
+    WEBHOOK_RETRY_SCHEDULE: "200ms,500ms,1s,2s,2s,3s,4s,4s,4s,4s",
+  },
+  async setup(stack) {
+    const started = await startFlakyReceiver(0.25);
+    receiver = started;
+    const response = await fetch(`${stack.api(0).url}/admin/webhooks`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify({ url: started.url, events: ["plant.created", "plant.updated"] }),
+    });
+    if (response.status !== 201)
+      throw new Error(`subscribing the receiver: ${response.status} ${await response.text()}`);
+    started.useSecret(((await response.json()) as { secret: string }).secret);
+    return () => started.close();
+  },
+  async fault(stack, _load, settings) {
+    const hook = receiver as FlakyReceiver;
+    const downAt = Date.now();
+    await hook.down();
+    await sleep(1000);
+    await stack.signal(stack.worker(0).service, "SIGKILL");
+    await sleep(500);
+    await stack.startWorker(0);
+    await sleep(Math.max(0, 3000 - (Date.now() - downAt)));
+    await hook.up();
+    const faultEnd = Date.now();
+    const notes = [`receiver down ${faultEnd - downAt} ms; kill -9 of the worker 1 s into it, restarted`];
+    const problems: string[] = [];
+    return {
+      faultEnd,
+      notes,
+      problems,
+      async after(load) {
+        // Every acknowledged create and update must reach the receiver (at least once), each
+        // event under one webhook-id. Updates in doubt may or may not have happened: not counted.
+        const expected = new Set<string>();
+        for (const plant of load.acked.values()) {
+          expected.add(`plant.created ${plant.id}`);
+          if (plant.previous && !plant.inDoubt) expected.add(`plant.updated ${plant.id}`);
+        }
+        const started = Date.now();
+        const missing = () => [...expected].filter((key) => !hook.idsOf.has(key));
+        while (missing().length > 0 && Date.now() - started < settings.recoveryTimeoutMs) await sleep(200);
+        const absent = missing();
+        const split = [...hook.idsOf].filter(([key, ids]) => key.startsWith("plant.created") && ids.size > 1);
+        const { requests, refused, badSignatures, accepted } = hook.stats;
+        notes.push(
+          `webhooks: ${expected.size} events expected, ${expected.size - absent.length} received (the last ${Date.now() - started} ms after the side work was checked); ${requests} requests, ${refused} refused (503), ${accepted} accepted, ${accepted - hook.events.size} repeat(s) of an accepted event, ${badSignatures} bad signature(s)`,
+        );
+        if (absent.length > 0)
+          problems.push(`${absent.length} webhook event(s) never received, e.g. ${absent.slice(0, 3).join(", ")}`);
+        if (badSignatures > 0) problems.push(`${badSignatures} webhook request(s) failed signature verification`);
+        if (split.length > 0) problems.push(`${split.length} create event(s) arrived under more than one webhook-id`);
+      },
+    };
+  },
+});
+
 export const scenarioNames = scenarios.map((scenario) => scenario.name);
 
 const idBases = new Map<number, bigint>();
@@ -569,7 +646,9 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
     workers: scenario.workers,
     logDir: join(settings.logDir, `${name}-${settings.run}`),
     store,
+    ...(scenario.env ? { env: scenario.env } : {}),
   });
+  let teardown: (() => Promise<void>) | undefined;
   if (store.kind === "external") {
     // Not the run's own store: check only the run's plants (ids idBase … idBase + 999 999), and
     // count only the jobs that failed during the run.
@@ -584,6 +663,7 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
   const notes: string[] = [];
   let load: Load | undefined;
   try {
+    teardown = await scenario.setup?.(stack);
     load = new Load({
       targets: stack.apis.map((api) => api.url),
       token: TOKEN,
@@ -688,6 +768,7 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
     };
   } finally {
     load?.stop();
+    await teardown?.();
     await stack.stop();
   }
 }
