@@ -1,30 +1,16 @@
 import {
   WebhookDeliveryJob as DeliveryJobSchema,
   type PlantEvent,
+  WEBHOOK_DELIVERY_JOB,
+  type WebhookAttemptNote,
   type WebhookDeliveryJob,
+  webhookDeliveryId,
   webhookLimits,
 } from "@plant-store/contracts";
 import { deliver, retryDelay, type WebhookConfig, type WebhookSubscriptions, webhookBody } from "@plant-store/webhooks";
 import { type Job, type JobsOptions, type Queue, UnrecoverableError } from "bullmq";
 
-/** Job name of a delivery. */
-export const DELIVERY_JOB = "deliver";
-
-/** The id of one event's delivery to one subscription: adding it again (a fan-out retried) adds nothing. */
-export const deliveryIdOf = (subscriptionId: string, eventId: string) => `${subscriptionId}--${eventId}`;
-
-/** How long finished deliveries stay readable (listing, replay of failed ones). */
-const KEEP_SUCCEEDED_S = 7 * 24 * 3600;
-const KEEP_FAILED_S = 30 * 24 * 3600;
-
-/** What a delivery attempt leaves on its job (BullMQ progress): read by the deliveries listing. */
-export interface AttemptNote {
-  statusCode?: number;
-  /** ms epoch of the next attempt, when one is scheduled. */
-  nextAttemptAt?: number;
-  /** The delay of that retry (ms): the backoff strategy returns it. */
-  retryDelayMs?: number;
-}
+const DAY_S = 24 * 3600;
 
 /**
  * Processor of the `plant-webhooks` queue: each event of the batch becomes one delivery job per
@@ -46,16 +32,16 @@ export async function fanOutWebhooks(
     const body = webhookBody(event);
     for (const subscription of active) {
       if (!subscription.events.includes(event.type)) continue;
-      const deliveryId = deliveryIdOf(subscription.id, event.eventId);
+      const deliveryId = webhookDeliveryId(subscription.id, event.eventId);
       jobs.push({
-        name: DELIVERY_JOB,
+        name: WEBHOOK_DELIVERY_JOB,
         data: { subscriptionId: subscription.id, eventId: event.eventId, type: event.type, body, queuedAt: queuedMs },
         opts: {
           jobId: deliveryId,
           attempts: config.retrySchedule.length + 1,
           backoff: { type: "webhook-schedule" },
-          removeOnComplete: { age: KEEP_SUCCEEDED_S },
-          removeOnFail: { age: KEEP_FAILED_S },
+          removeOnComplete: { age: webhookLimits.keepSucceededDays * DAY_S },
+          removeOnFail: { age: webhookLimits.keepFailedDays * DAY_S },
         },
       });
       const list = noted.get(subscription.id) ?? [];
@@ -105,13 +91,13 @@ export async function deliverWebhook(
 
   if (result.status === 410) {
     await subscriptions.disable(data.subscriptionId, "the receiver answered 410 Gone");
-    await job.updateProgress({ statusCode: 410 } satisfies AttemptNote);
+    await job.updateProgress({ statusCode: 410 } satisfies WebhookAttemptNote);
     throw new UnrecoverableError(`${result.error}: the subscription is disabled`);
   }
   // The schedule's delay for this attempt, with its jitter, decided here and kept on the job, so the
   // listing can say when the next attempt comes and the backoff strategy returns the same delay.
   const delay = retryDelay(config.retrySchedule, job.attemptsMade + 1);
-  const note: AttemptNote = {
+  const note: WebhookAttemptNote = {
     ...(result.status === undefined ? {} : { statusCode: result.status }),
     ...(delay === undefined ? {} : { retryDelayMs: delay, nextAttemptAt: Date.now() + delay }),
   };
@@ -121,6 +107,6 @@ export async function deliverWebhook(
 
 /** BullMQ backoff strategy `webhook-schedule`: the delay the failed attempt noted. */
 export function retryDelayOf(job: { progress?: unknown } | undefined): number {
-  const note = (job?.progress ?? {}) as AttemptNote;
+  const note = (job?.progress ?? {}) as WebhookAttemptNote;
   return note.retryDelayMs ?? 0;
 }

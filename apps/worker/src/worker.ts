@@ -9,6 +9,7 @@ import {
   type QueueName,
   queueNames,
   queuePrefix,
+  WEBHOOK_DELIVERY_JOB,
 } from "@plant-store/contracts";
 import { connect, disconnect, isCluster, type Layout, openLayout, type RedisClient } from "@plant-store/store";
 import { webhookSubscriptions } from "@plant-store/webhooks";
@@ -21,7 +22,7 @@ import { updateIndexes } from "./index-job.js";
 import { createLogger, type Logger } from "./logger.js";
 import { outageLog } from "./outage.js";
 import { type Relay, startRelay } from "./relay.js";
-import { DELIVERY_JOB, deliverWebhook, fanOutWebhooks, retryDelayOf } from "./webhook-jobs.js";
+import { deliverWebhook, fanOutWebhooks, retryDelayOf } from "./webhook-jobs.js";
 
 export interface StartWorkerOptions {
   /** Default: JSON lines on stdout at `config.logLevel`. */
@@ -144,7 +145,8 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     const deliveryWorker = new Worker(
       deliveriesName,
       async (job) => {
-        if (job.name !== DELIVERY_JOB) throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)}`);
+        if (job.name !== WEBHOOK_DELIVERY_JOB)
+          throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)}`);
         return deliverWebhook(job, subscriptions, config.webhooks, userAgent);
       },
       {

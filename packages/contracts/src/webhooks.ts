@@ -11,6 +11,9 @@ export const webhookLimits = {
   descriptionMaxLength: 200,
   /** Deliveries listed per subscription (the newest; older ones drop off the list). */
   deliveriesListed: 1000,
+  /** How long finished deliveries stay readable (listing; replay of the failed ones). */
+  keepSucceededDays: 7,
+  keepFailedDays: 30,
 } as const;
 
 /** Every signing secret starts with this (Standard Webhooks), then base64 of 32 random bytes. */
@@ -94,6 +97,21 @@ export const WebhookDelivery = z
   })
   .meta({ id: "WebhookDelivery" });
 export type WebhookDelivery = z.output<typeof WebhookDelivery>;
+
+/** BullMQ job name of a delivery. */
+export const WEBHOOK_DELIVERY_JOB = "deliver";
+
+/** A delivery's id (its BullMQ job id): one per event and subscription, so queueing it twice adds nothing. */
+export const webhookDeliveryId = (subscriptionId: string, eventId: string) => `${subscriptionId}--${eventId}`;
+
+/** What a failed delivery attempt notes on its job (BullMQ progress), for the listing and the backoff. */
+export interface WebhookAttemptNote {
+  statusCode?: number;
+  /** ms epoch of the next attempt, when one is scheduled. */
+  nextAttemptAt?: number;
+  /** The delay of that retry (ms): the worker's backoff strategy returns it. */
+  retryDelayMs?: number;
+}
 
 /** Payload of a delivery job: one event for one subscription, its body made once. */
 export const WebhookDeliveryJob = z.object({

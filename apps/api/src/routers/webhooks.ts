@@ -145,7 +145,7 @@ export const webhooksRouter = router({
         summary: "List a subscription's deliveries",
         description:
           `The subscription's latest deliveries, newest first (the last ${webhookLimits.deliveriesListed} are kept; ` +
-          "delivered ones are readable for 7 days, failed ones for 30): status, attempts, the last status code and error, and when the next attempt comes.",
+          `delivered ones are readable for ${webhookLimits.keepSucceededDays} days, failed ones for ${webhookLimits.keepFailedDays}): status, attempts, the last status code and error, and when the next attempt comes.`,
         successDescription: "The deliveries",
         errorResponses: { ...errors, ...badId, ...notFound },
       },

@@ -1,16 +1,15 @@
 import {
   queueNames,
   queuePrefix,
+  type WebhookAttemptNote,
   type WebhookDelivery,
   WebhookDeliveryJob,
+  webhookDeliveryId,
   webhookLimits,
 } from "@plant-store/contracts";
 import type { RedisClient } from "@plant-store/store";
 import { type WebhookConfig, type WebhookSubscriptions, webhookSubscriptions } from "@plant-store/webhooks";
 import { Job, Queue } from "bullmq";
-
-/** What a failed attempt notes on its job (the worker's AttemptNote). */
-type AttemptNote = { statusCode?: number; nextAttemptAt?: number };
 
 const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
 
@@ -25,7 +24,7 @@ async function deliveryOf(queue: Queue, id: string): Promise<WebhookDelivery | u
   const job = await Job.fromId(queue, id);
   const data = WebhookDeliveryJob.safeParse(job?.data);
   if (!job || !data.success) return undefined;
-  const note = (typeof job.progress === "object" ? job.progress : {}) as AttemptNote;
+  const note = (typeof job.progress === "object" ? job.progress : {}) as WebhookAttemptNote;
   const result = (job.returnvalue ?? {}) as { statusCode?: number; deliveredAt?: string; skipped?: string };
   const status: WebhookDelivery["status"] =
     state === "completed" ? "succeeded" : state === "failed" ? "failed" : job.attemptsMade > 0 ? "retrying" : "pending";
@@ -61,7 +60,7 @@ export function webhookAdmin(redis: RedisClient, connection: RedisClient, config
   queue.on("error", () => {}); // a failing call reports it
 
   const jobOf = async (subscriptionId: string, deliveryId: string) => {
-    if (!deliveryId.startsWith(`${subscriptionId}--`)) return undefined;
+    if (!deliveryId.startsWith(webhookDeliveryId(subscriptionId, ""))) return undefined;
     return Job.fromId(queue, deliveryId);
   };
 
