@@ -1,4 +1,5 @@
 import { storeKinds } from "@plant-store/redis-server";
+import { webhookSubscriptions } from "@plant-store/webhooks";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack } from "./stack.js";
@@ -246,5 +247,54 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
     expect(stuck.received.length).toBeGreaterThan(0);
     await admin(stack, "DELETE", `/admin/webhooks/${stuckSub.id}`);
     await admin(stack, "DELETE", `/admin/webhooks/${healthySub.id}`);
+  });
+});
+
+describe("webhook destinations under the default policy (https only, no private addresses)", () => {
+  let stack: Stack;
+  let target: Receiver;
+  beforeAll(async () => {
+    stack = await startStack({ worker: true, workerEnv: { WEBHOOK_RETRY_SCHEDULE: "100ms" } });
+    target = await startReceiver();
+  });
+  afterAll(async () => {
+    await target?.close();
+    await stack?.stop();
+  });
+
+  it("refuses plain http, loopback, private, link-local and metadata destinations when subscribing", async () => {
+    const refusals: [string, RegExp][] = [
+      [target.url, /https/],
+      ["https://127.0.0.1/hook", /127\.0\.0\.1/],
+      ["https://10.0.0.8/hook", /10\.0\.0\.8/],
+      ["https://169.254.169.254/latest/meta-data", /169\.254\.169\.254/],
+      ["https://[::1]/hook", /::1/],
+      ["https://[::ffff:192.168.1.1]/hook", /ffff/],
+      ["https://localhost/hook", /localhost resolves to/],
+      ["https://user:pw@93.184.215.14/hook", /credentials/],
+    ];
+    for (const [url, message] of refusals) {
+      expectError(await admin(stack, "POST", "/admin/webhooks", { url }), 400, message);
+    }
+    expect((await admin(stack, "GET", "/admin/webhooks")).json).toEqual([]);
+  });
+
+  it("checks the destination again at delivery: a subscription to a private address gets nothing", async () => {
+    // Written past the api's check (as if the policy had allowed it then): the worker's own check refuses it.
+    const subscriptions = webhookSubscriptions(stack.redis, {
+      policy: { allowInsecure: true, allowPrivate: true },
+      secretKey: undefined,
+    });
+    const { id } = await subscriptions.create({ url: target.url });
+    expect((await call(stack.url, { body: { id: 7401, name: "private" } })).status).toBe(200);
+    const failed = await eventually(async () => {
+      const list = (await admin(stack, "GET", `/admin/webhooks/${id}/deliveries`)).json as {
+        status: string;
+        lastError?: string;
+      }[];
+      return list[0]?.status === "failed" ? list[0] : undefined;
+    });
+    expect(failed.lastError).toMatch(/https|127\.0\.0\.1/);
+    expect(target.received).toEqual([]);
   });
 });
