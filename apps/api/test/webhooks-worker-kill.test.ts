@@ -12,6 +12,8 @@ const webhookEnv = { WEBHOOK_ALLOW_INSECURE: "1", WEBHOOK_ALLOW_PRIVATE: "1" };
 let stack: Stack;
 let receiver: Receiver;
 const workers: ChildProcess[] = [];
+/** Everything the workers wrote (a secret must never be among it). */
+let workerOutput = "";
 
 function startWorkerProcess(): Promise<ChildProcess> {
   const worker = spawn(process.execPath, [workerMain], {
@@ -25,7 +27,7 @@ function startWorkerProcess(): Promise<ChildProcess> {
       STALLED_CHECK_MS: "1000",
       RELAY_CLAIM_IDLE_MS: "1000",
       RELAY_LEASE_MS: "1000",
-      LOG_LEVEL: "info",
+      LOG_LEVEL: "debug",
     },
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -34,6 +36,7 @@ function startWorkerProcess(): Promise<ChildProcess> {
     let output = "";
     worker.stdout?.on("data", (chunk: Buffer) => {
       output += chunk.toString();
+      workerOutput += chunk.toString();
       if (output.includes('"msg":"worker ready"')) resolve(worker);
     });
     worker.once("exit", (code) => reject(new Error(`worker exited (${code}) before it was ready:\n${output}`)));
@@ -95,5 +98,9 @@ describe("webhooks across kill -9 of the worker", () => {
     expect([...idsByPlant.keys()].sort()).toEqual([...ids].sort());
     for (const messageIds of idsByPlant.values()) expect(messageIds.size).toBe(1);
     expect(received.size).toBe(ids.length);
+    // The failed attempts were logged; the signing secret never.
+    expect(workerOutput).toContain("webhook delivery failed");
+    expect(workerOutput).not.toContain(secret);
+    expect(workerOutput).not.toContain(secret.slice("whsec_".length));
   });
 });

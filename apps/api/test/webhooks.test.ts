@@ -1,7 +1,11 @@
+import type { AddressInfo } from "node:net";
+import { PassThrough } from "node:stream";
 import { storeKinds } from "@plant-store/redis-server";
-import { webhookSubscriptions } from "@plant-store/webhooks";
+import { parseWebhookConfig, webhookSubscriptions } from "@plant-store/webhooks";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildApp } from "../src/app.js";
+import { webhookAdmin } from "../src/webhooks/admin.js";
 import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack } from "./stack.js";
 import { type Receiver, startReceiver } from "./webhook-receiver.js";
 
@@ -296,5 +300,51 @@ describe("webhook destinations under the default policy (https only, no private 
     });
     expect(failed.lastError).toMatch(/https|127\.0\.0\.1/);
     expect(target.received).toEqual([]);
+  });
+});
+
+describe("webhook secrets in the api's logs", () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack();
+  });
+  afterAll(() => stack?.stop());
+
+  it("never logs a signing secret, even at trace level", async () => {
+    const lines: string[] = [];
+    const logStream = new PassThrough();
+    logStream.on("data", (line: Buffer) => lines.push(line.toString()));
+    const policy = { allowInsecure: true, allowPrivate: true };
+    const webhooks = webhookAdmin(stack.redis, stack.redis, { ...parseWebhookConfig({}), policy });
+    const app = await buildApp({
+      redis: stack.redis,
+      layout: stack.layout,
+      durability: { minReplicasAck: 0, replicaAckTimeoutMs: 1000 },
+      apiTokens: [],
+      adminToken: ADMIN_TOKEN,
+      webhooks,
+      logLevel: "trace",
+      logStream,
+    });
+    try {
+      await app.listen({ port: 0, host: "127.0.0.1" });
+      const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+      const created = await call(url, {
+        path: "/admin/webhooks",
+        token: ADMIN_TOKEN,
+        body: { url: "http://127.0.0.1:9/hook" },
+      });
+      expect(created.status).toBe(201);
+      const { id, secret } = created.json as { id: string; secret: string };
+      const rotated = await call(url, { path: `/admin/webhooks/${id}/rotate-secret`, token: ADMIN_TOKEN });
+      expect(rotated.status).toBe(200);
+      const newSecret = (rotated.json as { secret: string }).secret;
+      expect(lines.length).toBeGreaterThan(0);
+      const logged = lines.join("");
+      for (const shown of [secret, newSecret]) expect(logged).not.toContain(shown.slice("whsec_".length));
+    } finally {
+      await app.close();
+      await webhooks.close();
+    }
   });
 });
