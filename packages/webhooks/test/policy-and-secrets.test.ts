@@ -1,0 +1,199 @@
+import { type PlantEvent, WEBHOOK_SECRET_PREFIX } from "@plant-store/contracts";
+import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { connect, disconnect, type RedisClient } from "@plant-store/store";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  checkDestination,
+  DEFAULT_RETRY_SCHEDULE,
+  DestinationError,
+  isAllowedAddress,
+  parseDestination,
+  parseRetrySchedule,
+  parseWebhookConfig,
+  retryDelay,
+  SECRET_ROTATION_OVERLAP_MS,
+  SecretKeyError,
+  secretSealer,
+  webhookBody,
+  webhookSubscriptions,
+} from "../src/index.js";
+
+const strict = { allowInsecure: false, allowPrivate: false };
+const open = { allowInsecure: true, allowPrivate: true };
+
+describe("the destination policy", () => {
+  it("refuses loopback, private, shared, link-local (metadata), reserved and multicast addresses", () => {
+    const refused = [
+      "127.0.0.1",
+      "10.1.2.3",
+      "172.16.0.1",
+      "192.168.1.1",
+      "169.254.169.254",
+      "100.64.0.1",
+      "0.0.0.0",
+      "224.0.0.1",
+      "255.255.255.255",
+      "::1",
+      "::",
+      "::ffff:127.0.0.1",
+      "::ffff:a9fe:a9fe",
+      "fd00:ec2::254",
+      "fe80::1",
+      "ff02::1",
+    ];
+    for (const address of refused) expect(isAllowedAddress(address, strict), address).toBe(false);
+    for (const address of ["93.184.215.14", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8"]) {
+      expect(isAllowedAddress(address, strict), address).toBe(true);
+    }
+    expect(isAllowedAddress("127.0.0.1", { ...strict, allowPrivate: true })).toBe(true);
+  });
+
+  it("checks a URL's scheme, credentials, fragment and literal address", () => {
+    const refusal = (url: string) => {
+      try {
+        parseDestination(url, strict);
+        return "accepted";
+      } catch (error) {
+        expect(error).toBeInstanceOf(DestinationError);
+        return (error as Error).message;
+      }
+    };
+    expect(refusal("ftp://example.com/x")).toMatch(/https/);
+    expect(refusal("http://example.com/x")).toMatch(/https/);
+    expect(refusal("not a url")).toMatch(/not a valid/);
+    expect(refusal("https://user:pw@example.com/x")).toMatch(/credentials/);
+    expect(refusal("https://example.com/x#frag")).toMatch(/fragment/);
+    expect(refusal("https://169.254.169.254/latest")).toMatch(/169\.254\.169\.254/);
+    expect(refusal("https://[::ffff:10.0.0.1]/x")).toMatch(/ffff/);
+    expect(refusal("https://93.184.215.14/x")).toBe("accepted");
+    expect(refusal("https://[2606:4700::1111]/x")).toBe("accepted");
+    expect(parseDestination("http://127.0.0.1:8080/x", open).href).toBe("http://127.0.0.1:8080/x");
+  });
+
+  it("resolves names: localhost is refused by the address it resolves to", async () => {
+    await expect(checkDestination("https://localhost/hook", strict)).rejects.toThrow(/localhost resolves to/);
+    await expect(checkDestination("https://localhost/hook", { ...strict, allowPrivate: true })).resolves.toBeInstanceOf(
+      URL,
+    );
+  });
+});
+
+describe("secrets at rest", () => {
+  it("seals with the key (AES-256-GCM) and opens only with it", () => {
+    const secret = `${WEBHOOK_SECRET_PREFIX}${Buffer.alloc(32, 7).toString("base64")}`;
+    const sealer = secretSealer("k".repeat(40));
+    const sealed = sealer.seal(secret);
+    expect(sealed).not.toContain(secret.slice(WEBHOOK_SECRET_PREFIX.length, 20));
+    expect(sealer.seal(secret)).not.toBe(sealed); // a fresh IV each time
+    expect(sealer.open(sealed)).toBe(secret);
+    expect(() => secretSealer("m".repeat(40)).open(sealed)).toThrow(SecretKeyError);
+    expect(() => secretSealer(undefined).open(sealed)).toThrow(/WEBHOOK_SECRET_KEY/);
+    // Without a key: kept as is, marked so, readable once a key is set.
+    expect(secretSealer(undefined).seal(secret)).toBe(`plain.${secret}`);
+    expect(sealer.open(`plain.${secret}`)).toBe(secret);
+  });
+});
+
+describe("subscriptions in Redis", () => {
+  let server: RedisServer;
+  let client: RedisClient;
+  beforeAll(async () => {
+    server = await startRedisServer({ appendfsync: "no" });
+    client = connect({ mode: "single", url: server.url }, { name: "webhooks-test", maxRetriesPerRequest: 1 });
+  });
+  afterAll(async () => {
+    await disconnect(client);
+    await server.stop();
+  });
+
+  /** Every string Redis holds, keys and values. */
+  async function everything(): Promise<string> {
+    const parts: string[] = [];
+    for (const key of await client.keys("*")) {
+      parts.push(key);
+      const type = await client.type(key);
+      if (type === "hash") parts.push(...Object.values(await client.hgetall(key)));
+      else if (type === "zset") parts.push(...(await client.zrange(key, 0, -1)));
+      else if (type === "string") parts.push((await client.get(key)) ?? "");
+    }
+    return parts.join("\n");
+  }
+
+  it("stores the secret sealed, hands it to deliveries opened, rotates with an overlap, disables and deletes", async () => {
+    let now = new Date("2026-11-23T00:00:00Z");
+    const subscriptions = webhookSubscriptions(client, {
+      policy: open,
+      secretKey: "x".repeat(40),
+      now: () => now,
+    });
+    const created = await subscriptions.create({ url: "http://127.0.0.1:9/hook", events: ["plant.deleted"] });
+    expect(created.secret).toMatch(/^whsec_/);
+    expect(created.events).toEqual(["plant.deleted"]);
+    expect(await everything()).not.toContain(created.secret.slice(WEBHOOK_SECRET_PREFIX.length));
+    expect((await subscriptions.forDelivery(created.id))?.secrets).toEqual([created.secret]);
+
+    const rotated = await subscriptions.rotateSecret(created.id);
+    expect(rotated?.secret).not.toBe(created.secret);
+    expect((await subscriptions.forDelivery(created.id))?.secrets).toEqual([rotated?.secret, created.secret]);
+    now = new Date(now.getTime() + SECRET_ROTATION_OVERLAP_MS + 1);
+    expect((await subscriptions.forDelivery(created.id))?.secrets).toEqual([rotated?.secret]);
+    expect(await everything()).not.toContain(String(rotated?.secret).slice(WEBHOOK_SECRET_PREFIX.length));
+
+    expect((await subscriptions.active()).map((w) => w.id)).toContain(created.id);
+    expect(await subscriptions.disable(created.id, "gone")).toBe(true);
+    expect((await subscriptions.active()).map((w) => w.id)).not.toContain(created.id);
+    expect((await subscriptions.get(created.id))?.disabledReason).toBe("gone");
+
+    expect(await subscriptions.delete(created.id)).toBe(true);
+    expect(await subscriptions.get(created.id)).toBeUndefined();
+    expect(await subscriptions.rotateSecret(created.id)).toBeUndefined();
+    expect(await subscriptions.disable(created.id, "late")).toBe(false); // not recreated
+    expect(await client.keys("webhooks:*")).toEqual([]);
+  });
+});
+
+describe("the retry schedule", () => {
+  it("retries first within 5 s and last about a day after the first attempt", () => {
+    const schedule = parseRetrySchedule(DEFAULT_RETRY_SCHEDULE);
+    expect(schedule[0]).toBeLessThanOrEqual(5000);
+    const total = schedule.reduce((sum, delay) => sum + delay, 0);
+    expect(total).toBeGreaterThan(20 * 3600_000);
+    expect(total).toBeLessThan(30 * 3600_000);
+    expect(retryDelay(schedule, 1, () => 0)).toBe(4000);
+    expect(retryDelay(schedule, 1, () => 1)).toBe(5000);
+    expect(retryDelay(schedule, schedule.length + 1)).toBeUndefined();
+    expect(() => parseRetrySchedule("5s,later")).toThrow(/"later" is not a delay/);
+  });
+
+  it("is read from WEBHOOK_RETRY_SCHEDULE with the other settings", () => {
+    expect(parseWebhookConfig({ WEBHOOK_RETRY_SCHEDULE: "250ms,2s,1m" }).retrySchedule).toEqual([250, 2000, 60_000]);
+    expect(() => parseWebhookConfig({ WEBHOOK_TIMEOUT_MS: "5", WEBHOOK_ALLOW_PRIVATE: "yes" })).toThrow(
+      /WEBHOOK_ALLOW_PRIVATE.*WEBHOOK_TIMEOUT_MS|WEBHOOK_TIMEOUT_MS.*WEBHOOK_ALLOW_PRIVATE/,
+    );
+  });
+});
+
+describe("the event body", () => {
+  const event = (plantId: string, extra: Partial<PlantEvent> = {}) =>
+    ({
+      type: "plant.created",
+      eventId: "p3-1795474189607-0",
+      plantId,
+      name: 'Say "hi" 🌱',
+      created: "1795474189607000",
+      actor: "token:x",
+      requestId: "r",
+      at: "2026-11-23T00:00:00.000Z",
+      ...extra,
+    }) as PlantEvent;
+
+  it("writes int64 ids as exact JSON numbers and the plant as a NewPlant", () => {
+    for (const id of ["9223372036854775807", "-9223372036854775808", "9007199254740993"]) {
+      expect(webhookBody(event(id))).toBe(
+        `{"type":"plant.created","timestamp":"2026-11-23T00:00:00.000Z","data":{"id":${id},"name":"Say \\"hi\\" 🌱"}}`,
+      );
+    }
+    expect(webhookBody(event("5", { tag: "herb" }))).toContain(`"data":{"id":5,"name":"Say \\"hi\\" 🌱","tag":"herb"}`);
+    expect(() => webhookBody(event("5.5"))).toThrow(/int64/);
+  });
+});
