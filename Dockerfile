@@ -48,6 +48,8 @@ COPY --from=build /app/packages/logging/dist ./packages/logging/dist
 COPY --from=build /app/packages/store/package.json ./packages/store/
 COPY --from=build /app/packages/store/dist ./packages/store/dist
 COPY --from=build /app/packages/store/lua ./packages/store/lua
+COPY --from=build /app/packages/webhooks/package.json ./packages/webhooks/
+COPY --from=build /app/packages/webhooks/dist ./packages/webhooks/dist
 USER node
 STOPSIGNAL SIGTERM
 
