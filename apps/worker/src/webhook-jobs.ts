@@ -1,14 +1,19 @@
 import {
   WebhookDeliveryJob as DeliveryJobSchema,
   type PlantEvent,
+  queueNames,
+  queuePrefix,
   WEBHOOK_DELIVERY_JOB,
   type WebhookAttemptNote,
   type WebhookDeliveryJob,
   webhookDeliveryId,
   webhookLimits,
 } from "@plant-store/contracts";
+import type { RedisClient } from "@plant-store/store";
 import { deliver, retryDelay, type WebhookConfig, type WebhookSubscriptions, webhookBody } from "@plant-store/webhooks";
-import { type Job, type JobsOptions, type Queue, UnrecoverableError } from "bullmq";
+import { type Job, type JobsOptions, Queue, UnrecoverableError, Worker } from "bullmq";
+import type { WorkerConfig } from "./config.js";
+import type { Logger } from "./logger.js";
 
 const DAY_S = 24 * 3600;
 
@@ -106,7 +111,55 @@ export async function deliverWebhook(
 }
 
 /** BullMQ backoff strategy `webhook-schedule`: the delay the failed attempt noted. */
-export function retryDelayOf(job: { progress?: unknown } | undefined): number {
+function retryDelayOf(job: { progress?: unknown } | undefined): number {
   const note = (job?.progress ?? {}) as WebhookAttemptNote;
   return note.retryDelayMs ?? 0;
+}
+
+/** Sent with every delivery. */
+const USER_AGENT = "PlantStore-Webhooks/1";
+
+/**
+ * The deliveries' own queue and worker: many attempts at once (a slow receiver holds one slot, not
+ * the others), each retried on the webhook schedule (the failed attempt notes its delay).
+ */
+export function startDeliveries(options: {
+  connection: RedisClient;
+  config: WorkerConfig;
+  subscriptions: WebhookSubscriptions;
+  logger: Logger;
+  logError: (source: string, error: Error) => void;
+}): { queue: Queue; worker: Worker } {
+  const { connection, config, subscriptions, logger, logError } = options;
+  const name = queueNames.webhookDeliveries;
+  const prefix = queuePrefix(name);
+  const queue = new Queue(name, { connection, prefix });
+  queue.on("error", (error) => logError(`queue ${name}`, error));
+  const worker = new Worker(
+    name,
+    async (job) => {
+      if (job.name !== WEBHOOK_DELIVERY_JOB)
+        throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)}`);
+      return deliverWebhook(job, subscriptions, config.webhooks, USER_AGENT);
+    },
+    {
+      connection,
+      prefix,
+      concurrency: config.webhooks.concurrency,
+      // An attempt may wait for its receiver the whole timeout: the lock outlasts it.
+      lockDuration: Math.max(config.jobLockMs, config.webhooks.timeoutMs * 2),
+      stalledInterval: config.stalledCheckMs,
+      settings: { backoffStrategy: (_attempts, _type, _error, job) => retryDelayOf(job) },
+    },
+  );
+  worker.on("error", (error) => logError(`worker ${name}`, error));
+  worker.on("failed", (job, error) => {
+    logger.warn("webhook delivery failed", {
+      queue: name,
+      jobId: job?.id,
+      attemptsMade: job?.attemptsMade,
+      error: error.message,
+    });
+  });
+  return { queue, worker };
 }

@@ -9,7 +9,6 @@ import {
   type QueueName,
   queueNames,
   queuePrefix,
-  WEBHOOK_DELIVERY_JOB,
 } from "@plant-store/contracts";
 import { connect, disconnect, isCluster, type Layout, openLayout, type RedisClient } from "@plant-store/store";
 import { webhookSubscriptions } from "@plant-store/webhooks";
@@ -22,7 +21,7 @@ import { updateIndexes } from "./index-job.js";
 import { createLogger, type Logger } from "./logger.js";
 import { outageLog } from "./outage.js";
 import { type Relay, startRelay } from "./relay.js";
-import { deliverWebhook, fanOutWebhooks, retryDelayOf } from "./webhook-jobs.js";
+import { fanOutWebhooks, startDeliveries } from "./webhook-jobs.js";
 
 export interface StartWorkerOptions {
   /** Default: JSON lines on stdout at `config.logLevel`. */
@@ -135,43 +134,18 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       policy: config.webhooks.policy,
       secretKey: config.webhooks.secretKey,
     });
-    // Deliveries: their own queue and worker, many at once (a slow receiver holds one slot), each
-    // retried on the webhook schedule (the failed attempt notes its delay, see deliverWebhook).
-    const deliveriesName = queueNames.webhookDeliveries;
-    const deliveries = new Queue(deliveriesName, { connection: redis, prefix: queuePrefix(deliveriesName) });
-    deliveries.on("error", (error) => logError(`queue ${deliveriesName}`, error));
-    queues.push(deliveries);
-    const userAgent = "PlantStore-Webhooks/1";
-    const deliveryWorker = new Worker(
-      deliveriesName,
-      async (job) => {
-        if (job.name !== WEBHOOK_DELIVERY_JOB)
-          throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)}`);
-        return deliverWebhook(job, subscriptions, config.webhooks, userAgent);
-      },
-      {
-        connection: redis,
-        prefix: queuePrefix(deliveriesName),
-        concurrency: config.webhooks.concurrency,
-        // An attempt may wait for a receiver for the whole timeout: the lock outlasts it.
-        lockDuration: Math.max(config.jobLockMs, config.webhooks.timeoutMs * 2),
-        stalledInterval: config.stalledCheckMs,
-        settings: { backoffStrategy: (_attempts, _type, _error, job) => retryDelayOf(job) },
-      },
-    );
-    deliveryWorker.on("error", (error) => logError(`worker ${deliveriesName}`, error));
-    deliveryWorker.on("failed", (job, error) => {
-      const fields = { queue: deliveriesName, jobId: job?.id, attemptsMade: job?.attemptsMade, error: error.message };
-      logger.warn("webhook delivery failed", fields);
-    });
-    workers.push(deliveryWorker);
+    const deliveries = startDeliveries({ connection: redis, config, subscriptions, logger, logError });
+    queues.push(deliveries.queue);
+    workers.push(deliveries.worker);
+    /** The queues the relay hands each batch of events to. */
+    const relayed: Queue[] = [];
 
     const processors: Record<string, (events: readonly PlantEvent[], client: RedisClient) => Promise<unknown>> = {
       [queueNames.index]: (events, client) => updateIndexes(client, layout, events),
       // Each event its own idempotent script, sent at once: a retry of the whole batch is harmless,
       // and so is any order among them.
       [queueNames.audit]: (events, client) => Promise.all(events.map((event) => recordAudit(client, event))),
-      [queueNames.webhooks]: (events) => fanOutWebhooks(subscriptions, deliveries, config.webhooks, events),
+      [queueNames.webhooks]: (events) => fanOutWebhooks(subscriptions, deliveries.queue, config.webhooks, events),
     };
 
     for (const [name, processEvents] of Object.entries(processors) as [QueueName, (typeof processors)[string]][]) {
@@ -181,6 +155,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       const queue = new Queue(name, { connection: redis, prefix });
       queue.on("error", (error) => logError(`queue ${name}`, error));
       queues.push(queue);
+      relayed.push(queue);
 
       const worker = new Worker(name, async (job) => processEvents(plantEventsOf(job), redis), {
         connection: redis,
@@ -206,8 +181,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       client: relayConnection,
       blockingClient: relayBlocking,
       partitions: layout.partitions,
-      // Every queue of events gets each batch; deliveries come from the webhooks queue's fan-out.
-      queues: queues.filter((queue) => queue !== deliveries),
+      queues: relayed,
       batchSize: config.relayBatchSize,
       claimIdleMs: config.relayClaimIdleMs,
       leaseMs: config.relayLeaseMs,
