@@ -31,7 +31,8 @@ RUN npx turbo run build --filter=@plant-store/api... --filter=@plant-store/worke
  # typescript stays after the prune as a peer of @trpc/server (for its types); nothing runs it.
  # Workspace links to what is not shipped would dangle in the runtime image.
  && rm -rf node_modules/typescript node_modules/@plant-store/bench node_modules/@plant-store/chaos \
-           node_modules/@plant-store/client node_modules/@plant-store/launcher node_modules/@plant-store/redis-server
+           node_modules/@plant-store/client node_modules/@plant-store/launcher node_modules/@plant-store/redis-server \
+           node_modules/@plant-store/rest-client
 
 # Code stays owned by root (read-only for the app); the processes run as the image's "node" user.
 FROM base AS runtime

@@ -1,0 +1,238 @@
+import { isLosslessNumber, parse, stringify } from "lossless-json";
+import createClient from "openapi-fetch";
+import type { components, paths } from "./generated/openapi.js";
+
+export type { components, paths };
+export type NewPlant = components["schemas"]["NewPlant"];
+export type Plant = components["schemas"]["Plant"];
+export type StoredPlant = components["schemas"]["StoredPlant"];
+export type ApiError = components["schemas"]["Error"];
+
+/** An `Error` answer of the service: its status, its message, the whole body and headers. */
+export class PlantStoreApiError extends Error {
+  override name = "PlantStoreApiError";
+  constructor(
+    readonly status: number,
+    readonly body: ApiError | undefined,
+    readonly headers: Headers,
+  ) {
+    super(body?.message ?? `HTTP ${status}`);
+  }
+}
+
+export interface PlantStoreRestClientOptions {
+  /** Base URL of the service, e.g. `http://127.0.0.1:3000`. */
+  url: string;
+  /** A bearer token with the scopes the calls need. */
+  token: string;
+  /** Retries of a 503 or 429 (idempotent calls and creates only), waiting Retry-After; default 3. */
+  retries?: number;
+  /** The longest single wait before a retry, in ms; default 30 000. */
+  maxRetryDelayMs?: number;
+  fetch?: typeof fetch;
+}
+
+/**
+ * JSON with exact int64: every `id` that is a number is read as a `bigint` (2^53 + 1 stays
+ * 9007199254740993n), other numbers as numbers; bigints are written as JSON integers.
+ */
+const parseJson = (text: string): unknown =>
+  parse(text, (key, value) =>
+    isLosslessNumber(value) ? (key === "id" ? BigInt(value.toString()) : value.valueOf()) : value,
+  );
+const stringifyJson = (value: unknown): string => stringify(value) ?? "";
+
+/** Whether a request may be sent again: it changes nothing more the second time. */
+function isRepeatable(request: Request): boolean {
+  if (["GET", "HEAD", "PUT", "DELETE", "PATCH"].includes(request.method)) return true; // PATCH: a merge patch
+  // An identical create answers 200 "unchanged" (the specification's idempotent create).
+  return request.method === "POST" && new URL(request.url).pathname === "/plants";
+}
+
+/** Retry-After in ms (seconds or an HTTP date); undefined when absent or unreadable. */
+function retryAfterMs(headers: Headers): number | undefined {
+  const value = headers.get("retry-after");
+  if (value === null) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+/**
+ * The response with a `json()` that keeps int64 ids exact. openapi-fetch calls `json()` when the
+ * length is known and JSON.parse on the text otherwise, so the copy states its length.
+ */
+async function withLosslessJson(response: Response): Promise<Response> {
+  if (response.status === 204 || response.status === 304 || response.body === null) return response;
+  const text = await response.text();
+  const headers = new Headers(response.headers);
+  headers.set("content-length", String(Buffer.byteLength(text)));
+  const copy = new Response(text, { status: response.status, statusText: response.statusText, headers });
+  Object.defineProperty(copy, "json", { value: async () => parseJson(text) });
+  return copy;
+}
+
+/**
+ * The fetch under openapi-fetch: retries 503 and 429 of repeatable requests after Retry-After
+ * (else 0.5, 1, 2 s…), and gives each response a lossless `json()`.
+ */
+function losslessRetryingFetch(base: typeof fetch, retries: number, maxDelayMs: number): typeof fetch {
+  return async (input, init) => {
+    const request = new Request(input, init);
+    for (let attempt = 0; ; attempt++) {
+      const response = await base(request.clone());
+      const retry = (response.status === 503 || response.status === 429) && attempt < retries && isRepeatable(request);
+      if (!retry) return withLosslessJson(response);
+      await response.body?.cancel();
+      const delay = Math.min(maxDelayMs, retryAfterMs(response.headers) ?? 500 * 2 ** attempt);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  };
+}
+
+/** The `rel="next"` target of a Link header, if any. */
+function nextLink(headers: Headers): URL | undefined {
+  const link = headers.get("link");
+  const match = link ? /<([^>]+)>\s*;\s*rel="?next"?/.exec(link) : null;
+  return match?.[1] ? new URL(match[1], "http://link.invalid") : undefined;
+}
+
+/** The data of a call, or its Error answer thrown as a PlantStoreApiError. */
+async function ok<T>(
+  call: Promise<{ data?: T; error?: unknown; response: Response }>,
+): Promise<{ data: T; response: Response }> {
+  const { data, error, response } = await call;
+  if (!response.ok) {
+    const body = typeof error === "object" && error !== null ? (error as ApiError) : undefined;
+    throw new PlantStoreApiError(response.status, body, response.headers);
+  }
+  return { data: data as T, response };
+}
+
+type ListQuery = { limit?: number; tag?: string };
+type Conditional = { ifMatch?: string };
+
+/**
+ * A REST client for the Plant Store, generated from its OpenAPI document (openapi-typescript
+ * types, openapi-fetch requests) with exact int64 ids: pass and get `bigint`s. Every operation of
+ * the document; `Error` answers are thrown as `PlantStoreApiError`; 503 and 429 of repeatable
+ * calls are retried after Retry-After.
+ */
+export function createPlantStoreRestClient(options: PlantStoreRestClientOptions) {
+  const client = createClient<paths>({
+    baseUrl: options.url.replace(/\/$/, ""),
+    headers: { authorization: `Bearer ${options.token}` },
+    fetch: losslessRetryingFetch(options.fetch ?? fetch, options.retries ?? 3, options.maxRetryDelayMs ?? 30_000),
+    bodySerializer: stringifyJson,
+  });
+  const ifMatch = (condition?: Conditional) => (condition?.ifMatch ? { "If-Match": condition.ifMatch } : {});
+
+  const plants = {
+    /** Creates a plant (an identical repeat is a 200 too). Returns the plant and its ETag. */
+    async create(plant: NewPlant): Promise<{ plant: Plant; etag: string | null }> {
+      const { data, response } = await ok(client.POST("/plants", { body: plant }));
+      return { plant: data, etag: response.headers.get("etag") };
+    },
+    async get(id: bigint): Promise<{ plant: StoredPlant; etag: string | null }> {
+      const { data, response } = await ok(client.GET("/plants/{id}", { params: { path: { id } } }));
+      return { plant: data, etag: response.headers.get("etag") };
+    },
+    /** One page, oldest first, and the cursor of the next one when more follow. */
+    async list(query: ListQuery & { cursor?: string } = {}): Promise<{ plants: StoredPlant[]; next?: string }> {
+      const { data, response } = await ok(client.GET("/plants", { params: { query } }));
+      const cursor = nextLink(response.headers)?.searchParams.get("cursor") ?? undefined;
+      return cursor === undefined ? { plants: data } : { plants: data, next: cursor };
+    },
+    /** Every plant (or every plant of a tag), following the `Link` pages. */
+    async *all(query: ListQuery = {}): AsyncGenerator<StoredPlant> {
+      let cursor: string | undefined;
+      do {
+        const page = await plants.list(cursor === undefined ? query : { ...query, cursor });
+        yield* page.plants;
+        cursor = page.next;
+      } while (cursor !== undefined);
+    },
+    /** Replaces name and tag (a missing tag removes it). */
+    async replace(id: bigint, plant: Plant, condition?: Conditional) {
+      const call = client.PUT("/plants/{id}", {
+        params: { path: { id }, header: ifMatch(condition) as never },
+        body: plant as never,
+      });
+      const { data, response } = await ok(call);
+      return { plant: data as StoredPlant, etag: response.headers.get("etag") };
+    },
+    /** A JSON Merge Patch: `name`, or `tag` (null removes it). */
+    async patch(id: bigint, patch: { name?: string; tag?: string | null }, condition?: Conditional) {
+      const call = client.PATCH("/plants/{id}", {
+        params: { path: { id }, header: ifMatch(condition) as never },
+        body: patch as never,
+        headers: { "content-type": "application/merge-patch+json" },
+      });
+      const { data, response } = await ok(call);
+      return { plant: data as StoredPlant, etag: response.headers.get("etag") };
+    },
+    async delete(id: bigint, condition?: Conditional): Promise<void> {
+      await ok(client.DELETE("/plants/{id}", { params: { path: { id }, header: ifMatch(condition) as never } }));
+    },
+  };
+
+  const tokens = {
+    create: async (body: components["schemas"]["NewToken"]) => (await ok(client.POST("/admin/tokens", { body }))).data,
+    list: async () => (await ok(client.GET("/admin/tokens"))).data,
+    revoke: async (id: string) => {
+      await ok(client.DELETE("/admin/tokens/{id}", { params: { path: { id } } }));
+    },
+  };
+
+  const webhooks = {
+    create: async (body: components["schemas"]["NewWebhook"]) =>
+      (await ok(client.POST("/admin/webhooks", { body }))).data,
+    list: async () => (await ok(client.GET("/admin/webhooks"))).data,
+    get: async (id: string) => (await ok(client.GET("/admin/webhooks/{id}", { params: { path: { id } } }))).data,
+    delete: async (id: string) => {
+      await ok(client.DELETE("/admin/webhooks/{id}", { params: { path: { id } } }));
+    },
+    rotateSecret: async (id: string) =>
+      (await ok(client.POST("/admin/webhooks/{id}/rotate-secret", { params: { path: { id } } }))).data,
+    deliveries: async (id: string, limit?: number) =>
+      (
+        await ok(
+          client.GET("/admin/webhooks/{id}/deliveries", {
+            params: { path: { id }, query: limit === undefined ? {} : { limit } },
+          }),
+        )
+      ).data,
+    replay: async (id: string, deliveryId: string) =>
+      (
+        await ok(
+          client.POST("/admin/webhooks/{id}/deliveries/{deliveryId}/replay", { params: { path: { id, deliveryId } } }),
+        )
+      ).data,
+  };
+
+  /** `raw`: the openapi-fetch client itself, for anything else. */
+  return { plants, tokens, webhooks, raw: client };
+}
+
+export type PlantStoreRestClient = ReturnType<typeof createPlantStoreRestClient>;
+
+/** The document's operations each method covers (`METHOD /path`), for the coverage test. */
+export const coveredOperations = [
+  "POST /plants",
+  "GET /plants/{id}",
+  "GET /plants",
+  "PUT /plants/{id}",
+  "PATCH /plants/{id}",
+  "DELETE /plants/{id}",
+  "POST /admin/tokens",
+  "GET /admin/tokens",
+  "DELETE /admin/tokens/{id}",
+  "POST /admin/webhooks",
+  "GET /admin/webhooks",
+  "GET /admin/webhooks/{id}",
+  "DELETE /admin/webhooks/{id}",
+  "POST /admin/webhooks/{id}/rotate-secret",
+  "GET /admin/webhooks/{id}/deliveries",
+  "POST /admin/webhooks/{id}/deliveries/{deliveryId}/replay",
+] as const;

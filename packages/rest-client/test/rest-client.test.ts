@@ -1,0 +1,133 @@
+import { loadApiConfig, startApi } from "@plant-store/api";
+import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { coveredOperations, createPlantStoreRestClient, PlantStoreApiError } from "../src/index.js";
+
+const TOKEN = "rest-client-token-0123456789";
+const ADMIN = "rest-client-admin-0123456789";
+let redisServer: RedisServer;
+let api: Awaited<ReturnType<typeof startApi>>;
+
+beforeAll(async () => {
+  redisServer = await startRedisServer();
+  api = await startApi(
+    loadApiConfig({
+      PORT: "0",
+      REDIS_URL: redisServer.url,
+      API_TOKENS: TOKEN,
+      ADMIN_TOKEN: ADMIN,
+      REDIS_COMMAND_TIMEOUT_MS: "500",
+      LOG_LEVEL: "silent",
+    }),
+  );
+});
+afterAll(async () => {
+  await api.close();
+  await redisServer.stop();
+});
+
+/** The statuses every request of a client got, in order (through the client's own fetch option). */
+function recorded() {
+  const statuses: number[] = [];
+  const recordingFetch: typeof fetch = async (input, init) => {
+    const response = await fetch(input, init);
+    statuses.push(response.status);
+    return response;
+  };
+  return { statuses, fetch: recordingFetch };
+}
+
+const INT64_MAX = 2n ** 63n - 1n;
+const ids = [INT64_MAX, -INT64_MAX, 2n ** 53n + 1n];
+
+describe("createPlantStoreRestClient", () => {
+  const client = () => createPlantStoreRestClient({ url: api.url, token: TOKEN });
+
+  it("covers every operation of the served document", async () => {
+    const document = (await (await fetch(`${api.url}/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    const served = Object.entries(document.paths).flatMap(([path, operations]) =>
+      Object.keys(operations).map((method) => `${method.toUpperCase()} ${path}`),
+    );
+    expect([...coveredOperations].sort()).toEqual(served.sort());
+  });
+
+  it("creates, reads, replaces, patches and deletes with exact int64 ids", async () => {
+    const plants = client().plants;
+    for (const id of ids) {
+      const created = await plants.create({ id, name: `n${id}`, tag: "exact" });
+      expect(created.plant).toEqual({ name: `n${id}`, tag: "exact" });
+      const got = await plants.get(id);
+      expect(got.plant).toEqual({ id, name: `n${id}`, tag: "exact" });
+      expect(typeof got.plant.id).toBe("bigint");
+      expect(got.etag).toMatch(/^"\d+"$/);
+
+      const replaced = await plants.replace(id, { name: "replaced" }, { ifMatch: got.etag ?? "" });
+      expect(replaced.plant).toEqual({ id, name: "replaced" });
+      const stale = await plants.patch(id, { tag: "late" }, { ifMatch: got.etag ?? "" }).catch((error) => error);
+      expect(stale).toBeInstanceOf(PlantStoreApiError);
+      expect(stale).toMatchObject({ status: 412, body: { error: 412 } });
+      expect((await plants.patch(id, { tag: "patched" })).plant).toEqual({ id, name: "replaced", tag: "patched" });
+      await plants.delete(id);
+      const gone = await plants.get(id).catch((error) => error);
+      expect(gone).toMatchObject({ status: 404, body: { error: 404 } });
+      expect((gone as Error).message).toMatch(/no plant/i);
+    }
+  });
+
+  it("turns Error answers into PlantStoreApiError (a conflicting create, a bad token)", async () => {
+    const plants = client().plants;
+    await plants.create({ id: 77n, name: "first" });
+    expect((await plants.create({ id: 77n, name: "first" })).plant).toEqual({ name: "first" }); // identical: 200
+    await expect(plants.create({ id: 77n, name: "other" })).rejects.toMatchObject({ status: 409 });
+    const stranger = createPlantStoreRestClient({ url: api.url, token: "wrong-token-0123456789" });
+    const refused = await stranger.plants.get(77n).catch((error) => error);
+    expect(refused).toMatchObject({ status: 401, body: { error: 401 } });
+    expect((refused as PlantStoreApiError).headers.get("www-authenticate")).toMatch(/^Bearer/);
+  });
+
+  it("follows the Link pages as an async iterator", async () => {
+    const plants = client().plants;
+    const paged = Array.from({ length: 5 }, (_, i) => 2n ** 60n + BigInt(i));
+    for (const id of paged) await plants.create({ id, name: `page ${id}`, tag: "paged" });
+    // The list is the worker's index: this test has no worker, so index the plants as it would.
+    const { indexCreated, connect, parseStoreConfig, partitionKeys, partitionOf } = await import("@plant-store/store");
+    const redis = connect(parseStoreConfig({ REDIS_URL: redisServer.url }).redis, { name: "rest-client-test" });
+    for (const id of paged) {
+      const key = partitionKeys(partitionOf(id, api.layout.partitions)).plant(id);
+      const created = (await redis.hget(key, "created")) ?? "";
+      await indexCreated(redis, api.layout, { plantId: String(id), created, tag: "paged" });
+    }
+    redis.disconnect();
+    const first = await plants.list({ tag: "paged", limit: 2 });
+    expect(first.plants).toHaveLength(2);
+    expect(first.next).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    const seen: bigint[] = [];
+    for await (const plant of plants.all({ tag: "paged", limit: 2 })) seen.push(plant.id);
+    expect(seen).toEqual(paged);
+  });
+
+  it("retries a 503 of a repeatable call until the store is back, and not a token issue", async () => {
+    const plants = client().plants;
+    await plants.create({ id: 88n, name: "survivor" });
+    const reads = recorded();
+    const reader = createPlantStoreRestClient({ url: api.url, token: TOKEN, fetch: reads.fetch, retries: 5 });
+    await redisServer.kill();
+    const read = reader.plants.get(88n);
+    // Back once the first attempts have been refused.
+    while (reads.statuses.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    await redisServer.restart();
+    expect((await read).plant).toEqual({ id: 88n, name: "survivor" });
+    expect(reads.statuses[0]).toBe(503);
+    expect(reads.statuses.at(-1)).toBe(200);
+
+    const issues = recorded();
+    const admin = createPlantStoreRestClient({ url: api.url, token: ADMIN, fetch: issues.fetch, retries: 5 });
+    await redisServer.kill();
+    const issued = await admin.tokens.create({ name: "not twice", scopes: ["plants:read"] }).catch((e) => e);
+    await redisServer.restart();
+    expect(issued).toMatchObject({ status: 503 });
+    expect(issues.statuses).toEqual([503]);
+  });
+});
