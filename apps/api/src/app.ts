@@ -8,6 +8,7 @@ import { createAuthenticator, type StoredTokenVerifier } from "./auth.js";
 import { apiError } from "./errors.js";
 import { refuseContentCodings } from "./http/content-coding.js";
 import { DASHBOARD_PATH, queueDashboard } from "./http/dashboard.js";
+import { docsPage } from "./http/docs.js";
 import { createGuard, type Limits } from "./http/guard.js";
 import { clientErrorHandler, frameworkErrors } from "./http/low-level-errors.js";
 import { createRateLimiter } from "./http/rate-limit.js";
@@ -182,6 +183,7 @@ export async function buildApp(options: AppOptions) {
   const document = JSON.stringify(buildOpenApiDocument(appRouter));
   app.get("/openapi.json", (_request, reply) => reply.type("application/json; charset=utf-8").send(document));
   app.get("/healthz", async () => ({ status: "ok" }));
+  await docsPage(app);
   app.get("/readyz", async (request, reply) => {
     try {
       await pingStore(options.redis);

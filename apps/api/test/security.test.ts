@@ -16,7 +16,7 @@ type Scope = "plants:read" | "plants:write" | "admin";
 
 /** Every Fastify route, by pattern, to the policy that governs it. Exactly one must match. */
 const ROUTE_POLICIES: [RegExp, "public" | "rest" | "trpc" | "dashboard"][] = [
-  [/^(GET|HEAD) \/(openapi\.json|healthz|readyz)$/, "public"],
+  [/^(GET|HEAD) \/(openapi\.json|healthz|readyz|docs|docs\/:asset)?$/, "public"],
   [/^(GET|HEAD|POST|PUT|PATCH|DELETE) \/\*$/, "rest"], // the REST operations below, via trpc-to-openapi
   [/^[A-Z]+ \/trpc\/:path$/, "trpc"], // the procedures below
   [/^[A-Z]+ \/admin\/queues(\/.*)?$/, "dashboard"], // probed one by one below
@@ -218,7 +218,7 @@ describe("every route has an entry", () => {
 });
 
 describe("public routes answer everyone", () => {
-  for (const path of ["/openapi.json", "/healthz", "/readyz"]) {
+  for (const path of ["/openapi.json", "/healthz", "/readyz", "/docs", "/docs/init.js"]) {
     for (const credential of CREDENTIALS) {
       it(`GET ${path} with ${credential} credentials → 200`, async () => {
         const auth = authorization(credential, "admin");

@@ -1,4 +1,5 @@
 import { DASHBOARD_PATH } from "./dashboard.js";
+import { DOCS_PATH } from "./docs.js";
 
 /**
  * Response headers for a JSON API and for the dashboard's pages. A fixed table rather than
@@ -29,5 +30,21 @@ const dashboard = {
     "font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'self'",
 };
 
-/** The security headers of a response to `url`: the dashboard's pages get their own CSP. */
-export const securityHeadersFor = (url: string) => (url.startsWith(DASHBOARD_PATH) ? dashboard : API_HEADERS);
+/**
+ * The API reference (Swagger UI): its scripts and styles from this origin (it sets some styles
+ * inline), its icons as data: URIs, requests (the document, try-it-out) to this origin only.
+ */
+const docs = {
+  ...common,
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +
+    "font-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'self'",
+};
+
+/** The security headers of a response to `url`: the dashboard's and the reference's pages get their own CSP. */
+export const securityHeadersFor = (url: string) =>
+  url.startsWith(DASHBOARD_PATH)
+    ? dashboard
+    : url === DOCS_PATH || url.startsWith(`${DOCS_PATH}/`)
+      ? docs
+      : API_HEADERS;

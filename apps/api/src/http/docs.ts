@@ -1,0 +1,60 @@
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import type { FastifyInstance } from "fastify";
+
+export const DOCS_PATH = "/docs";
+
+/**
+ * The API reference at /docs: Swagger UI (swagger-ui-dist, its static files only) on the served
+ * /openapi.json, every asset from this service (it works without internet) and no inline script,
+ * so the page's CSP allows scripts from this origin only (see security-headers.ts). No auth, like
+ * the document; "Authorize" takes a bearer token for try-it-out.
+ */
+export async function docsPage(app: FastifyInstance) {
+  const dist = dirname(createRequire(import.meta.url).resolve("swagger-ui-dist/package.json"));
+  const asset = (file: string) => readFileSync(join(dist, file));
+  const assets: Record<string, { type: string; body: Buffer | string }> = {
+    "swagger-ui.css": { type: "text/css; charset=utf-8", body: asset("swagger-ui.css") },
+    "swagger-ui-bundle.js": { type: "text/javascript; charset=utf-8", body: asset("swagger-ui-bundle.js") },
+    "favicon-32x32.png": { type: "image/png", body: asset("favicon-32x32.png") },
+    "init.js": {
+      type: "text/javascript; charset=utf-8",
+      body: `window.ui = SwaggerUIBundle({
+  url: "/openapi.json",
+  dom_id: "#reference",
+  deepLinking: true,
+  displayOperationId: true,
+  persistAuthorization: false,
+  tryItOutEnabled: false,
+  // Large ids stay exact only in the raw response text: the rendered JSON is parsed by the browser.
+  defaultModelRendering: "model",
+});
+`,
+    },
+  };
+  const page = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Plant Store API reference</title>
+<link rel="icon" type="image/png" href="${DOCS_PATH}/favicon-32x32.png">
+<link rel="stylesheet" href="${DOCS_PATH}/swagger-ui.css">
+</head>
+<body>
+<div id="reference"></div>
+<script src="${DOCS_PATH}/swagger-ui-bundle.js"></script>
+<script src="${DOCS_PATH}/init.js"></script>
+</body>
+</html>
+`;
+  app.get("/", (_request, reply) => reply.redirect(DOCS_PATH, 302));
+  app.get(DOCS_PATH, (_request, reply) => reply.type("text/html; charset=utf-8").send(page));
+  app.get(`${DOCS_PATH}/:asset`, (request, reply) => {
+    const name = (request.params as { asset: string }).asset;
+    const found = Object.hasOwn(assets, name) ? assets[name] : undefined;
+    if (!found) return reply.callNotFound();
+    return reply.type(found.type).header("cache-control", "public, max-age=3600").send(found.body);
+  });
+}
