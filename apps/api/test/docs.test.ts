@@ -50,9 +50,12 @@ describe("the reference in Chromium", () => {
   });
   afterAll(() => browser?.close());
 
-  it("loads with no console error and no request leaving the machine, lists createPlant, and tries a create with a token", async () => {
+  it("loads with no console error and no request leaving the machine, lists createPlant, and tries a create with a token", {
+    timeout: 120_000,
+  }, async () => {
     const page = await browser.newPage();
-    page.setDefaultTimeout(8000);
+    // Generous: Chromium shares the machine with the other test files.
+    page.setDefaultTimeout(30_000);
     const problems: string[] = [];
     const origins = new Set<string>();
     page.on("console", (message) => {
