@@ -4,6 +4,7 @@ import { generateOpenApiDocument } from "trpc-to-openapi";
 import { globalRegistry, type ZodType } from "zod";
 import { createSchema } from "zod-openapi";
 import { statusMessages } from "./errors.js";
+import { isBodylessAction } from "./http/routes.js";
 import type { Meta } from "./trpc.js";
 
 type Json = Record<string, unknown>;
@@ -99,11 +100,7 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
       };
     }
     // An action on the path alone (rotate-secret, replay) takes no body.
-    const pathParameters = [...openapi.path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]);
-    const shape = (_def.inputs[0] as { shape?: Json } | undefined)?.shape;
-    if (openapi.method === "POST" && shape && Object.keys(shape).every((key) => pathParameters.includes(key))) {
-      delete operation.requestBody;
-    }
+    if (isBodylessAction(openapi.method, openapi.path, _def.inputs[0])) delete operation.requestBody;
     // Another success status than 200: token issue 201; deletes 204, no body.
     if (successStatus) {
       const responses = operation.responses as Record<string, Json>;

@@ -32,11 +32,6 @@ export function restRoutesOf(router: AnyRouter): RestRoute[] {
     if (!openapi || openapi.enabled === false || !_def.meta) continue;
     const source = openapi.path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\\?\{[^}]+\\?\}/g, "[^/]+");
     const input = _def.inputs[0];
-    const pathParameters = [...openapi.path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]);
-    const bodyless =
-      openapi.method === "POST" &&
-      input instanceof ZodObject &&
-      Object.keys(input.shape).every((key) => pathParameters.includes(key));
     routes.push({
       method: openapi.method,
       pattern: new RegExp(`^${source}$`),
@@ -44,10 +39,17 @@ export function restRoutesOf(router: AnyRouter): RestRoute[] {
       procedure,
       successStatus: _def.meta?.successStatus ?? 200,
       query: openapi.method === "GET" && input instanceof ZodObject ? input : undefined,
-      bodyless,
+      bodyless: isBodylessAction(openapi.method, openapi.path, input),
     });
   }
   return routes;
+}
+
+/** A POST whose input is only its path's parameters (rotate-secret, replay): it takes no body. */
+export function isBodylessAction(method: string, path: string, input: unknown): boolean {
+  if (method !== "POST" || !(input instanceof ZodObject)) return false;
+  const pathParameters = [...path.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]);
+  return Object.keys(input.shape).every((key) => pathParameters.includes(key));
 }
 
 const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
