@@ -69,15 +69,21 @@ describe("webhooks across kill -9 of the worker", () => {
     const first = await startWorkerProcess();
     const ids = Array.from({ length: 20 }, (_, i) => String(9007199254740993n + BigInt(i)));
     for (const id of ids) expect((await call(stack.url, { body: `{"id":${id},"name":"p${id}"}` })).status).toBe(200);
-    // Every delivery has failed at least once against the closed port: they wait in BullMQ.
-    await eventually(async () => {
+    // Every delivery has failed at least once against the closed port: they wait in BullMQ, listed
+    // as retrying, with the error and the time of the next attempt.
+    const waiting = await eventually(async () => {
       const list = (await call(stack.url, {
         method: "GET",
         path: `/admin/webhooks/${subscriptionId}/deliveries`,
         token: ADMIN_TOKEN,
-      }).then((r) => r.json)) as { attempts: number; lastError?: string }[];
-      return list.length === ids.length && list.every((d) => d.attempts >= 1);
+      }).then((r) => r.json)) as { status: string; attempts: number; lastError?: string; nextAttemptAt?: string }[];
+      return list.length === ids.length && list.every((d) => d.attempts >= 1) ? list : undefined;
     }, 20_000);
+    for (const delivery of waiting) {
+      expect(delivery.status).toBe("retrying");
+      expect(delivery.lastError).toMatch(/ECONNREFUSED/);
+      expect(Date.parse(delivery.nextAttemptAt ?? "")).not.toBeNaN();
+    }
 
     first.kill("SIGKILL");
     await new Promise((resolve) => first.once("exit", resolve));
