@@ -16,7 +16,7 @@ type Scope = "plants:read" | "plants:write" | "admin";
 
 /** Every Fastify route, by pattern, to the policy that governs it. Exactly one must match. */
 const ROUTE_POLICIES: [RegExp, "public" | "rest" | "trpc" | "dashboard"][] = [
-  [/^(GET|HEAD) \/(openapi\.json|healthz|readyz|docs|docs\/:asset)?$/, "public"],
+  [/^(GET|HEAD) \/(openapi\.json|healthz|readyz|docs|docs\/[\w.-]+)?$/, "public"],
   [/^(GET|HEAD|POST|PUT|PATCH|DELETE) \/\*$/, "rest"], // the REST operations below, via trpc-to-openapi
   [/^[A-Z]+ \/trpc\/:path$/, "trpc"], // the procedures below
   [/^[A-Z]+ \/admin\/queues(\/.*)?$/, "dashboard"], // probed one by one below

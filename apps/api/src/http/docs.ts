@@ -49,12 +49,15 @@ export async function docsPage(app: FastifyInstance) {
 </body>
 </html>
 `;
-  app.get("/", (_request, reply) => reply.redirect(DOCS_PATH, 302));
+  // The router hands the asterisk-form target ("*") to "/" too: that names no resource.
+  app.get("/", (request, reply) =>
+    request.url.startsWith("/") ? reply.redirect(DOCS_PATH, 302) : reply.callNotFound(),
+  );
   app.get(DOCS_PATH, (_request, reply) => reply.type("text/html; charset=utf-8").send(page));
-  app.get(`${DOCS_PATH}/:asset`, (request, reply) => {
-    const name = (request.params as { asset: string }).asset;
-    const found = Object.hasOwn(assets, name) ? assets[name] : undefined;
-    if (!found) return reply.callNotFound();
-    return reply.type(found.type).header("cache-control", "public, max-age=3600").send(found.body);
-  });
+  // A route per asset: another method on one is a 405, an unknown name a 404, as everywhere.
+  for (const [name, { type, body }] of Object.entries(assets)) {
+    app.get(`${DOCS_PATH}/${name}`, (_request, reply) =>
+      reply.type(type).header("cache-control", "public, max-age=3600").send(body),
+    );
+  }
 }

@@ -33,6 +33,7 @@ const contentTypeOf = (res: RawResponse) => String(res.headers["content-type"] ?
  * - never a 5xx; the request id and nosniff on every response;
  * - HEAD: no body;
  * - /trpc/...: a JSON body (tRPC's envelope), checked by `checkTrpcEnvelope`;
+ * - `GET /`: a 302 to /docs;
  * - any other non-2xx: exactly `{"error": <status>, "message": "<non-empty>"}` as application/json.
  */
 export function checkWellFormed(req: RawRequest, res: RawResponse) {
@@ -52,6 +53,8 @@ export function checkWellFormed(req: RawRequest, res: RawResponse) {
     return;
   }
   if (res.status < 300) return;
+  // The one redirect: the root points to the API reference.
+  if (res.status === 302 && req.path.split("?", 1)[0] === "/" && res.headers.location === "/docs") return;
   checkErrorBody(req, res);
 }
 
