@@ -1,6 +1,6 @@
-import type { AppRouter } from "@plant-store/api";
 import { createTRPCClient, httpLink, type TRPCClient } from "@trpc/client";
 import superjson from "superjson";
+import type { AppRouter } from "./generated/app-router.js";
 
 export { TRPCClientError } from "@trpc/client";
 export type { AppRouter };

@@ -1,4 +1,4 @@
-import { loadApiConfig, startApi } from "@plant-store/api";
+import { loadApiConfig, type AppRouter as ServerAppRouter, startApi } from "@plant-store/api";
 import { startRedisServer } from "@plant-store/redis-server";
 import {
   connect,
@@ -8,7 +8,8 @@ import {
   partitionOf,
   type RedisClient,
 } from "@plant-store/store";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { TRPCClient } from "@trpc/client";
+import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import { type AppRouter, createPlantStoreClient, type PlantStoreClient, TRPCClientError } from "../src/index.js";
 
 const TOKEN = "client-test-token-0123456789";
@@ -46,6 +47,16 @@ async function failure(promise: Promise<unknown>) {
 }
 
 describe("createPlantStoreClient", () => {
+  it("is typed by the server's router, without its context", () => {
+    // The shipped router type is generated from the api's declaration with the server-only context
+    // and meta erased: every procedure, input, output and error shape must be the server's own.
+    type Client = TRPCClient<AppRouter>;
+    type ServerClient = TRPCClient<ServerAppRouter>;
+    expectTypeOf<Client["plants"]>().toEqualTypeOf<ServerClient["plants"]>();
+    expectTypeOf<Client["admin"]>().toEqualTypeOf<ServerClient["admin"]>();
+    expectTypeOf<keyof Client>().toEqualTypeOf<keyof ServerClient>();
+  });
+
   it("creates a plant and gets the Plant back, typed", async () => {
     const plant = await client.plants.create.mutate({ id: 1, name: "Orchid", tag: "flower" });
     const name: string = plant.name;
