@@ -5,6 +5,13 @@ import { globalRegistry, type ZodType } from "zod";
 import { createSchema } from "zod-openapi";
 import { statusMessages } from "./errors.js";
 import { isBodylessAction } from "./http/routes.js";
+import {
+  EXAMPLE_PLANT_ID,
+  errorMessages,
+  type OperationExamples,
+  operationExamples,
+  webhookExample,
+} from "./openapi-examples.js";
 import type { Meta } from "./trpc.js";
 
 type Json = Record<string, unknown>;
@@ -29,6 +36,16 @@ const description = [
   "operation, any path answers 404 when it names no resource, and 405 (with an `Allow` header) when the",
   "method is not one of the path's operations.",
   "",
+  "Integer ids: plant ids are int64 and the service keeps every digit (9223372036854775807 is a valid id).",
+  "JSON parsers that read numbers into IEEE doubles — JavaScript's `JSON.parse`, and with it most generated",
+  "clients (openapi-typescript, orval, hey-api, …) — silently round integers beyond 2^53 = 9007199254740992:",
+  "9007199254740993 becomes 9007199254740992, and another plant is created or read than the one meant.",
+  "Parse and write bodies losslessly: in JavaScript `lossless-json` (or `json-bigint`) with `BigInt`; Python's",
+  "`json`, Go's `json.Decoder` with `UseNumber`, Java's Jackson into `long` are exact. Or use the REST SDK",
+  "(`@plant-store/rest-client`) or the tRPC client (`@plant-store/client`): both give ids as `bigint`. Send ids",
+  "as JSON integers, never as strings or in exponent form. The examples use ids above 2^53 that a double holds",
+  `exactly (e.g. ${EXAMPLE_PLANT_ID}) so that every tool shows them as written.`,
+  "",
   "Webhooks: subscribe a URL under /admin/webhooks and the worker POSTs each plant event to it (see",
   "`webhooks`), signed as Standard Webhooks describe (`webhook-id`, `webhook-timestamp`, `webhook-signature`;",
   "verify with any Standard Webhooks library and the subscription's `whsec_` secret). Deliveries are retried",
@@ -43,11 +60,25 @@ const webhookEvent = (operationId: string, type: string, summary: string, text: 
     summary,
     description: `${text} Sent as \`{"type": "${type}", "timestamp", "data"}\`; a 2xx within 10 s acknowledges it.`,
     parameters: [
-      ["webhook-id", "The event id: the same on every attempt; receivers drop repeats by it"],
-      ["webhook-timestamp", "Seconds since the epoch when this attempt was signed"],
-      ["webhook-signature", "`v1,<base64 HMAC-SHA256>`, space-separated, one per valid secret"],
-    ].map(([name, about]) => ({ in: "header", name, required: true, description: about, schema: { type: "string" } })),
-    requestBody: { required: true, content: { "application/json": { schema: ref("WebhookEvent") } } },
+      ["webhook-id", "The event id: the same on every attempt; receivers drop repeats by it", webhookExample.id],
+      ["webhook-timestamp", "Seconds since the epoch when this attempt was signed", webhookExample.timestamp],
+      [
+        "webhook-signature",
+        "`v1,<base64 HMAC-SHA256>`, space-separated, one per valid secret",
+        webhookExample.signature,
+      ],
+    ].map(([name, about, example]) => ({
+      in: "header",
+      name,
+      required: true,
+      description: about,
+      schema: { type: "string" },
+      example,
+    })),
+    requestBody: {
+      required: true,
+      content: { "application/json": { schema: ref("WebhookEvent"), example: webhookExample.body(type) } },
+    },
     responses: {
       "2XX": { description: "Received" },
       "410": { description: "Gone: the subscription is disabled and gets nothing more" },
@@ -55,6 +86,62 @@ const webhookEvent = (operationId: string, type: string, summary: string, text: 
     },
   },
 });
+
+const header = (description: string, schema: Json, example: unknown) => ({ description, schema, example });
+const integer = { type: "integer", minimum: 0 };
+
+/** Response headers, declared once and referred to by the responses that carry them. */
+const headers: Record<string, Json> = {
+  "X-Request-Id": header(
+    "The request's id (the caller's own X-Request-Id when it is short and printable): in the logs and the audit log",
+    { type: "string" },
+    "7d0c6f0e-2f4b-4f7e-9a51-3b1e6c2d9a10",
+  ),
+  "RateLimit-Limit": header("Requests the token may make in the current window", integer, 600),
+  "RateLimit-Remaining": header("Requests the token has left in the current window", integer, 599),
+  "RateLimit-Reset": header("Seconds until the current window ends", integer, 42),
+  "RateLimit-Policy": header("The token's limit: requests per window (`w`, seconds)", { type: "string" }, "600;w=60"),
+  "Retry-After": header("Seconds to wait before retrying", integer, 42),
+  "WWW-Authenticate": header(
+    'The RFC 6750 challenge: bare `Bearer` when no token was sent, else `error="invalid_token"` (401) or `error="insufficient_scope"` with the scope needed (403)',
+    { type: "string" },
+    'Bearer realm="plant-store", error="insufficient_scope", scope="plants:write"',
+  ),
+};
+const headerRefs = (...names: string[]) =>
+  Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
+const RATE_LIMIT = ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy"];
+
+/**
+ * The headers a response with this status carries: its request id always; the token's rate-limit
+ * window once the token was admitted and counted; the challenge on 401 and 403; Retry-After on 429.
+ */
+function headersOf(status: number): Json {
+  if (status === 401 || status === 403) return headerRefs("X-Request-Id", "WWW-Authenticate");
+  if (status === 429) return headerRefs("X-Request-Id", "Retry-After", ...RATE_LIMIT);
+  if (status < 400) return headerRefs("X-Request-Id", ...RATE_LIMIT);
+  return headerRefs("X-Request-Id");
+}
+
+/** An operation's examples: its body, each parameter, its success body and each error's message. */
+function addExamples(operation: Json, examples: OperationExamples) {
+  for (const parameter of (operation.parameters ?? []) as Json[]) {
+    if (examples.parameters?.[parameter.name as string] !== undefined) {
+      parameter.example = examples.parameters[parameter.name as string];
+    }
+  }
+  const body = operation.requestBody as { content: Record<string, Json> } | undefined;
+  for (const media of Object.values(body?.content ?? {})) {
+    if (examples.request !== undefined) media.example = examples.request;
+  }
+  for (const [status, response] of Object.entries(operation.responses as Record<string, Json>)) {
+    const media = (response.content as Record<string, Json> | undefined)?.["application/json"];
+    if (!media) continue;
+    const code = Number(status);
+    if (code >= 400) media.example = { error: code, message: examples.errors?.[code] ?? errorMessages[code] };
+    else if (examples.response !== undefined) media.example = examples.response;
+  }
+}
 
 /**
  * The document as the specification describes it. trpc-to-openapi's output differs in ways the
@@ -77,9 +164,11 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
   );
 
   for (const { _def } of Object.values(router._def.procedures) as { _def: { meta?: Meta; inputs: ZodType[] } }[]) {
-    const { openapi, successStatus, requestBody } = _def.meta ?? {};
+    const { openapi, successStatus, requestBody, scope } = _def.meta ?? {};
     const operation = openapi && generated.paths[openapi.path]?.[openapi.method.toLowerCase()];
     if (!operation) continue;
+    // The scope the operation needs, as a role of the bearer scheme (OpenAPI 3.1 allows them).
+    operation.security = [{ bearerAuth: scope ? [scope] : [] }];
     // The generator inlines request bodies: refer to the named schema instead (the input's, or the
     // one the operation names: a PUT's body is a Plant, its id is the path's), in its media type.
     const body = operation.requestBody as { content?: Record<string, { schema: unknown }> } | undefined;
@@ -128,13 +217,16 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
           ...rest,
         };
       }
-      delete operation.security; // declared once, globally, as in the specification
       if (Array.isArray(operation.parameters) && operation.parameters.length === 0) delete operation.parameters;
       const responses = operation.responses as Record<string, Json>;
       for (const [status, response] of Object.entries(responses)) {
         if (Number(status) < 400) continue;
         response.description ??= statusMessages[Number(status)];
         response.content = { "application/json": { schema: ref("Error") } };
+      }
+      addExamples(operation, operationExamples[operation.operationId as string] ?? {});
+      for (const [status, response] of Object.entries(responses)) {
+        response.headers = { ...(response.headers as Json | undefined), ...headersOf(Number(status)) };
       }
     }
   }
@@ -178,6 +270,7 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
           },
         },
       },
+      headers,
       securitySchemes: (generated.components as { securitySchemes: Json }).securitySchemes,
     },
   };

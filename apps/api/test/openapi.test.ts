@@ -141,10 +141,13 @@ describe("GET /openapi.json", () => {
     const headerParameters = (operation: { parameters: { in: string; name: string }[] }) =>
       operation.parameters.filter((p) => p.in === "header").map((p) => p.name);
     expect(byId.put.requestBody.content).toEqual({
-      "application/json": { schema: { $ref: "#/components/schemas/Plant" } },
+      "application/json": { schema: { $ref: "#/components/schemas/Plant" }, example: expect.any(Object) },
     });
     expect(byId.patch.requestBody.content).toEqual({
-      "application/merge-patch+json": { schema: { $ref: "#/components/schemas/PlantPatch" } },
+      "application/merge-patch+json": {
+        schema: { $ref: "#/components/schemas/PlantPatch" },
+        example: expect.any(Object),
+      },
     });
     expect(document.components.schemas.PlantPatch.properties.tag.anyOf).toContainEqual({ type: "null" });
     for (const method of ["put", "patch"]) {
@@ -189,7 +192,9 @@ describe("GET /openapi.json", () => {
     ]);
     expect(operation.requestBody).toEqual({
       required: true,
-      content: { "application/json": { schema: { $ref: "#/components/schemas/NewPlant" } } },
+      content: {
+        "application/json": { schema: { $ref: "#/components/schemas/NewPlant" }, example: expect.any(Object) },
+      },
     });
     expect(operation.responses["200"].content["application/json"].schema).toEqual({
       $ref: "#/components/schemas/Plant",
@@ -210,5 +215,85 @@ describe("GET /openapi.json", () => {
       if (status === "200") continue;
       expect(response.content["application/json"].schema).toEqual({ $ref: "#/components/schemas/Error" });
     }
+  });
+
+  it("gives an example for every body, parameter and response, the errors as the Error each status answers", () => {
+    const operations = [
+      ...Object.values(document.paths as Record<string, Record<string, any>>),
+      ...Object.values(document.webhooks as Record<string, Record<string, any>>),
+    ].flatMap((ops) => Object.values(ops));
+    expect(operations.length).toBe(19);
+    for (const operation of operations) {
+      const id = operation.operationId;
+      for (const parameter of operation.parameters ?? [])
+        expect(parameter.example, `${id} ${parameter.name}`).toBeDefined();
+      for (const [type, media] of Object.entries<any>(operation.requestBody?.content ?? {})) {
+        expect(media.example, `${id} ${type}`).toBeDefined();
+      }
+      for (const [status, response] of Object.entries<any>(operation.responses)) {
+        const media = response.content?.["application/json"];
+        if (!media) continue;
+        expect(media.example, `${id} ${status}`).toBeDefined();
+        if (Number(status) >= 400)
+          expect(media.example).toEqual({ error: Number(status), message: expect.any(String) });
+      }
+    }
+  });
+
+  it("writes int64 examples above 2^53 that survive a parser reading doubles", async () => {
+    const raw = (await call(stack.url, { path: "/openapi.json", method: "GET", token: null })).text;
+    const create = document.paths["/plants"].post;
+    const id = create.requestBody.content["application/json"].example.id;
+    expect(id).toBeGreaterThan(2 ** 53);
+    expect(raw).toContain(`"id":${id}`);
+    expect(String(id)).toBe(String(BigInt(id)));
+    expect(document.paths["/plants/{id}"].get.parameters.find((p: any) => p.name === "id").example).toBe(id);
+    expect(document.info.description).toMatch(/2\^53/);
+  });
+
+  it("declares the headers each response carries", () => {
+    for (const [path, ops] of Object.entries(document.paths as Record<string, Record<string, any>>)) {
+      for (const [method, operation] of Object.entries<any>(ops)) {
+        for (const [status, response] of Object.entries<any>(operation.responses)) {
+          const what = `${method} ${path} ${status}`;
+          const names = Object.keys(response.headers ?? {});
+          expect(names, what).toContain("X-Request-Id");
+          const code = Number(status);
+          if (code === 401 || code === 403) expect(names, what).toContain("WWW-Authenticate");
+          if (code === 429) expect(names, what).toEqual(expect.arrayContaining(["Retry-After", "RateLimit-Reset"]));
+          if (code < 400) {
+            expect(names, what).toEqual(
+              expect.arrayContaining(["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy"]),
+            );
+          }
+          for (const header of Object.values<any>(response.headers ?? {})) {
+            const declared = header.$ref ? document.components.headers[header.$ref.split("/").pop()] : header;
+            expect(declared?.schema, what).toBeDefined();
+          }
+        }
+      }
+    }
+  });
+
+  it("names each operation's scope in its security requirement", () => {
+    const scopes: Record<string, string> = {};
+    for (const [path, ops] of Object.entries(document.paths as Record<string, Record<string, any>>)) {
+      for (const [method, operation] of Object.entries<any>(ops)) {
+        expect(operation.security, `${method} ${path}`).toHaveLength(1);
+        scopes[`${method.toUpperCase()} ${path}`] = operation.security[0].bearerAuth.join();
+      }
+    }
+    expect(scopes).toMatchObject({
+      "POST /plants": "plants:write",
+      "GET /plants": "plants:read",
+      "GET /plants/{id}": "plants:read",
+      "PUT /plants/{id}": "plants:write",
+      "PATCH /plants/{id}": "plants:write",
+      "DELETE /plants/{id}": "plants:write",
+    });
+    for (const [operation, scope] of Object.entries(scopes)) {
+      if (operation.includes("/admin/")) expect(scope, operation).toBe("admin");
+    }
+    expect(document.security).toEqual([{ bearerAuth: [] }]);
   });
 });
