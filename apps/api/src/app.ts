@@ -5,7 +5,7 @@ import type { Durability, Layout, RedisClient } from "@plant-store/store";
 import type { TokenStore } from "@plant-store/tokens";
 import Fastify, { type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
 import { createAuthenticator, type StoredTokenVerifier } from "./auth.js";
-import { apiError } from "./errors.js";
+import { apiError, JSON_MEDIA_TYPE } from "./errors.js";
 import { refuseContentCodings } from "./http/content-coding.js";
 import { DASHBOARD_PATH, queueDashboard } from "./http/dashboard.js";
 import { docsPage } from "./http/docs.js";
@@ -57,6 +57,8 @@ export type AppOptions = {
   trustProxy?: boolean | number | string[];
 };
 
+/** The content type Fastify gives a JSON reply. */
+const FASTIFY_JSON = "application/json; charset=utf-8";
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
 /**
@@ -142,6 +144,12 @@ export async function buildApp(options: AppOptions) {
   });
   // After the guards' onRequest hooks: a request without a valid token is a 401, whatever its coding.
   app.addHook("preParsing", refuseContentCodings);
+  // JSON defines no charset parameter (RFC 8259 §11) but Fastify appends one to every JSON reply:
+  // answer with the document's media type exactly, as contract testers (Dredd) compare it.
+  app.addHook("onSend", (_request, reply, payload, done) => {
+    if (reply.getHeader("content-type") === FASTIFY_JSON) reply.header("content-type", JSON_MEDIA_TYPE);
+    done(null, payload);
+  });
 
   // Every error leaves as the specification's Error; 5xx details stay in the log.
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
@@ -181,7 +189,7 @@ export async function buildApp(options: AppOptions) {
   }
 
   const document = JSON.stringify(buildOpenApiDocument(appRouter));
-  app.get("/openapi.json", (_request, reply) => reply.type("application/json; charset=utf-8").send(document));
+  app.get("/openapi.json", (_request, reply) => reply.type(JSON_MEDIA_TYPE).send(document));
   app.get("/healthz", async () => ({ status: "ok" }));
   await docsPage(app);
   app.get("/readyz", async (request, reply) => {

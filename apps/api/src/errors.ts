@@ -2,6 +2,9 @@ import type { ApiError } from "@plant-store/contracts";
 import type { TRPCError } from "@trpc/server";
 import { getHTTPStatusCodeFromError } from "@trpc/server/http";
 
+/** The media type of every JSON answer: RFC 8259 defines no charset parameter (JSON is UTF-8). */
+export const JSON_MEDIA_TYPE = "application/json";
+
 /** Sentence per status for errors that carry no specific message of their own. */
 export const statusMessages: Record<number, string> = {
   400: "The request is not valid",

@@ -69,7 +69,7 @@ const delivery = {
   status: "failed",
   attempts: 8,
   lastStatusCode: 502,
-  lastError: "The receiver answered 502",
+  lastError: "HTTP 502: Bad Gateway",
   createdAt: CREATED_AT,
 };
 
@@ -115,7 +115,7 @@ export const operationExamples: Record<string, OperationExamples> = {
     errors: { ...admin, 400: "scopes must name at least one scope" },
   },
   listTokens: {
-    response: [{ ...token, lastUsedAt: "2026-11-24T10:02:00.000Z" }],
+    response: [token],
     errors: admin,
   },
   revokeToken: {
@@ -142,7 +142,15 @@ export const operationExamples: Record<string, OperationExamples> = {
   },
   replayWebhookDelivery: {
     parameters: { id: WEBHOOK_ID, deliveryId: delivery.id },
-    response: { ...delivery, status: "pending" },
+    // A replay is a new delivery of the event: pending, no attempt yet.
+    response: {
+      id: delivery.id,
+      eventId: EVENT_ID,
+      type: delivery.type,
+      status: "pending",
+      attempts: 0,
+      createdAt: CREATED_AT,
+    },
     errors: {
       ...admin,
       404: `There is no delivery ${delivery.id} of this subscription`,

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
-import { apiError } from "../errors.js";
+import { apiError, JSON_MEDIA_TYPE } from "../errors.js";
 import { StoreUnavailableError } from "../outage.js";
 import { API_HEADERS } from "./security-headers.js";
 
@@ -22,7 +22,7 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
   const body = JSON.stringify(apiError(status, message));
   const headers = {
     ...API_HEADERS,
-    "content-type": "application/json; charset=utf-8",
+    "content-type": JSON_MEDIA_TYPE,
     "content-length": Buffer.byteLength(body),
     "x-request-id": randomUUID(),
     connection: "close",

@@ -4,7 +4,7 @@ import type { ResponseMetaFn } from "@trpc/server/http";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { stringify } from "lossless-json";
 import { fastifyTRPCOpenApiPlugin } from "trpc-to-openapi";
-import { apiError, describeIssues, toApiError } from "../errors.js";
+import { apiError, describeIssues, JSON_MEDIA_TYPE, toApiError } from "../errors.js";
 import type { AppRouter } from "../router.js";
 import type { Context } from "../trpc.js";
 import type { Guard } from "./guard.js";
@@ -132,7 +132,7 @@ export async function restApi(
     }
     if (reply.statusCode === 204) reply.removeHeader("content-type");
     if (request.restError === null) return done(null, payload);
-    reply.header("content-type", "application/json; charset=utf-8");
+    reply.header("content-type", JSON_MEDIA_TYPE);
     done(null, JSON.stringify(request.restError));
   });
 

@@ -1,0 +1,128 @@
+// Dredd hooks for the document's success paths (.ci/dredd runs them against a running service).
+// They only authenticate and set up fixtures: a token per request (admin for /admin), the things the
+// examples name made to exist (the token, webhook and delivery ids are the service's own, so the
+// path takes the one just made), the current ETag where a change is conditional, and enough plants
+// for a second page. Error responses are the property and security suites' business: skipped here.
+const { createServer } = require("node:http");
+const hooks = require("hooks");
+
+const base = process.env.PLANT_STORE_URL;
+const tokens = { plants: process.env.PLANT_STORE_TOKEN, admin: process.env.PLANT_STORE_ADMIN_TOKEN };
+const made = {};
+
+/** A webhook receiver that always answers 502, so a delivery ends failed (the service retries once). */
+const receiver = createServer((_request, response) => response.writeHead(502).end("Bad Gateway")).listen(
+  0,
+  "127.0.0.1",
+);
+hooks.afterAll((_transactions, done) => receiver.close(() => done()));
+
+async function call(method, path, body, token = tokens.plants) {
+  const headers = { authorization: `Bearer ${token}` };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(base + path, { method, headers, body: body && JSON.stringify(body) });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, json: text ? JSON.parse(text) : undefined };
+}
+
+async function until(what, check) {
+  for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`fixture: ${what} did not happen within 20 s`);
+}
+
+/** The path with the example's id of a resource replaced by the one the service gave the fixture. */
+const swap = (transaction, pairs) => {
+  for (const [example, actual] of pairs) transaction.fullPath = transaction.fullPath.replace(example, actual);
+  transaction.request.uri = transaction.fullPath;
+};
+const pathId = (transaction, at) => transaction.fullPath.split("?")[0].split("/")[at];
+
+async function currentEtag(transaction) {
+  const plant = await call("GET", transaction.fullPath);
+  transaction.request.headers["If-Match"] = plant.headers.get("etag");
+}
+
+const fixtures = {
+  async "GET /plants"(transaction) {
+    const query = new URL(transaction.fullPath, base).searchParams;
+    for (let i = 1; i <= 21; i += 1)
+      await call("POST", "/plants", { id: 5000 + i, name: `Fern ${i}`, tag: query.get("tag") });
+    // The list is the worker's index: wait until it holds a second page.
+    await until("a second page of the listing", async () =>
+      (await call("GET", transaction.fullPath)).headers.has("link"),
+    );
+  },
+  "PUT /plants/{id}": currentEtag,
+  "PATCH /plants/{id}": currentEtag,
+  "DELETE /plants/{id}": currentEtag,
+  async "DELETE /admin/tokens/{id}"(transaction) {
+    swap(transaction, [[pathId(transaction, 3), made.token]]);
+  },
+  async "GET /admin/webhooks/{id}"(transaction) {
+    swap(transaction, [[pathId(transaction, 3), made.webhook]]);
+  },
+  async "DELETE /admin/webhooks/{id}"(transaction) {
+    const other = await call("POST", "/admin/webhooks", { url: "https://hooks.example.com/other" }, tokens.admin);
+    swap(transaction, [[pathId(transaction, 3), other.json.id]]);
+  },
+  async "POST /admin/webhooks/{id}/rotate-secret"(transaction) {
+    swap(transaction, [[pathId(transaction, 3), made.webhook]]);
+  },
+  async "GET /admin/webhooks/{id}/deliveries"(transaction) {
+    // A subscription whose receiver fails, and an event for it: its delivery ends failed.
+    const url = `http://127.0.0.1:${receiver.address().port}/plants`;
+    made.failing = (await call("POST", "/admin/webhooks", { url }, tokens.admin)).json.id;
+    await call("POST", "/plants", { id: 9007199254741100, name: "Strelitzia" });
+    const path = `/admin/webhooks/${made.failing}/deliveries`;
+    await until("a failed delivery", async () => {
+      const failed = (await call("GET", path, undefined, tokens.admin)).json.find((d) => d.status === "failed");
+      made.delivery = failed?.id;
+      return failed !== undefined;
+    });
+    swap(transaction, [[pathId(transaction, 3), made.failing]]);
+  },
+  async "POST /admin/webhooks/{id}/deliveries/{deliveryId}/replay"(transaction) {
+    swap(transaction, [
+      [pathId(transaction, 5), made.delivery],
+      [pathId(transaction, 3), made.failing],
+    ]);
+  },
+};
+
+const after = {
+  "POST /admin/tokens": (transaction) => {
+    made.token = JSON.parse(transaction.real.body).id;
+  },
+  "POST /admin/webhooks": (transaction) => {
+    made.webhook = JSON.parse(transaction.real.body).id;
+  },
+};
+
+/** `METHOD /path/{template}` of a transaction (its name starts with the path template). */
+const operation = (transaction) => `${transaction.request.method} ${transaction.name.split(" > ")[0]}`;
+
+hooks.beforeEach((transaction, done) => {
+  if (!/^2/.test(transaction.expected.statusCode)) {
+    transaction.skip = true;
+    return done();
+  }
+  const admin = transaction.fullPath.startsWith("/admin/");
+  transaction.request.headers.Authorization = `Bearer ${admin ? tokens.admin : tokens.plants}`;
+  const fixture = fixtures[operation(transaction)];
+  if (!fixture) return done();
+  fixture(transaction).then(
+    () => done(),
+    (error) => {
+      transaction.fail = String(error);
+      done();
+    },
+  );
+});
+
+hooks.afterEach((transaction, done) => {
+  if (!transaction.skip && transaction.real) after[operation(transaction)]?.(transaction);
+  done();
+});
