@@ -2,15 +2,15 @@ import { randomUUID } from "node:crypto";
 import { limits } from "@plant-store/contracts";
 import { loggerOptions } from "@plant-store/logging";
 import type { Durability, Layout, RedisClient } from "@plant-store/store";
-import type { TokenStore } from "@plant-store/tokens";
+import { createAuthenticator, type StoredTokenVerifier, type TokenStore } from "@plant-store/tokens";
 import Fastify, { type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
-import { createAuthenticator, type StoredTokenVerifier } from "./auth.js";
 import { apiError, JSON_MEDIA_TYPE } from "./errors.js";
 import { refuseContentCodings } from "./http/content-coding.js";
 import { DASHBOARD_PATH, queueDashboard } from "./http/dashboard.js";
 import { docsPage } from "./http/docs.js";
 import { createGuard, type Limits } from "./http/guard.js";
 import { clientErrorHandler, frameworkErrors } from "./http/low-level-errors.js";
+import { createApiMetrics } from "./http/metrics.js";
 import { createRateLimiter } from "./http/rate-limit.js";
 import { restApi } from "./http/rest.js";
 import { createRouteMatcher, replyRouteMiss, restRoutesOf } from "./http/routes.js";
@@ -55,6 +55,8 @@ export type AppOptions = {
   logStream?: NodeJS.WritableStream;
   /** Peers trusted to tell the client's address in X-Forwarded-For (TRUST_PROXY); default none. */
   trustProxy?: boolean | number | string[];
+  /** Serve Prometheus metrics on GET /metrics (METRICS_ENABLED, default on). */
+  metrics?: boolean;
 };
 
 /** The content type Fastify gives a JSON reply. */
@@ -92,6 +94,7 @@ export async function buildApp(options: AppOptions) {
     frameworkErrors: frameworkErrors(authenticateFirst),
   });
 
+  const metrics = options.metrics === false ? undefined : createApiMetrics(() => app.outage.ongoing);
   const guard = createGuard({
     authenticator: createAuthenticator({
       configTokens: options.apiTokens,
@@ -101,6 +104,10 @@ export async function buildApp(options: AppOptions) {
     limiter: createRateLimiter(options.redis),
     limits: options.limits ?? { perToken: 6000, authFailures: 30 },
     redis: options.redis,
+    observer: metrics && {
+      authFailure: (reason) => metrics.authFailures.inc({ reason }),
+      rateLimited: (limit) => metrics.rateLimited.inc({ limit }),
+    },
   });
   const store = createPlantStore(options.redis, options.layout, options.durability, options.storeDeadlineMs ?? 3000);
   app.decorateRequest("auth", null);
@@ -115,7 +122,8 @@ export async function buildApp(options: AppOptions) {
   });
 
   app.decorate("routeList", [] as string[]);
-  app.decorate("outage", outageMonitor(options.redis, app.log));
+  app.decorate("outage", outageMonitor(options.redis, app.log, metrics && (() => metrics.redisErrors.inc())));
+  metrics?.install(app);
   app.addHook("onClose", (_app, done) => {
     app.outage.close();
     done();
@@ -130,6 +138,7 @@ export async function buildApp(options: AppOptions) {
 
   // Callback style: nothing here waits, and an async hook costs a promise per request.
   app.addHook("onRequest", (request, reply, done) => {
+    metrics?.started();
     reply.headers(securityHeadersFor(request.url)).header("x-request-id", request.id);
     if (closing) {
       reply.header("connection", "close").code(503);
@@ -191,6 +200,7 @@ export async function buildApp(options: AppOptions) {
   const document = JSON.stringify(buildOpenApiDocument(appRouter));
   app.get("/openapi.json", (_request, reply) => reply.type(JSON_MEDIA_TYPE).send(document));
   app.get("/healthz", async () => ({ status: "ok" }));
+  metrics?.route(app, guard);
   await docsPage(app);
   app.get("/readyz", async (request, reply) => {
     try {

@@ -66,6 +66,11 @@ const ApiEnv = z.object({
   /** A Redis command slower than this fails the request with 503 instead of hanging it. */
   REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().positive().default(2000),
   TRUST_PROXY: TrustProxy.default(false),
+  /** GET /metrics (Prometheus text, for a token with `metrics:read` or `admin`); `false` turns it off. */
+  METRICS_ENABLED: z
+    .enum(["true", "false"])
+    .default("true")
+    .transform((value) => value === "true"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 
@@ -82,6 +87,7 @@ export type ApiConfig = {
   limits: { perToken: number; authFailures: number };
   logLevel: string;
   trustProxy: boolean | number | string[];
+  metrics: boolean;
 };
 
 /** Reads the API's configuration from the environment once, at start-up. */
@@ -115,5 +121,6 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     limits: { perToken: e.RATE_LIMIT_PER_MINUTE, authFailures: e.AUTH_FAILURES_PER_MINUTE },
     logLevel: e.LOG_LEVEL,
     trustProxy: e.TRUST_PROXY,
+    metrics: e.METRICS_ENABLED,
   };
 }

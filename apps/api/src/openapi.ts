@@ -22,7 +22,8 @@ const component = (schema: Parameters<typeof createSchema>[0], io: "input" | "ou
 const description = [
   "A small plant store. Every request needs `Authorization: Bearer <token>`.",
   "",
-  "Tokens carry scopes: `plants:read` (GET), `plants:write` (POST, PUT, PATCH, DELETE), `admin` (/admin). A missing",
+  "Tokens carry scopes: `plants:read` (GET), `plants:write` (POST, PUT, PATCH, DELETE), `admin` (/admin),",
+  "`metrics:read` (GET /metrics, Prometheus text; `admin` may read it too). A missing",
   "token is a 401 with a bare `Bearer` challenge; an invalid, expired or revoked one a 401 with",
   '`error="invalid_token"`; a token without the scope a 403 with `error="insufficient_scope"` (RFC 6750).',
   "Each token may make a configured number of requests a minute (`RateLimit-*` headers show where it",

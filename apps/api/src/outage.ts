@@ -68,7 +68,12 @@ export interface OutageMonitor {
  * with it, an info when Redis answers again (probed with PING every `probeMs`, so the hot path pays
  * nothing) — instead of a stack trace per request. Each 503 is still a short warn line.
  */
-export function outageMonitor(redis: RedisClient, log: FastifyBaseLogger, probeMs = 500): OutageMonitor {
+export function outageMonitor(
+  redis: RedisClient,
+  log: FastifyBaseLogger,
+  onReport?: () => void,
+  probeMs = 500,
+): OutageMonitor {
   let since: number | undefined;
   let timer: NodeJS.Timeout | undefined;
 
@@ -89,6 +94,7 @@ export function outageMonitor(redis: RedisClient, log: FastifyBaseLogger, probeM
     report(request, error, operation = `${request.method} ${request.url.split("?", 1)[0]}`) {
       const cause = causeOf(error);
       request.log.warn({ operation, cause }, "store unavailable: answered 503");
+      onReport?.();
       if (since !== undefined) return;
       since = Date.now();
       log.error({ cause }, "store outage: Redis is unreachable or too slow; requests answer 503 until it is back");

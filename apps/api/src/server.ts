@@ -99,6 +99,7 @@ export async function startApi(config: ApiConfig) {
       dashboardConnection,
       logLevel: config.logLevel,
       trustProxy: config.trustProxy,
+      metrics: config.metrics,
     });
     await warnIfTooFewReplicas(redis, durability.minReplicasAck, app.log);
     await app.listen({ port: config.port, host: config.host });

@@ -1,10 +1,9 @@
 import type { TokenScope } from "@plant-store/contracts";
-import type { TokenStore } from "@plant-store/tokens";
+import { type AuthResult, authChallenge, hasScope, scopeChallenge, type TokenStore } from "@plant-store/tokens";
 import { initTRPC, TRPCError } from "@trpc/server";
 import superjson from "superjson";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import type { ZodType } from "zod";
-import { type AuthResult, authChallenge, hasScope, scopeChallenge } from "./auth.js";
 import { toApiError } from "./errors.js";
 import { StoreUnavailableError } from "./outage.js";
 import type { PlantStore } from "./plants/store.js";

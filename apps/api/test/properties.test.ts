@@ -677,6 +677,7 @@ const REST_ROUTES: [RegExp, string[]][] = [
   [/^\/openapi\.json$/, ["GET", "HEAD"]],
   [/^\/healthz$/, ["GET", "HEAD"]],
   [/^\/readyz$/, ["GET", "HEAD"]],
+  [/^\/metrics$/, ["GET", "HEAD"]],
 ];
 
 function routeOracle(method: string, path: string): "404" | "405" | "any" {
@@ -697,6 +698,7 @@ const segment = fc.oneof(
     "openapi.json",
     "healthz",
     "readyz",
+    "metrics",
     "admin",
     "tokens",
     "webhooks",
@@ -737,6 +739,7 @@ const routeCase = fc.record({
         "/openapi.json",
         "/healthz",
         "/readyz",
+        "/metrics",
         "/admin/tokens",
         "/admin/tokens/tok_x",
         "/admin/webhooks",

@@ -12,14 +12,15 @@ import { call, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 
 type Credential = "none" | "malformed" | "wrong" | "revoked" | "expired" | "lacking" | "right";
 const CREDENTIALS: Credential[] = ["none", "malformed", "wrong", "revoked", "expired", "lacking", "right"];
-type Scope = "plants:read" | "plants:write" | "admin";
+type Scope = "plants:read" | "plants:write" | "admin" | "metrics:read";
 
 /** Every Fastify route, by pattern, to the policy that governs it. Exactly one must match. */
-const ROUTE_POLICIES: [RegExp, "public" | "rest" | "trpc" | "dashboard"][] = [
+const ROUTE_POLICIES: [RegExp, "public" | "rest" | "trpc" | "dashboard" | "metrics"][] = [
   [/^(GET|HEAD) \/(openapi\.json|healthz|readyz|docs|docs\/[\w.-]+)?$/, "public"],
   [/^(GET|HEAD|POST|PUT|PATCH|DELETE) \/\*$/, "rest"], // the REST operations below, via trpc-to-openapi
   [/^[A-Z]+ \/trpc\/:path$/, "trpc"], // the procedures below
   [/^[A-Z]+ \/admin\/queues(\/.*)?$/, "dashboard"], // probed one by one below
+  [/^(GET|HEAD) \/metrics$/, "metrics"], // probed below
 ];
 
 /** Every REST operation of the document: its scope, a request, and its success status. */
@@ -125,7 +126,7 @@ async function subscribe() {
   expect(result.status, result.text).toBe(201);
   return (result.json as { id: string }).id;
 }
-const tokens = {} as Record<"read" | "write" | "admin" | "readWrite" | "revoked" | "expired", string>;
+const tokens = {} as Record<"read" | "write" | "admin" | "readWrite" | "metrics" | "revoked" | "expired", string>;
 
 async function issue(scopes: Scope[], expiresInSeconds?: number) {
   const result = await call(stack.url, { path: "/admin/tokens", body: { name: "fixture", scopes, expiresInSeconds } });
@@ -141,6 +142,7 @@ beforeAll(async () => {
   tokens.write = (await issue(["plants:write"])).token;
   tokens.admin = (await issue(["admin"])).token;
   tokens.readWrite = (await issue(["plants:read", "plants:write"])).token;
+  tokens.metrics = (await issue(["metrics:read"])).token;
   const revoked = await issue(["plants:read", "plants:write", "admin"]);
   expect((await call(stack.url, { method: "DELETE", path: `/admin/tokens/${revoked.id}` })).status).toBe(204);
   tokens.revoked = revoked.token;
@@ -158,8 +160,14 @@ const lackingFor: Record<Scope, keyof typeof tokens> = {
   "plants:read": "write",
   "plants:write": "read",
   admin: "readWrite",
+  "metrics:read": "readWrite",
 };
-const rightFor: Record<Scope, keyof typeof tokens> = { "plants:read": "read", "plants:write": "write", admin: "admin" };
+const rightFor: Record<Scope, keyof typeof tokens> = {
+  "plants:read": "read",
+  "plants:write": "write",
+  admin: "admin",
+  "metrics:read": "metrics",
+};
 
 function authorization(credential: Credential, scope: Scope, basic = false): string | undefined {
   const token = {
@@ -232,6 +240,27 @@ describe("public routes answer everyone", () => {
       });
     }
   }
+});
+
+describe("GET /metrics is for metrics:read or admin", () => {
+  for (const credential of CREDENTIALS) {
+    it(`with ${credential} credentials`, async () => {
+      const auth = authorization(credential, "metrics:read");
+      const result = await call(stack.url, {
+        method: "GET",
+        path: "/metrics",
+        token: null,
+        headers: auth ? { authorization: auth } : {},
+      });
+      if (credential !== "right") return expectRefusal(result, credential, "metrics:read");
+      expect(result.status).toBe(200);
+      expect(result.text).toContain("plant_store_http_requests_total");
+    });
+  }
+  it("with an admin token", async () => {
+    const result = await call(stack.url, { method: "GET", path: "/metrics", token: tokens.admin });
+    expect(result.status).toBe(200);
+  });
 });
 
 describe("REST operations", () => {

@@ -7,7 +7,7 @@ export const TOKEN = "test-token-0123456789abcdef";
 export const OTHER_TOKEN = "other-token-0123456789abcdef";
 export const ADMIN_TOKEN = "admin-token-0123456789abcdef";
 
-type Worker = { close(): Promise<void> };
+type Worker = { close(): Promise<void>; readonly metricsUrl: string | undefined };
 
 /**
  * The real API on a free port and, on demand, the real worker, on a private store of its own: a
@@ -43,7 +43,17 @@ export async function startStack(
   let worker: Worker | undefined;
   const startWorker = async () => {
     const { startWorker: start, loadWorkerConfig } = await import("@plant-store/worker");
-    worker = await start(loadWorkerConfig({ ...store.env, LOG_LEVEL: "silent", ...options.workerEnv }));
+    worker = await start(
+      loadWorkerConfig({
+        ...store.env,
+        LOG_LEVEL: "silent",
+        // Any free port (test files run side by side); the api's tokens read the metrics.
+        WORKER_METRICS_PORT: "0",
+        API_TOKENS: TOKEN,
+        ADMIN_TOKEN,
+        ...options.workerEnv,
+      }),
+    );
     return worker;
   };
   if (options.worker) await startWorker();

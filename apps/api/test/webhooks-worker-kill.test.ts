@@ -25,6 +25,7 @@ function startWorkerProcess(): Promise<ChildProcess> {
       // A job of a killed worker is taken up again once its lock expires and a stalled check ran.
       JOB_LOCK_MS: "1000",
       STALLED_CHECK_MS: "1000",
+      WORKER_METRICS_PORT: "0",
       RELAY_CLAIM_IDLE_MS: "1000",
       RELAY_LEASE_MS: "1000",
       LOG_LEVEL: "debug",

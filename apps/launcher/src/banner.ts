@@ -35,6 +35,9 @@ export function readyBanner({ host, port, generatedApiToken, generatedAdminToken
       ? `    user: admin   password: ${generatedAdminToken}   (generated; set ADMIN_TOKEN to choose your own)`
       : "    user: admin   password: your ADMIN_TOKEN",
     "",
+    `  Prometheus metrics: ${base}/metrics and the worker's on WORKER_METRICS_PORT (default 9464),`,
+    "    with the API token or the admin password as Bearer token (README: Monitoring)",
+    "",
     "  Press Ctrl+C to stop.",
     rule,
     "",

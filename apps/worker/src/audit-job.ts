@@ -12,9 +12,14 @@ export interface AuditOutcome {
  * audit stream exactly once per event id, however often the job runs (the store's script checks
  * and records the event id with the append). The entry: eventId, type, plantId, actor, requestId,
  * at; an update's also holds the plant before and after (name, tag, previousName, previousTag) and
- * its version.
+ * its version. The event's exactly-once record lives `recordLifetimeMs` (default: the default audit
+ * retention and its margin; the worker passes its own, see retention.ts).
  */
-export function recordAudit(client: RedisClient, event: PlantEvent): Promise<AuditOutcome> {
+export function recordAudit(
+  client: RedisClient,
+  event: PlantEvent,
+  options: { recordLifetimeMs?: number } = {},
+): Promise<AuditOutcome> {
   const fields = ["type", event.type, "plantId", event.plantId];
   if (event.type === "plant.updated") {
     fields.push("previousName", event.previousName);
@@ -24,5 +29,5 @@ export function recordAudit(client: RedisClient, event: PlantEvent): Promise<Aud
     fields.push("version", event.version);
   }
   fields.push("actor", event.actor, "requestId", event.requestId, "at", event.at);
-  return appendAudit(client, event.eventId, fields);
+  return appendAudit(client, event.eventId, fields, options);
 }

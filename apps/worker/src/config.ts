@@ -42,6 +42,10 @@ export function loadWorkerFault(env: Record<string, string | undefined> = proces
 const integer = (min: number, fallback: number) =>
   z.preprocess(unsetIfEmpty, z.coerce.number().int().min(min).default(fallback));
 
+/** A retention in whole days: at least one, at most a century (for "keep it all"). */
+const days = (fallback: number) =>
+  z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).max(36_500).default(fallback));
+
 /**
  * Environment variables the worker reads besides the store's (REDIS_URL or REDIS_CLUSTER_NODES,
  * REDIS_PASSWORD, STORE_PARTITIONS: parsed by @plant-store/store). Defaults are safe for a local Redis.
@@ -97,6 +101,57 @@ const WorkerEnv = z.object({
   WORKER_HEARTBEAT_FILE: z.preprocess(unsetIfEmpty, z.string().optional()),
   /** Test-only fault point (see `workerFaults`); unset in every real deployment. */
   PLANT_STORE_FAULT: faultSchema,
+  /** `false` turns the worker's metrics endpoint off (the api reads the same switch). */
+  METRICS_ENABLED: z.preprocess(
+    unsetIfEmpty,
+    z
+      .enum(["true", "false"])
+      .default("true")
+      .transform((value) => value === "true"),
+  ),
+  /** Port of the worker's `GET /metrics` (Prometheus text); 0: any free port (tests). */
+  WORKER_METRICS_PORT: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(65_535).default(9464)),
+  /** Address it listens on: loopback by default; `0.0.0.0` where Prometheus scrapes from elsewhere. */
+  WORKER_METRICS_HOST: z.preprocess(unsetIfEmpty, z.string().min(1).default("127.0.0.1")),
+  /** The api's tokens, accepted for the metrics too (every scope); issued tokens need `metrics:read` or `admin`. */
+  API_TOKENS: z.preprocess(
+    unsetIfEmpty,
+    z
+      .string()
+      .default("")
+      .transform((raw) =>
+        raw
+          .split(",")
+          .map((token) => token.trim())
+          .filter((token) => token.length > 0),
+      ),
+  ),
+  ADMIN_TOKEN: z.preprocess(unsetIfEmpty, z.string().optional()),
+  /**
+   * Days an audit entry stays in its partition's audit stream (the worker's retention pass trims
+   * older ones) and, with a margin (a day + the jobs' retry schedule), how long an event's
+   * exactly-once record lives after it was made. 90: a quarter of history to investigate from
+   * the store itself (export the streams for longer-term records), and far beyond any redelivery
+   * of an event (retries take seconds; a failed job can be retried by hand for
+   * FAILED_JOB_RETENTION_DAYS, which may not exceed this). ~0.26 KB per event (entry + record):
+   * see README, Retention.
+   */
+  AUDIT_RETENTION_DAYS: days(90),
+  /**
+   * Days an unreadable outbox entry stays in its partition's dead-letter stream for an operator to
+   * replay (`npm run dead-letters`). 30: a missed alert, an investigation and a release of a worker
+   * that reads it fit in a month — as long as a failed webhook delivery stays replayable.
+   */
+  DEAD_LETTER_RETENTION_DAYS: days(30),
+  /**
+   * Days a job of the index, audit or webhook fan-out queue that failed for good stays in the
+   * failed set (dashboard: look, retry). 14: two weeks to notice and fix the cause; each such job
+   * holds its batch (up to RELAY_BATCH_SIZE events), so a failure storm must not stay for months.
+   * At most AUDIT_RETENTION_DAYS: retrying one runs its audit appends again, which only the
+   * events' exactly-once records keep from appending twice. (Webhook deliveries keep their own
+   * documented policy: failed ones 30 days, delivered ones 7.)
+   */
+  FAILED_JOB_RETENTION_DAYS: days(14),
 });
 
 export interface WorkerConfig {
@@ -119,6 +174,10 @@ export interface WorkerConfig {
   heartbeatFile?: string;
   /** Test-only fault point from `PLANT_STORE_FAULT`; undefined (the normal case) means none. */
   fault?: WorkerFault;
+  /** The metrics endpoint (METRICS_ENABLED, WORKER_METRICS_PORT/HOST) and the tokens it accepts. */
+  metrics: { enabled: boolean; port: number; host: string; apiTokens: string[]; adminToken: string | undefined };
+  /** AUDIT_RETENTION_DAYS, DEAD_LETTER_RETENTION_DAYS, FAILED_JOB_RETENTION_DAYS (see retention.ts). */
+  retention: { auditDays: number; deadLetterDays: number; failedJobDays: number };
 }
 
 /** Thrown for an invalid environment; the message lists every offending variable. */
@@ -149,8 +208,14 @@ export function loadWorkerConfig(env: Record<string, string | undefined> = proce
   const parsed = WorkerEnv.safeParse(env);
   if (!parsed.success) {
     problems.push(...parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`));
+  } else if (parsed.data.FAILED_JOB_RETENTION_DAYS > parsed.data.AUDIT_RETENTION_DAYS) {
+    // A failed job retried by hand runs its audit appends again: their records must still be there.
+    problems.push(
+      `FAILED_JOB_RETENTION_DAYS: ${parsed.data.FAILED_JOB_RETENTION_DAYS} exceeds AUDIT_RETENTION_DAYS ` +
+        `(${parsed.data.AUDIT_RETENTION_DAYS}): a failed job retried after its events' exactly-once records expired could audit them twice`,
+    );
   }
-  if (!parsed.success || !store || !webhooks)
+  if (!parsed.success || !store || !webhooks || problems.length > 0)
     throw new WorkerConfigError(`invalid worker configuration: ${problems.join("; ")}`);
   const e = parsed.data;
   return {
@@ -169,5 +234,17 @@ export function loadWorkerConfig(env: Record<string, string | undefined> = proce
     logLevel: e.LOG_LEVEL,
     ...(e.WORKER_HEARTBEAT_FILE === undefined ? {} : { heartbeatFile: e.WORKER_HEARTBEAT_FILE }),
     ...(e.PLANT_STORE_FAULT === undefined ? {} : { fault: e.PLANT_STORE_FAULT }),
+    metrics: {
+      enabled: e.METRICS_ENABLED,
+      port: e.WORKER_METRICS_PORT,
+      host: e.WORKER_METRICS_HOST,
+      apiTokens: e.API_TOKENS,
+      adminToken: e.ADMIN_TOKEN,
+    },
+    retention: {
+      auditDays: e.AUDIT_RETENTION_DAYS,
+      deadLetterDays: e.DEAD_LETTER_RETENTION_DAYS,
+      failedJobDays: e.FAILED_JOB_RETENTION_DAYS,
+    },
   };
 }

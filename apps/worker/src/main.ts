@@ -53,6 +53,7 @@ async function main(): Promise<void> {
   logger.info("worker ready", {
     relayConsumer: worker.relayConsumer,
     concurrency: config.concurrency,
+    metrics: worker.metricsUrl ?? "off",
   });
 }
 

@@ -29,6 +29,8 @@ const KEEP_COMPLETED = { age: 24 * 3600, count: 10_000 } as const;
 export interface RelayJobOptions {
   attempts: number;
   backoffMs: number;
+  /** How long a job that failed for good stays in the failed set (FAILED_JOB_RETENTION_DAYS). */
+  failedRetentionMs: number;
 }
 
 /**
@@ -37,8 +39,9 @@ export interface RelayJobOptions {
  * partition); the same jobs go to every queue. One job per batch, not per event: BullMQ's cost per
  * job (its add, fetch and finish scripts) is what limited the side work's throughput. The job id
  * derives from the event ids, so delivering the same entries twice (a relay that died after
- * enqueueing but before acknowledging) adds the job only once. Failed jobs are never removed:
- * they stay visible (and retryable) in the dashboard.
+ * enqueueing but before acknowledging) adds the job only once. A job that failed for good stays
+ * visible (and retryable) in the dashboard for `failedRetentionMs` (BullMQ removes older ones as
+ * later jobs fail; the worker's retention pass removes the rest).
  */
 export function plantEventJobs(events: readonly PlantEvent[], options: RelayJobOptions, batchSize = events.length) {
   const jobs = [];
@@ -52,7 +55,7 @@ export function plantEventJobs(events: readonly PlantEvent[], options: RelayJobO
         attempts: options.attempts,
         backoff: { type: "exponential", delay: options.backoffMs },
         removeOnComplete: KEEP_COMPLETED,
-        removeOnFail: false,
+        removeOnFail: { age: Math.ceil(options.failedRetentionMs / 1000) },
       } satisfies BulkJobOptions,
     });
   }
@@ -87,6 +90,8 @@ export interface RelayOptions {
   blockMs?: number;
   jobOptions: RelayJobOptions;
   logger: Logger;
+  /** Told of what the relay did (the metrics). */
+  observer?: RelayObserver | undefined;
   /** Consumer name in each partition's `relay` group and lease owner; default unique per process. */
   consumer?: string;
   /**
@@ -95,6 +100,13 @@ export interface RelayOptions {
    * `relay-crash-before-enqueue` SIGKILLs this process between XREADGROUP and the enqueue.
    */
   fault?: WorkerFault | undefined;
+}
+
+export interface RelayObserver {
+  /** Entries whose jobs are queued and which are acknowledged. */
+  relayed(entries: readonly OutboxEntry[]): void;
+  /** An unreadable entry was moved to its partition's dead letters. */
+  deadLettered(): void;
 }
 
 export interface Relay {
@@ -140,7 +152,7 @@ interface Sweep {
  *   jobs are idempotent anyway, should a batch be composed differently the second time).
  */
 export async function startRelay(options: RelayOptions): Promise<Relay> {
-  const { client, partitions, queues, batchSize, claimIdleMs, leaseMs, pollMs, jobOptions, logger } = options;
+  const { client, partitions, queues, batchSize, claimIdleMs, leaseMs, pollMs, jobOptions, logger, observer } = options;
   const consumer = options.consumer ?? relayConsumerName();
   const log = (fields: Record<string, unknown> = {}) => ({ consumer, ...fields });
   const fault = "fault" in options ? options.fault : loadWorkerFault(process.env);
@@ -213,6 +225,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
   async function deliver(entries: readonly OutboxEntry[], deadLettered: Set<OutboxEntry>): Promise<void> {
     if (entries.length === 0) return;
     const events: PlantEvent[] = [];
+    const relayedEntries: OutboxEntry[] = [];
     const relayed = new Map<number, string[]>();
     for (const entry of entries) {
       const eventId = eventIdOf(entry.partition, entry.entryId);
@@ -222,6 +235,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
         const reason = error instanceof Error ? error.message : String(error);
         await ops.deadLetter(entry, reason);
         deadLettered.add(entry);
+        observer?.deadLettered();
         logger.error("unparseable outbox entry moved to the dead-letter stream", {
           ...log(),
           partition: entry.partition,
@@ -230,6 +244,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
         });
         continue;
       }
+      relayedEntries.push(entry);
       const ids = relayed.get(entry.partition) ?? [];
       ids.push(entry.entryId);
       relayed.set(entry.partition, ids);
@@ -240,6 +255,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
     }
     // Only now, with the jobs stored, are the entries done. Deleting them keeps the outboxes small.
     await ops.ack(relayed);
+    observer?.relayed(relayedEntries);
     if (events.length > 0) {
       logger.debug("relayed outbox entries", log({ count: events.length, partitions: [...relayed.keys()] }));
     }

@@ -10,7 +10,8 @@ import {
   queueNames,
   queuePrefix,
 } from "@plant-store/contracts";
-import { connect, disconnect, isCluster, type Layout, openLayout, type RedisClient } from "@plant-store/store";
+import { connect, disconnect, isCluster, type Layout, openLayout, outbox, type RedisClient } from "@plant-store/store";
+import { cachedVerifier, createAuthenticator, createTokenStore } from "@plant-store/tokens";
 import { webhookSubscriptions } from "@plant-store/webhooks";
 import { type Job, Queue, UnrecoverableError, Worker } from "bullmq";
 import { z } from "zod";
@@ -19,13 +20,17 @@ import type { WorkerConfig } from "./config.js";
 import { startHeartbeat } from "./heartbeat.js";
 import { updateIndexes } from "./index-job.js";
 import { createLogger, type Logger } from "./logger.js";
+import { createWorkerMetrics, serveMetrics, willRetry } from "./metrics.js";
 import { outageLog } from "./outage.js";
 import { type Relay, startRelay } from "./relay.js";
+import { retentionPolicy, startRetention } from "./retention.js";
 import { fanOutWebhooks, startDeliveries } from "./webhook-jobs.js";
 
 export interface StartWorkerOptions {
   /** Default: JSON lines on stdout at `config.logLevel`. */
   logger?: Logger;
+  /** When the retention passes run (default: a minute after start, then hourly; tests shorten both). */
+  retentionTiming?: { firstAfterMs: number; intervalMs: number };
 }
 
 export interface RunningWorker {
@@ -35,6 +40,8 @@ export interface RunningWorker {
   readonly layout: Layout;
   /** The partitions this worker relays now. */
   relayedPartitions(): ReadonlySet<number>;
+  /** Where `GET /metrics` answers; undefined when METRICS_ENABLED=false. */
+  readonly metricsUrl: string | undefined;
   /**
    * Graceful stop: the relay stops reading (finishing the batch in hand), the BullMQ workers
    * stop taking jobs and wait for the active ones, then the connections close. Idempotent.
@@ -118,12 +125,31 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   const queues: Queue[] = [];
   const workers: Worker[] = [];
   let relay: Relay | undefined;
+  let retention: { stop(): void } | undefined;
+  const policy = retentionPolicy(config);
+  const metrics = config.metrics.enabled ? createWorkerMetrics() : undefined;
+  // Scrapes read through a connection that fails fast: an outage must not hold a scrape open.
+  const metricsConnection = metrics
+    ? connect(store.redis, {
+        name: "plant-store-worker-metrics",
+        maxRetriesPerRequest: 1,
+        enableOfflineQueue: false,
+        commandTimeout: 2000,
+      })
+    : undefined;
+  metricsConnection?.on("error", () => {}); // the command connection reports outages
+  if (metricsConnection && isCluster(metricsConnection)) metricsConnection.on("node error", () => {});
+  let metricsServer: { url: string; close(): Promise<void> } | undefined;
 
   async function closeAll(): Promise<void> {
+    await metricsServer?.close();
+    retention?.stop();
     await relay?.close();
     await Promise.all(workers.map((worker) => worker.close()));
     await Promise.all(queues.map((queue) => queue.close()));
-    await Promise.all([relayConnection, relayBlocking, redis].map((client) => client && disconnect(client)));
+    await Promise.all(
+      [relayConnection, relayBlocking, metricsConnection, redis].map((client) => client && disconnect(client)),
+    );
   }
 
   let layout: Layout;
@@ -137,6 +163,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     const deliveries = startDeliveries({ connection: redis, config, subscriptions, logger, logError });
     queues.push(deliveries.queue);
     workers.push(deliveries.worker);
+    metrics?.watch(deliveries.worker, { events: false });
     /** The queues the relay hands each batch of events to. */
     const relayed: Queue[] = [];
 
@@ -144,7 +171,8 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       [queueNames.index]: (events, client) => updateIndexes(client, layout, events),
       // Each event its own idempotent script, sent at once: a retry of the whole batch is harmless,
       // and so is any order among them.
-      [queueNames.audit]: (events, client) => Promise.all(events.map((event) => recordAudit(client, event))),
+      [queueNames.audit]: (events, client) =>
+        Promise.all(events.map((event) => recordAudit(client, event, { recordLifetimeMs: policy.recordLifetimeMs }))),
       [queueNames.webhooks]: (events) => fanOutWebhooks(subscriptions, deliveries.queue, config.webhooks, events),
     };
 
@@ -166,13 +194,17 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       });
       worker.on("error", (error) => logError(`worker ${name}`, error));
       worker.on("failed", (job, error) => {
-        const attempts = job?.opts.attempts ?? 1;
-        const attemptsMade = job?.attemptsMade ?? 0;
-        const willRetry = !(error instanceof UnrecoverableError) && attemptsMade < attempts;
-        const fields = { queue: name, jobId: job?.id, attemptsMade, attempts, error: error.message };
-        if (willRetry) logger.warn("job failed; will retry with backoff", fields);
+        const fields = {
+          queue: name,
+          jobId: job?.id,
+          attemptsMade: job?.attemptsMade ?? 0,
+          attempts: job?.opts.attempts ?? 1,
+          error: error.message,
+        };
+        if (willRetry(job, error)) logger.warn("job failed; will retry with backoff", fields);
         else logger.error("job failed for good; left in the failed set", fields);
       });
+      metrics?.watch(worker, { events: true });
       workers.push(worker);
     }
 
@@ -186,9 +218,38 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       claimIdleMs: config.relayClaimIdleMs,
       leaseMs: config.relayLeaseMs,
       pollMs: config.relayPollMs,
-      jobOptions: { attempts: config.jobAttempts, backoffMs: config.jobBackoffMs },
+      jobOptions: {
+        attempts: config.jobAttempts,
+        backoffMs: config.jobBackoffMs,
+        failedRetentionMs: policy.failedJobMs,
+      },
       logger,
+      observer: metrics?.relay,
     });
+    const running = relay;
+    retention = startRetention({
+      client: redis,
+      partitions: () => running.held(),
+      queues,
+      policy,
+      logger,
+      ...options.retentionTiming,
+    });
+    if (metrics && metricsConnection) {
+      const backlogs = outbox(metricsConnection);
+      metrics.observe({ held: () => running.held(), backlog: (p) => backlogs.backlog(p), queues });
+      const tokens = createTokenStore(metricsConnection);
+      metricsServer = await serveMetrics({
+        registry: metrics.registry,
+        authenticator: createAuthenticator({
+          configTokens: config.metrics.apiTokens,
+          adminToken: config.metrics.adminToken,
+          verifyStored: cachedVerifier((token) => tokens.verify(token), 500),
+        }),
+        host: config.metrics.host,
+        port: config.metrics.port,
+      });
+    }
   } catch (error) {
     await closeAll().catch(() => {});
     throw error;
@@ -201,6 +262,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     relayConsumer: started.consumer,
     layout,
     relayedPartitions: () => started.held(),
+    metricsUrl: metricsServer?.url,
     close() {
       heartbeat?.stop();
       closing ??= closeAll();

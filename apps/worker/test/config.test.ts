@@ -28,6 +28,8 @@ describe("loadWorkerConfig", () => {
       stalledCheckMs: 5_000,
       shutdownTimeoutMs: 30_000,
       logLevel: "info",
+      metrics: { enabled: true, port: 9464, host: "127.0.0.1", apiTokens: [], adminToken: undefined },
+      retention: { auditDays: 90, deadLetterDays: 30, failedJobDays: 14 },
     });
   });
 
@@ -52,6 +54,14 @@ describe("loadWorkerConfig", () => {
       WEBHOOK_TIMEOUT_MS: "2500",
       WEBHOOK_RETRY_SCHEDULE: "500ms, 5s,1m,2h",
       WEBHOOK_CONCURRENCY: "9",
+      METRICS_ENABLED: "false",
+      WORKER_METRICS_PORT: "9100",
+      WORKER_METRICS_HOST: "0.0.0.0",
+      API_TOKENS: "token-a-0123456789abcdef, token-b-0123456789abcdef",
+      ADMIN_TOKEN: "",
+      AUDIT_RETENTION_DAYS: "30",
+      DEAD_LETTER_RETENTION_DAYS: "",
+      FAILED_JOB_RETENTION_DAYS: "30",
     });
     expect(config).toEqual({
       store: {
@@ -78,6 +88,14 @@ describe("loadWorkerConfig", () => {
       stalledCheckMs: 2000,
       shutdownTimeoutMs: 7000,
       logLevel: "debug",
+      metrics: {
+        enabled: false,
+        port: 9100,
+        host: "0.0.0.0",
+        apiTokens: ["token-a-0123456789abcdef", "token-b-0123456789abcdef"],
+        adminToken: undefined,
+      },
+      retention: { auditDays: 30, deadLetterDays: 30, failedJobDays: 30 },
     });
   });
 
@@ -107,15 +125,22 @@ describe("loadWorkerConfig", () => {
         JOB_ATTEMPTS: "2.5",
         RELAY_LEASE_MS: "10",
         LOG_LEVEL: "loud",
+        METRICS_ENABLED: "yes",
+        WORKER_METRICS_PORT: "70000",
+        AUDIT_RETENTION_DAYS: "0",
       });
     expect(load).toThrow(WorkerConfigError);
     expect(load).toThrow(
-      /^invalid worker configuration: REDIS_URL: .*WORKER_CONCURRENCY.*JOB_ATTEMPTS.*RELAY_LEASE_MS.*LOG_LEVEL/,
+      /^invalid worker configuration: REDIS_URL: .*WORKER_CONCURRENCY.*JOB_ATTEMPTS.*RELAY_LEASE_MS.*LOG_LEVEL.*METRICS_ENABLED.*WORKER_METRICS_PORT.*AUDIT_RETENTION_DAYS/,
     );
     expect(() => loadWorkerConfig({ REDIS_URL: "redis://a:1", REDIS_CLUSTER_NODES: "b:2" })).toThrow(
       /set REDIS_URL \(one Redis\) or REDIS_CLUSTER_NODES \(a cluster\), not both/,
     );
     expect(() => loadWorkerConfig({ STORE_PARTITIONS: "0" })).toThrow(/STORE_PARTITIONS/);
+    // A failed job retried by hand must still find its events' exactly-once audit records.
+    expect(() => loadWorkerConfig({ AUDIT_RETENTION_DAYS: "7" })).toThrow(
+      /FAILED_JOB_RETENTION_DAYS: 14 exceeds AUDIT_RETENTION_DAYS \(7\)/,
+    );
     expect(() => loadWorkerConfig({ WEBHOOK_RETRY_SCHEDULE: "5s,soon", WEBHOOK_SECRET_KEY: "short" })).toThrow(
       /WEBHOOK_SECRET_KEY: .*at least 32.*WEBHOOK_RETRY_SCHEDULE: "soon" is not a delay/,
     );

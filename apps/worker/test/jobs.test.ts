@@ -2,7 +2,7 @@
 // Cluster — fed with events exactly as the relay builds them from the store's outbox entries.
 import type { PlantCreatedEvent, PlantDeletedEvent, PlantEvent } from "@plant-store/contracts";
 import { type StoreKind, storeKinds } from "@plant-store/redis-server";
-import { indexMember, partitionKeys, plantStore } from "@plant-store/store";
+import { auditRecordKey, indexMember, partitionKeys, plantStore } from "@plant-store/store";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { recordAudit } from "../src/audit-job.js";
 import { updateIndexes } from "../src/index-job.js";
@@ -280,7 +280,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
         "at",
         event.at,
       ]);
-      expect(await t.client.hget(keys.auditRecorded, created.eventId)).toBe(auditId);
+      expect(await t.client.hget(auditRecordKey(created.eventId), created.eventId)).toBe(auditId);
       expect(await t.audit()).toHaveLength(1);
     });
 
@@ -321,7 +321,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       await t.client.set(keys.audit, "not a stream");
 
       await expect(recordAudit(t.client, event)).rejects.toThrow(/WRONGTYPE/);
-      expect(await t.client.hexists(keys.auditRecorded, created.eventId)).toBe(0);
+      expect(await t.client.hexists(auditRecordKey(created.eventId), created.eventId)).toBe(0);
 
       await t.client.del(keys.audit);
       expect((await recordAudit(t.client, event)).appended).toBe(true);
@@ -354,7 +354,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
         "at",
         deletion.at,
       ]);
-      expect(await t.client.hget(keys.auditRecorded, deletion.eventId)).toBe(rerun.auditEntryId);
+      expect(await t.client.hget(auditRecordKey(deletion.eventId), deletion.eventId)).toBe(rerun.auditEntryId);
     });
   });
 });

@@ -195,6 +195,8 @@ export const TEST_WORKER_ENV = {
   RELAY_CLAIM_IDLE_MS: "30000",
   RELAY_LEASE_MS: "1000",
   RELAY_POLL_MS: "20",
+  // Any free port: test files run side by side.
+  WORKER_METRICS_PORT: "0",
 } as const;
 
 export interface CreatedPlant {
@@ -244,7 +246,7 @@ export interface SpawnedWorker {
 export function spawnWorker(env: Record<string, string>): SpawnedWorker {
   if (!existsSync(mainJs)) throw new Error(`${mainJs} is missing: build the worker first`);
   const child = spawn(process.execPath, [mainJs], {
-    env: { PATH: process.env.PATH ?? "", ...env },
+    env: { PATH: process.env.PATH ?? "", WORKER_METRICS_PORT: "0", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";

@@ -2,7 +2,7 @@
 // real BullMQ: the relay over the partitions, the index and audit jobs, retries and failures.
 import { jobIdFor, queueNames, queuePrefix } from "@plant-store/contracts";
 import { type StoreKind, storeKinds } from "@plant-store/redis-server";
-import { indexKeys, indexMember, partitionKeys, StoreLayoutError } from "@plant-store/store";
+import { auditRecordKey, indexKeys, indexMember, partitionKeys, StoreLayoutError } from "@plant-store/store";
 import type { Queue } from "bullmq";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { plantEventJobs } from "../src/relay.js";
@@ -86,7 +86,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       );
       expect((await auditedEventIds()).sort()).toEqual([a.eventId, b.eventId, c.eventId].sort());
       for (const plant of [a, b, c]) {
-        expect(await t.client.hget(partitionKeys(plant.partition).auditRecorded, plant.eventId)).not.toBeNull();
+        expect(await t.client.hget(auditRecordKey(plant.eventId), plant.eventId)).not.toBeNull();
       }
       // Relayed entries are acknowledged and removed from the outboxes.
       expect(await t.inspect.outboxDepth()).toBe(0);
@@ -154,7 +154,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       const created = await t.createPlant({ id: "20", tag: "palm" });
       const [event] = await t.readAsDeadRelay(1);
       if (!event) throw new Error("no entry read");
-      const jobs = plantEventJobs([event], { attempts: 5, backoffMs: 20 });
+      const jobs = plantEventJobs([event], { attempts: 5, backoffMs: 20, failedRetentionMs: 60_000 });
       await indexQueue.addBulk(jobs);
       await auditQueue.addBulk(jobs);
 
@@ -351,8 +351,8 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       await t.client.del(partitionKeys(created.partition).outbox);
       await start();
 
-      const [deletionJob] = plantEventJobs([deletedEvent], { attempts: 1, backoffMs: 20 });
-      const [creationJob] = plantEventJobs([createdEvent], { attempts: 1, backoffMs: 20 });
+      const [deletionJob] = plantEventJobs([deletedEvent], { attempts: 1, backoffMs: 20, failedRetentionMs: 60_000 });
+      const [creationJob] = plantEventJobs([createdEvent], { attempts: 1, backoffMs: 20, failedRetentionMs: 60_000 });
       if (!deletionJob || !creationJob) throw new Error("jobs missing");
       await indexQueue.add(deletionJob.name, deletionJob.data, deletionJob.opts);
       await jobInState(indexQueue, deletionJob.opts.jobId, "completed");

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { replaceWith } from "./schema-meta.js";
 
 /** What a token may do. Configured API_TOKENS have all of them (the bootstrap path). */
-export const TokenScope = z.enum(["plants:read", "plants:write", "admin"]);
+export const TokenScope = z.enum(["plants:read", "plants:write", "admin", "metrics:read"]);
 export type TokenScope = z.output<typeof TokenScope>;
 export const ALL_SCOPES: readonly TokenScope[] = TokenScope.options;
 
@@ -56,7 +56,7 @@ export const NewToken = z
       .min(1, "name must not be empty")
       .max(100, "name must be at most 100 characters long"),
     scopes: z
-      .array(TokenScope, { error: "scopes must be a list of plants:read, plants:write, admin" })
+      .array(TokenScope, { error: "scopes must be a list of plants:read, plants:write, admin, metrics:read" })
       .min(1, "scopes must name at least one scope"),
     expiresInSeconds: ExpiresInSeconds.optional(),
   })

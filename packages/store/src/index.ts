@@ -1,6 +1,18 @@
 // The Redis data layout of Plant Store: connections (one node or a cluster), the partitioned key
 // layout, the Lua scripts and the operations built on them. Every process imports it from here.
 export {
+  AUDIT_RECORD_MARGIN_MS,
+  appendAudit,
+  auditRecordDay,
+  auditRecordKey,
+  auditRecordLifetimeMs,
+  DAY_MS,
+  DEFAULT_AUDIT_RETENTION_MS,
+  sweepEarlierAuditRecords,
+  trimAudit,
+  trimDeadLetters,
+} from "./audit.js";
+export {
   DEFAULT_REDIS_URL,
   describeTarget,
   parseStoreConfig,
@@ -40,7 +52,15 @@ export {
 } from "./keys.js";
 export { type Layout, openLayout, StoreLayoutError } from "./layout.js";
 export { MigrationRefused, type MigrationReport, migrateStore } from "./migrate.js";
-export { appendAudit, eventIdOf, type Outbox, type OutboxEntry, outbox, parseEventId } from "./outbox.js";
+export { chooseOperatorTarget, connectOperator, type OperatorTarget, showTarget } from "./operator.js";
+export {
+  type DeadLetter,
+  eventIdOf,
+  type Outbox,
+  type OutboxEntry,
+  outbox,
+  parseEventId,
+} from "./outbox.js";
 export {
   type CreateOutcome,
   type DeleteOutcome,

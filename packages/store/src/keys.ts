@@ -63,8 +63,18 @@ function makePartitionKeys(p: number) {
     relayLease: `plants:${tag}:relay`,
     /** Append-only audit stream of the partition's events. */
     audit: `plants:${tag}:audit`,
-    /** Hash of event id → audit entry id: makes the audit append exactly-once. */
+    /**
+     * The exactly-once records of the audit append made before records expired (one hash of
+     * event id → audit entry id, for ever): still read, never written, emptied by the worker's
+     * retention pass of what is older than the audit retention (see audit.ts).
+     */
     auditRecorded: `plants:${tag}:audit:recorded`,
+    /**
+     * The exactly-once records of the events committed on one UTC day (`YYYY-MM-DD` of the event
+     * id's ms): a hash of event id → audit entry id that expires once the audit retention (and a
+     * margin) has passed since its last record (see audit.ts).
+     */
+    auditRecordedOn: (day: string) => `plants:${tag}:audit:recorded:${day}`,
   } as const;
 }
 

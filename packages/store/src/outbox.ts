@@ -14,12 +14,7 @@ declare module "ioredis" {
       error: string,
       fieldsJson: string,
     ): Result<number, Context>;
-    appendAuditOnce(
-      recordedKey: string,
-      auditKey: string,
-      eventId: string,
-      ...fields: string[]
-    ): Result<[number, string], Context>;
+    replayDeadLetter(outboxKey: string, deadKey: string, deadLetterId: string): Result<string | null, Context>;
   }
 }
 
@@ -218,24 +213,62 @@ export function outbox(client: RedisClient) {
 
     /** Entries of the partition not yet relayed (for metrics and tests). */
     depth: (partition: number) => client.xlen(partitionKeys(partition).outbox),
+
+    /**
+     * What waits in a partition (for metrics): entries not yet relayed, the commit time (ms, the
+     * store's clock) of the oldest of them, and the entries in its dead-letter stream. Three O(1)
+     * reads, whatever the backlog.
+     */
+    async backlog(partition: number): Promise<{ depth: number; oldestMs: number | undefined; deadLetters: number }> {
+      const keys = partitionKeys(partition);
+      const [depth, oldest, deadLetters] = await Promise.all([
+        client.xlen(keys.outbox),
+        client.xrange(keys.outbox, "-", "+", "COUNT", 1),
+        client.xlen(keys.outboxDead),
+      ]);
+      const oldestId = oldest[0]?.[0];
+      return { depth, oldestMs: oldestId === undefined ? undefined : Number(oldestId.split("-")[0]), deadLetters };
+    },
+
+    /** The partition's dead letters, oldest first, at most `count`. */
+    async deadLetters(partition: number, count: number): Promise<DeadLetter[]> {
+      const entries = await client.xrange(partitionKeys(partition).outboxDead, "-", "+", "COUNT", count);
+      return entries.map(([deadLetterId, fields]) => {
+        const record: Record<string, string> = {};
+        for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;
+        return {
+          partition,
+          deadLetterId,
+          outboxId: record.outboxId ?? "",
+          error: record.error ?? "",
+          fields: record.fields ?? "[]",
+        };
+      });
+    },
+
+    /**
+     * Puts a dead letter back into its outbox as a new entry (the relay reads it again, e.g. once
+     * a worker that can read it runs) and removes it, atomically. Returns the new outbox entry id,
+     * or undefined when it was replayed already.
+     */
+    async replayDeadLetter(partition: number, deadLetterId: string): Promise<string | undefined> {
+      const keys = partitionKeys(partition);
+      return (await client.replayDeadLetter(keys.outbox, keys.outboxDead, deadLetterId)) ?? undefined;
+    },
   };
 }
 
 export type Outbox = ReturnType<typeof outbox>;
 
-/**
- * Appends one audit entry for an outbox event to its partition's audit stream, exactly once
- * however often it runs. Returns whether it appended now and the audit entry id.
- */
-export async function appendAudit(
-  client: RedisClient,
-  eventId: string,
-  fields: string[],
-): Promise<{ appended: boolean; auditEntryId: string }> {
-  const parsed = parseEventId(eventId);
-  if (!parsed) throw new Error(`not an outbox event id: ${eventId}`);
-  defineScripts(client);
-  const keys = partitionKeys(parsed.partition);
-  const [appended, auditEntryId] = await client.appendAuditOnce(keys.auditRecorded, keys.audit, eventId, ...fields);
-  return { appended: appended === 1, auditEntryId };
+/** An outbox entry the relay could not read, as its dead-letter stream holds it. */
+export interface DeadLetter {
+  partition: number;
+  /** Entry id in the dead-letter stream (what a replay names). */
+  deadLetterId: string;
+  /** The entry id it had in the outbox. */
+  outboxId: string;
+  /** Why the relay could not read it. */
+  error: string;
+  /** Its field list as JSON (`["type","plant.created",…]`). */
+  fields: string;
 }

@@ -1,20 +1,16 @@
 #!/usr/bin/env node
 // Token administration: `node packages/tokens/dist/cli.js <command>` (`npm run tokens -- <command>`).
-import { dirname, relative, resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { NewToken, type TokenRecord, TokenScope } from "@plant-store/contracts";
 import {
-  connect,
-  describeTarget,
+  chooseOperatorTarget,
+  connectOperator,
   disconnect,
-  embeddedStoreFile,
-  findEmbeddedStore,
-  parseStoreConfig,
-  type RedisTarget,
+  type OperatorTarget,
   StoreConfigError,
 } from "@plant-store/store";
-import { z } from "zod";
 import { createTokenStore, type TokenStore } from "./store.js";
 
 const USAGE = `Usage: npm run tokens -- <command> [options]
@@ -44,46 +40,8 @@ Environment:
 Exit status: 0 success, 1 failure (e.g. Redis unreachable, unknown id), 2 bad arguments or Redis settings.
 `;
 
-const unsetIfEmpty = (value: unknown) => (value === "" ? undefined : value);
-const Env = z.object({
-  REDIS_URL: z.preprocess(unsetIfEmpty, z.string().optional()),
-  REDIS_CLUSTER_NODES: z.preprocess(unsetIfEmpty, z.string().optional()),
-  DATA_DIR: z.preprocess(unsetIfEmpty, z.string().optional()),
-});
-
 /** Repository root: this file runs from packages/tokens/dist/ (the launcher's default data folder is its ./data). */
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
-
-/** The Redis the CLI talks to; `recordedIn` is set when it is the embedded one of `npm start`. */
-interface Target {
-  redis: RedisTarget;
-  recordedIn?: string;
-}
-
-/**
- * The Redis to use, said on stderr: REDIS_URL, or else the embedded Redis of the running
- * `npm start` (never a guess such as localhost:6379, which may be another server).
- */
-function chooseRedis(env: z.output<typeof Env>, all: NodeJS.ProcessEnv): Target | undefined {
-  if (env.REDIS_URL || env.REDIS_CLUSTER_NODES) {
-    const { redis } = parseStoreConfig(all); // a StoreConfigError is a usage error (exit 2)
-    const setting = redis.mode === "cluster" ? "REDIS_CLUSTER_NODES" : "REDIS_URL";
-    process.stderr.write(`tokens: using ${setting} ${showTarget(redis)}\n`);
-    return { redis };
-  }
-  const dataDir = env.DATA_DIR ? resolve(env.DATA_DIR) : resolve(repoRoot, "data");
-  const found = findEmbeddedStore(dataDir);
-  if (!found.ok) {
-    process.stderr.write(
-      `error: ${found.reason}.\nStart the service with \`npm start\` (it records where its Redis listens), ` +
-        "or set REDIS_URL to the store's Redis (and DATA_DIR if npm start uses another data folder).\n",
-    );
-    return undefined;
-  }
-  const shown = relative(process.cwd(), embeddedStoreFile(dataDir));
-  process.stderr.write(`tokens: using the embedded Redis of npm start at ${found.store.url} (from ${shown})\n`);
-  return { redis: parseStoreConfig({ REDIS_URL: found.store.url }).redis, recordedIn: shown };
-}
 
 /** Bad command line: usage on stderr, exit 2. */
 class UsageError extends Error {}
@@ -189,20 +147,6 @@ function parseCommand(argv: readonly string[]): Command {
   }
 }
 
-/** Where the CLI talks to, without a password: the URL of one Redis, or the cluster's seeds. */
-const showTarget = (target: RedisTarget) => (target.mode === "single" ? redactUrl(target.url) : describeTarget(target));
-
-/** The URL without its password, for messages. */
-function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = "***";
-    return parsed.toString();
-  } catch {
-    return "(REDIS_URL)";
-  }
-}
-
 /** Names are free text: keep one line per token in the table. */
 const oneLine = (text: string) => text.replace(/\p{Cc}/gu, " ");
 
@@ -282,36 +226,10 @@ async function execute(store: TokenStore, command: Exclude<Command, { kind: "hel
   }
 }
 
-async function run(command: Exclude<Command, { kind: "help" }>, target: Target): Promise<number> {
-  const where = showTarget(target.redis);
-  // Fail instead of waiting for a reconnect that may never come.
-  const redis = connect(target.redis, {
-    name: "plant-store-tokens-cli",
-    lazyConnect: true,
-    failFast: true,
-    commandTimeout: 10_000,
-  });
-  let lastError: unknown;
-  redis.on("error", (error) => {
-    lastError = error;
-  });
+async function run(command: Exclude<Command, { kind: "help" }>, target: OperatorTarget): Promise<number> {
+  const redis = await connectOperator("tokens", target);
+  if (!redis) return 1;
   try {
-    try {
-      await redis.connect();
-    } catch (error) {
-      const reason = lastError ?? error;
-      const why = reason instanceof Error ? reason.message : String(reason);
-      process.stderr.write(
-        target.recordedIn
-          ? // The launcher that recorded it is alive but its Redis does not answer (e.g. being restarted).
-            `error: no running Plant Store found: the embedded Redis recorded in ${target.recordedIn} ` +
-              `(${where}) does not answer: ${why}\n` +
-              "Start it with `npm start` (or wait for it to come back), or set REDIS_URL to the store's Redis.\n"
-          : `error: cannot reach Redis at ${where}: ${why}\n` +
-              "Is it running? Start it with `npm start`, or set REDIS_URL (REDIS_CLUSTER_NODES) to the store's Redis.\n",
-      );
-      return 1;
-    }
     return await execute(createTokenStore(redis), command);
   } catch (error) {
     process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
@@ -334,14 +252,9 @@ async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<nu
     process.stdout.write(USAGE);
     return 0;
   }
-  const parsedEnv = Env.safeParse(env);
-  if (!parsedEnv.success) {
-    process.stderr.write(`error: ${parsedEnv.error.issues.map((issue) => issue.message).join("; ")}\n`);
-    return 2;
-  }
-  let target: Target | undefined;
+  let target: OperatorTarget | undefined;
   try {
-    target = chooseRedis(parsedEnv.data, env);
+    target = chooseOperatorTarget("tokens", env, resolve(repoRoot, "data"));
   } catch (error) {
     if (!(error instanceof StoreConfigError)) throw error;
     process.stderr.write(`error: ${error.message}\n`);

@@ -1,4 +1,16 @@
+export {
+  type Authenticator,
+  type AuthenticatorOptions,
+  type AuthFailure,
+  type AuthResult,
+  createAuthenticator,
+  hasScope,
+  type Principal,
+  type StoredTokenCheck,
+  type StoredTokenVerifier,
+} from "./authenticator.js";
 export { type CachedVerifier, type CachedVerifierOptions, cachedVerifier } from "./cache.js";
+export { authChallenge, scopeChallenge } from "./challenge.js";
 export {
   createTokenStore,
   isTokenId,

@@ -47,6 +47,8 @@ export interface Stack {
   /** The redis-server processes of a private store (every node of a cluster); none for a given one. */
   redisPids(): number[];
   api?: Service & { url: string };
+  /** The api with its metrics off (METRICS_ENABLED=false), beside the first: what metrics cost. */
+  apiWithoutMetrics?: Service & { url: string };
   worker?: Service;
   /** The bare comparison server of `throughput` (src/baseline.ts). */
   baseline?: Service & { url: string };
@@ -152,7 +154,9 @@ export async function startStack(options: {
     stop() {
       stopping ??= (async () => {
         live.delete(stack);
-        await Promise.allSettled([stack.api?.stop(), stack.worker?.stop(), stack.baseline?.stop()]);
+        await Promise.allSettled(
+          [stack.api, stack.apiWithoutMetrics, stack.worker, stack.baseline].map((service) => service?.stop()),
+        );
         await stopStore();
       })();
       return stopping;
@@ -220,10 +224,13 @@ function describe(service: Service, problem: string) {
 }
 
 /** Starts the API process (logging warnings only) and resolves once /readyz answers 200. */
-export async function startApiProcess(stack: Stack): Promise<Service & { url: string }> {
+export async function startApiProcess(
+  stack: Stack,
+  options: { metrics: boolean } = { metrics: true },
+): Promise<Service & { url: string }> {
   const port = await freePort();
   const service = spawnService(
-    "api",
+    options.metrics ? "api" : "api-without-metrics",
     entryOf("@plant-store/api"),
     {
       PORT: String(port),
@@ -233,12 +240,14 @@ export async function startApiProcess(stack: Stack): Promise<Service & { url: st
       // The load comes from one token: lift its per-minute budget out of the way.
       RATE_LIMIT_PER_MINUTE: "100000000",
       LOG_LEVEL: "warn",
+      METRICS_ENABLED: String(options.metrics),
     },
     // As deployed (Dockerfile, npm start): a 16 MiB young generation.
     ["--max-semi-space-size=16"],
   );
   const api = { ...service, url: `http://127.0.0.1:${port}` };
-  stack.api = api;
+  if (options.metrics) stack.api = api;
+  else stack.apiWithoutMetrics = api;
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {
     if (!service.running()) throw describe(service, "exited during start-up");
@@ -258,6 +267,7 @@ export async function startWorkerProcess(stack: Stack, env: Record<string, strin
     ...stack.storeEnv,
     // info only for the start-up lines; the worker logs nothing per job at info.
     LOG_LEVEL: "info",
+    WORKER_METRICS_PORT: "0",
     ...env,
   });
   stack.worker = service;

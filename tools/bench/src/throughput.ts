@@ -68,7 +68,7 @@ if (args.help) {
 The store: a private redis-server; --cluster: a private cluster; REDIS_CLUSTER_NODES set: that
 cluster (no plants in it yet; REDIS_PASSWORD etc. as for the api). The api, the worker and the
 baseline all get the same store.
-Takes about 3–4 minutes with the defaults.`);
+Takes about 4–5 minutes with the defaults (the metrics on/off rounds included).`);
   process.exit(0);
 }
 
@@ -84,6 +84,7 @@ const topConnections = Math.max(...connectionCounts);
 
 const BASELINE_ID_BASE = 1_000_000_000_000;
 const SERVICE_ID_BASE = 2_000_000_000_000;
+const METRICS_OFF_ID_BASE = 3_000_000_000_000;
 const WARMUP_CONNECTIONS = 50;
 /** GET /plants/{id} cycles over at most this many plants created during the warm-up. */
 const GET_IDS = 1000;
@@ -329,6 +330,55 @@ await runBench("throughput", limitMs(), async () => {
   }
   const aofRewritesDuringRounds = (await aofRewrites(redis)) - aofRewritesBefore;
 
+  // What the metrics cost: POST /plants on the api above (metrics on) and on a twin api with
+  // METRICS_ENABLED=false, same store, alternating which goes first, at the top connection count.
+  const apiOff = await startApiProcess(stack, { metrics: false });
+  const withoutMetrics: TargetState = {
+    name: "service",
+    url: apiOff.url,
+    service: apiOff,
+    nextId: METRICS_OFF_ID_BASE,
+    created: [],
+  };
+  console.log(`metrics cost: warm-up ${warmupS} s of the api with metrics off, then ${rounds} rounds on/off`);
+  checkResult(
+    "warm-up POST /plants on the api without metrics",
+    await autocannon({
+      url: apiOff.url,
+      connections: WARMUP_CONNECTIONS,
+      duration: warmupS,
+      requests: [postRequest(withoutMetrics)],
+    }),
+  );
+  const metricsRuns: { round: number; onReqPerS: number; offReqPerS: number; onP99Ms: number; offP99Ms: number }[] = [];
+  for (let roundNo = 1; roundNo <= rounds; roundNo++) {
+    const measured: Record<"on" | "off", autocannon.Result | undefined> = { on: undefined, off: undefined };
+    for (const side of roundNo % 2 === 1 ? (["on", "off"] as const) : (["off", "on"] as const)) {
+      await sleep(SETTLE_MS);
+      const target = side === "on" ? targets.service : withoutMetrics;
+      const result = await autocannon({
+        url: target.url,
+        connections: topConnections,
+        duration: durationS,
+        requests: [postRequest(target)],
+      });
+      checkResult(`metrics ${side}, round ${roundNo}: POST /plants at ${topConnections} connections`, result);
+      measured[side] = result;
+    }
+    const { on, off } = measured as Record<"on" | "off", autocannon.Result>;
+    metricsRuns.push({
+      round: roundNo,
+      onReqPerS: round(on.requests.average),
+      offReqPerS: round(off.requests.average),
+      onP99Ms: on.latency.p99,
+      offP99Ms: off.latency.p99,
+    });
+  }
+  await apiOff.stop();
+  /** The share of throughput the metrics take, per round (positive: slower with metrics on). */
+  const metricsCosts = metricsRuns.map((run) => 1 - run.onReqPerS / run.offReqPerS);
+  const metricsCost = median(metricsCosts);
+
   // Per (operation, connections): the service/baseline ratio of each round, and their median.
   const pairs = operations.flatMap((operation) =>
     connectionCounts.map((connections) => {
@@ -535,8 +585,27 @@ await runBench("throughput", limitMs(), async () => {
     )}`,
   );
 
+  console.log(`\nmetrics cost: POST /plants at ${topConnections} connections, worker stopped, metrics on vs off\n`);
+  console.log(
+    table(
+      ["round", "on req/s", "off req/s", "cost", "p99 on", "p99 off"],
+      metricsRuns.map((run, i) => [
+        String(run.round),
+        perS(run.onReqPerS),
+        perS(run.offReqPerS),
+        `${((metricsCosts[i] as number) * 100).toFixed(1)}%`,
+        `${run.onP99Ms} ms`,
+        `${run.offP99Ms} ms`,
+      ]),
+    ),
+  );
+
   const listTop = pairOf("GET /plants?limit=20", topConnections);
   console.log("\nsummary");
+  console.log(
+    `  metrics: POST /plants ${(metricsCost * 100).toFixed(1)}% slower with them on (median of ${rounds} rounds; ` +
+      "the target is under 5%)",
+  );
   console.log(
     `  POST /plants at ${topConnections} connections: service/baseline ${ratioText(postTop?.medianRatio ?? Number.NaN)} ` +
       `(median of ${rounds}); ${perS(servicePostRate)} vs ${perS(postTop?.baselineReqPerS ?? Number.NaN)} req/s; ` +
@@ -610,6 +679,7 @@ await runBench("throughput", limitMs(), async () => {
       medianRatio: round(p.medianRatio),
     })),
     aofRewritesDuringRounds,
+    metrics: { runs: metricsRuns, costPerRound: metricsCosts.map(round), medianCost: round(metricsCost) },
     drain: { ...drain, updatesPerS: round(drain.updatesPerS), eventsPerS: round(drain.eventsPerS), keepsUp },
     lag: {
       ...lag,
@@ -617,6 +687,7 @@ await runBench("throughput", limitMs(), async () => {
     },
     summary: {
       postRatioTop: round(postTop?.medianRatio ?? Number.NaN),
+      metricsCost: round(metricsCost),
       postServiceP99MsTop: postTop?.serviceP99Ms,
       getRatioByConnections: Object.fromEntries(
         connectionCounts.map((c) => [c, round(pairOf("GET /plants/{id}", c)?.medianRatio ?? Number.NaN)]),

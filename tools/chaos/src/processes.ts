@@ -326,6 +326,8 @@ export class Stack {
         ...this.storeEnv,
         RELAY_CLAIM_IDLE_MS: String(RELAY_CLAIM_IDLE_MS),
         RELAY_LEASE_MS: String(RELAY_LEASE_MS),
+        // Several workers side by side: each its own free port.
+        WORKER_METRICS_PORT: "0",
         // info only for the start-up lines; the worker logs nothing per job at info.
         LOG_LEVEL: "info",
         ...this.extraEnv,

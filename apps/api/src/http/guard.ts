@@ -1,15 +1,15 @@
 import type { TokenScope } from "@plant-store/contracts";
 import { isCluster, type RedisClient, storeKeys } from "@plant-store/store";
-import type { FastifyReply, FastifyRequest } from "fastify";
 import {
   type Authenticator,
   type AuthFailure,
   type AuthResult,
   authChallenge,
-  basicPassword,
   hasScope,
   scopeChallenge,
-} from "../auth.js";
+} from "@plant-store/tokens";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { basicPassword } from "../auth.js";
 import { apiError } from "../errors.js";
 import { reach, ShardDownError, StoreUnavailableError, shardBreaker } from "../outage.js";
 import type { RateLimiter, Window } from "./rate-limit.js";
@@ -36,6 +36,8 @@ export type GuardOptions = {
   redis: RedisClient;
   /** How long a rate-limit counter may take before the request goes on uncounted (default 1000 ms). */
   counterDeadlineMs?: number;
+  /** Told of each authentication failure and 429 (the metrics). */
+  observer?: GuardObserver | undefined;
 };
 
 export type GuardCheck = {
@@ -58,13 +60,26 @@ const setWindowHeaders = (reply: FastifyReply, window: Window, windowSeconds: nu
 const tooMany = (reply: FastifyReply, window: Window, message: string) =>
   reply.code(429).header("retry-after", window.resetSeconds).send(apiError(429, message));
 
+/** What the guard tells the metrics (see http/metrics.ts). */
+export type GuardObserver = {
+  authFailure(reason: AuthFailure): void;
+  rateLimited(limit: "token" | "address"): void;
+};
+
 /**
  * The one gate in front of every protected route: throttles addresses that keep failing to
  * authenticate (checked before a token is even looked up, so guessing is slow), authenticates,
  * counts and logs failures without secrets, checks the scope, and applies the per-token limit.
  * Answers the request itself (401/403/429) and returns false when it must not go on.
  */
-export function createGuard({ authenticator, limiter, limits, redis, counterDeadlineMs = 1000 }: GuardOptions) {
+export function createGuard({
+  authenticator,
+  limiter,
+  limits,
+  redis,
+  counterDeadlineMs = 1000,
+  observer,
+}: GuardOptions) {
   /** The presented credential as a Bearer header (the dashboard also takes it as a Basic password). */
   const credentialOf = (request: FastifyRequest, basic: boolean) => {
     const header = request.headers.authorization;
@@ -78,13 +93,18 @@ export function createGuard({ authenticator, limiter, limits, redis, counterDead
 
   async function recordFailure(request: FastifyRequest, reason: AuthFailure) {
     request.log.warn({ reason, ip: request.ip }, "authentication failed");
+    observer?.authFailure(reason);
     await Promise.all([
       redis.hincrby(storeKeys.authFailures, reason, 1),
       limiter.hit(`auth-failures:${request.ip}`, limits.authFailures),
     ]).catch((error: unknown) => request.log.warn({ err: error }, "could not count an authentication failure"));
   }
 
-  const throttledMessage = "Too many failed authentication attempts from this address; retry later";
+  /** 429 for an address that failed to authenticate too often. */
+  const throttled = (reply: FastifyReply, window: Window) => {
+    observer?.rateLimited("address");
+    return tooMany(reply, window, "Too many failed authentication attempts from this address; retry later");
+  };
 
   const counterShards = shardBreaker(redis, { deadlineMs: counterDeadlineMs });
   const cluster = isCluster(redis);
@@ -118,7 +138,9 @@ export function createGuard({ authenticator, limiter, limits, redis, counterDead
   /** Per-token limit headers, and 429 once it is used up. */
   const applyWindow = (reply: FastifyReply, window: Window) => {
     setWindowHeaders(reply, window, limiter.windowSeconds);
-    return window.exceeded ? !tooMany(reply, window, "Rate limit exceeded for this token; retry later") : true;
+    if (!window.exceeded) return true;
+    observer?.rateLimited("token");
+    return !tooMany(reply, window, "Rate limit exceeded for this token; retry later");
   };
 
   /**
@@ -143,15 +165,15 @@ export function createGuard({ authenticator, limiter, limits, redis, counterDead
       limiter.admit(failures, limits.authFailures, requests, limits.perToken),
     );
     if (!admitted) return true;
-    if (admitted.blocked) return !tooMany(reply, admitted.blocked, throttledMessage);
+    if (admitted.blocked) return !throttled(reply, admitted.blocked);
     return applyWindow(reply, admitted.window);
   }
 
   /** Every other case, step by step: address check, then lookup, failures, scope, token count. */
   async function admitStepwise(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean> {
     const failures = `auth-failures:${request.ip}`;
-    const throttled = await counted(request, [failures], () => limiter.peek(failures, limits.authFailures));
-    if (throttled?.exceeded) return !tooMany(reply, throttled, throttledMessage);
+    const addressWindow = await counted(request, [failures], () => limiter.peek(failures, limits.authFailures));
+    if (addressWindow?.exceeded) return !throttled(reply, addressWindow);
     const auth = await reach(() => authOf(request, check.basic === true));
     if (!auth.ok) {
       await recordFailure(request, auth.reason);

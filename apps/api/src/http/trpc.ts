@@ -5,6 +5,13 @@ import type { AppRouter } from "../router.js";
 import type { Context } from "../trpc.js";
 import type { Guard } from "./guard.js";
 
+declare module "fastify" {
+  interface FastifyRequest {
+    /** `trpc:<procedure>` of a tRPC call (for metrics): a known procedure, else `trpc:unknown`. */
+    trpcProcedure: string | undefined;
+  }
+}
+
 /** The router as native tRPC (superjson wire format) for TypeScript clients, at /trpc. */
 export async function trpcApi(
   scope: FastifyInstance,
@@ -12,8 +19,12 @@ export async function trpcApi(
 ) {
   // Throttling and per-token limits at the HTTP layer; the token and scope are checked per
   // procedure by the middleware, which answers in tRPC's own error envelope.
+  const procedures = new Set(Object.keys(options.router._def.procedures));
+  scope.decorateRequest("trpcProcedure", undefined);
   scope.addHook("onRequest", async (request, reply) => {
     if (!request.url.startsWith("/trpc/")) return;
+    const name = request.url.slice("/trpc/".length).split("?", 1)[0] as string;
+    request.trpcProcedure = procedures.has(name) ? `trpc:${name}` : "trpc:unknown";
     // tRPC speaks GET (queries) and POST (mutations); its adapter fails on methods like TRACE.
     if (request.method !== "GET" && request.method !== "POST") {
       return reply

@@ -1,0 +1,125 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { Guard } from "./guard.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** Whether the request was counted as finished (onResponse or an abort, whichever comes first). */
+    metricsDone: boolean;
+  }
+}
+
+export const METRICS_PATH = "/metrics";
+
+/** Request durations from 1 ms to 100 ms in fine steps (where the api's answers are), then coarser. */
+const DURATION_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/**
+ * The api's Prometheus metrics (prom-client): requests by operation, method and status, their
+ * durations, requests in flight, authentication failures, rate-limit refusals, Redis errors and the
+ * outage state, and Node's process metrics. Labels are bounded: the operation is the procedure a
+ * request matched (`plants.create`), or the route, or `unmatched`.
+ */
+export function createApiMetrics(outageOngoing: () => boolean) {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "plant_store_api_" });
+  const registers = [registry];
+  const metrics = {
+    requests: new Counter({
+      name: "plant_store_http_requests_total",
+      help: "HTTP requests answered, by operation, method and status",
+      labelNames: ["operation", "method", "status"] as const,
+      registers,
+    }),
+    duration: new Histogram({
+      name: "plant_store_http_request_duration_seconds",
+      help: "Time from a request's arrival to the end of its answer, by operation and method",
+      labelNames: ["operation", "method"] as const,
+      buckets: DURATION_BUCKETS,
+      registers,
+    }),
+    inFlight: new Gauge({
+      name: "plant_store_http_requests_in_flight",
+      help: "Requests being handled now",
+      registers,
+    }),
+    authFailures: new Counter({
+      name: "plant_store_auth_failures_total",
+      help: "Failed authentications, by reason (missing, malformed, invalid, expired, revoked)",
+      labelNames: ["reason"] as const,
+      registers,
+    }),
+    rateLimited: new Counter({
+      name: "plant_store_rate_limited_total",
+      help: "Requests refused with 429, by limit (token: the token's requests; address: failed authentications)",
+      labelNames: ["limit"] as const,
+      registers,
+    }),
+    redisErrors: new Counter({
+      name: "plant_store_redis_errors_total",
+      help: "Requests answered 503 because Redis failed or was too slow",
+      registers,
+    }),
+  };
+  new Gauge({
+    name: "plant_store_redis_outage",
+    help: "1 while Redis is unreachable (requests answer 503), else 0",
+    registers,
+    collect() {
+      this.set(outageOngoing() ? 1 : 0);
+    },
+  });
+
+  // The REST operations sit behind a catch-all route: a wildcard that matched no operation is a miss.
+  const operationOf = (request: FastifyRequest) => {
+    const procedure = request.restRoute?.procedure ?? request.trpcProcedure;
+    if (procedure) return procedure;
+    const url = request.routeOptions.url;
+    return url && !url.includes("*") ? url : "unmatched";
+  };
+
+  const finish = (request: FastifyRequest, reply: FastifyReply) => {
+    if (request.metricsDone) return;
+    request.metricsDone = true;
+    metrics.inFlight.dec();
+    const operation = operationOf(request);
+    metrics.requests.inc({ operation, method: request.method, status: reply.statusCode });
+    metrics.duration.observe({ operation, method: request.method }, reply.elapsedTime / 1000);
+  };
+
+  return {
+    ...metrics,
+    registry,
+
+    /** Counts every request: call from the first onRequest hook. */
+    started() {
+      metrics.inFlight.inc();
+    },
+
+    /** Hooks that count each request once it is answered (or abandoned by its client). */
+    install(app: FastifyInstance) {
+      app.decorateRequest("metricsDone", false);
+      app.addHook("onResponse", (request, reply, done) => {
+        finish(request, reply);
+        done();
+      });
+      app.addHook("onRequestAbort", (request, done) => {
+        if (!request.metricsDone) {
+          request.metricsDone = true;
+          metrics.inFlight.dec();
+        }
+        done();
+      });
+    },
+
+    /** `GET /metrics`: the Prometheus text, for a token with `metrics:read` (or `admin`). */
+    route(app: FastifyInstance, guard: Guard) {
+      app.get(METRICS_PATH, async (request, reply) => {
+        if (!(await guard.check(request, reply, { scope: "metrics:read" }))) return reply;
+        return reply.type(registry.contentType).send(await registry.metrics());
+      });
+    },
+  };
+}
+
+export type ApiMetrics = ReturnType<typeof createApiMetrics>;

@@ -1,0 +1,153 @@
+#!/usr/bin/env node
+// Dead-lettered outbox entries: `npm run dead-letters [-- replay [--partition N] [--id ID]]`.
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import {
+  chooseOperatorTarget,
+  connectOperator,
+  type DeadLetter,
+  disconnect,
+  openLayout,
+  outbox,
+  StoreConfigError,
+} from "@plant-store/store";
+
+const USAGE = `Usage: npm run dead-letters [-- <command> [options]]
+       node apps/worker/dist/dead-letters.js [<command>] [options]
+
+An outbox entry the relay cannot read (e.g. written by a newer api than the worker) is moved
+to its partition's dead-letter stream instead of blocking the outbox. Once a worker that can
+read it runs, replay it: it goes back into its outbox as a new entry and is relayed as usual.
+
+Commands:
+  list      (default) each dead letter: partition, id, outbox id, why, fields
+  replay    put dead letters back into their outboxes (all, or those --partition / --id name)
+
+Options:
+  --partition N   only partition N
+  --id ID         only this dead letter (with --partition)
+  --json          list as JSON lines
+  -h, --help      this text
+
+Environment: REDIS_URL or REDIS_CLUSTER_NODES (and REDIS_PASSWORD), else the embedded Redis of a
+running \`npm start\` (DATA_DIR: its data folder, default ./data).
+
+Exit status: 0 success, 1 failure (Redis unreachable, nothing to replay under --id), 2 bad arguments.
+`;
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+/** Dead letters read per partition per page. */
+const PAGE = 500;
+
+class UsageError extends Error {}
+
+function parseOrUsage(argv: string[]) {
+  try {
+    return parseArgs({
+      args: argv,
+      options: {
+        partition: { type: "string" },
+        id: { type: "string" },
+        json: { type: "boolean" },
+        help: { type: "boolean", short: "h" },
+      },
+      allowPositionals: true,
+    });
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error));
+  }
+}
+
+function parseCommand(argv: string[]) {
+  const { values, positionals } = parseOrUsage(argv);
+  const command = positionals[0] ?? "list";
+  if (values.help || command === "help") return { command: "help" as const };
+  if (command !== "list" && command !== "replay") throw new UsageError(`unknown command "${command}"`);
+  if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
+  const partition = values.partition === undefined ? undefined : Number(values.partition);
+  if (partition !== undefined && !(Number.isInteger(partition) && partition >= 0)) {
+    throw new UsageError(`--partition must be a partition number, not "${values.partition}"`);
+  }
+  if (values.id !== undefined && partition === undefined) throw new UsageError("--id needs --partition");
+  if (values.id !== undefined && !/^\d+-\d+$/.test(values.id)) {
+    throw new UsageError(`--id must be a stream entry id such as 1795370640916-0, not "${values.id}"`);
+  }
+  return { command, partition, id: values.id, json: values.json ?? false };
+}
+
+async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let options: ReturnType<typeof parseCommand>;
+  try {
+    options = parseCommand(argv);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`error: ${error.message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (options.command === "help") {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  let target: ReturnType<typeof chooseOperatorTarget>;
+  try {
+    target = chooseOperatorTarget("dead-letters", env, resolve(repoRoot, "data"));
+  } catch (error) {
+    if (!(error instanceof StoreConfigError)) throw error;
+    process.stderr.write(`error: ${error.message}\n`);
+    return 2;
+  }
+  if (!target) return 1;
+  const redis = await connectOperator("dead-letters", target);
+  if (!redis) return 1;
+  try {
+    const { partitions } = await openLayout(redis, {});
+    if (options.partition !== undefined && options.partition >= partitions) {
+      process.stderr.write(`error: the store has partitions 0 to ${partitions - 1}\n`);
+      return 2;
+    }
+    const ops = outbox(redis);
+    const chosen =
+      options.partition === undefined ? Array.from({ length: partitions }, (_, p) => p) : [options.partition];
+    if (options.command === "replay" && options.id !== undefined) {
+      const entryId = await ops.replayDeadLetter(options.partition as number, options.id);
+      if (entryId === undefined) {
+        process.stderr.write(`error: partition ${options.partition} has no dead letter ${options.id}\n`);
+        return 1;
+      }
+      process.stdout.write(`Replayed ${options.id} of partition ${options.partition} as outbox entry ${entryId}.\n`);
+      return 0;
+    }
+    let count = 0;
+    for (const p of chosen) {
+      for (;;) {
+        const page: DeadLetter[] = await ops.deadLetters(p, PAGE);
+        if (page.length === 0) break;
+        for (const letter of page) {
+          count++;
+          if (options.command === "list") {
+            process.stdout.write(
+              options.json
+                ? `${JSON.stringify(letter)}\n`
+                : `partition ${p}  ${letter.deadLetterId}  (outbox ${letter.outboxId})  ${letter.error}\n  ${letter.fields}\n`,
+            );
+          } else {
+            await ops.replayDeadLetter(p, letter.deadLetterId);
+          }
+        }
+        // A listing reads one page per partition; a replay empties the stream page by page.
+        if (options.command === "list" || page.length < PAGE) break;
+      }
+    }
+    if (options.command === "replay") process.stdout.write(`Replayed ${count} dead letter(s) into their outboxes.\n`);
+    else if (!options.json) process.stdout.write(`${count} dead letter(s).\n`);
+    return 0;
+  } catch (error) {
+    process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 1;
+  } finally {
+    await disconnect(redis);
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2), process.env);

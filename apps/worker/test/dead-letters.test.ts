@@ -1,0 +1,89 @@
+// `npm run dead-letters` (the built CLI) on a real store with the real worker: an entry an older
+// worker could not read waits in its partition's dead letters; listed, then replayed, it is relayed
+// and its side work done exactly once.
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { type StoreKind, storeKinds } from "@plant-store/redis-server";
+import { outbox } from "@plant-store/store";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type RunningWorker, startWorker } from "../src/worker.js";
+import { auditCountByPlant, openTestStore, type TestStoreContext, waitFor } from "./support.js";
+
+const cli = fileURLToPath(new URL("../dist/dead-letters.js", import.meta.url));
+
+function run(args: string[], env: Record<string, string>) {
+  if (!existsSync(cli)) throw new Error(`${cli} is missing: build the worker first`);
+  const child = spawn(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH ?? "", ...env } });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr.on("data", (chunk) => {
+    stderr += chunk;
+  });
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on("close", (code) => resolve({ code, stdout, stderr })),
+  );
+}
+
+describe.each(storeKinds)("dead letters on %s Redis", { timeout: 30_000 }, (kind: StoreKind) => {
+  let t: TestStoreContext;
+  let worker: RunningWorker | undefined;
+
+  beforeAll(async () => {
+    t = await openTestStore(kind);
+  }, 120_000);
+  afterAll(async () => {
+    await worker?.close();
+    await t?.stop();
+  });
+
+  it("lists a dead letter, replays it into its outbox, and the worker relays it once", async () => {
+    const plant = await t.createPlant({ name: "late fern" });
+    // What a worker that could not read the entry did: moved it aside (and acknowledged it).
+    const ops = outbox(t.client);
+    await ops.ensureGroup(plant.partition);
+    const [[entryId, fields]] = (await t.client.xrange(t.keysOf(plant.plantId).outbox, "-", "+")) as [
+      [string, string[]],
+    ];
+    await ops.deadLetter({ partition: plant.partition, entryId, fields }, "unknown event (written by a newer api)");
+    worker = await startWorker(t.config());
+
+    const listed = await run([], t.env);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(listed.stdout).toContain(`partition ${plant.partition}`);
+    expect(listed.stdout).toContain(`(outbox ${entryId})  unknown event (written by a newer api)`);
+    expect(listed.stdout).toContain('"late fern"');
+    expect(listed.stdout).toMatch(/^1 dead letter\(s\)\.$/m);
+    const [letter] = await ops.deadLetters(plant.partition, 10);
+    // Nothing was relayed: the plant is not indexed.
+    expect(await t.inspect.indexedIds()).not.toContain(plant.plantId);
+
+    const replayed = await run(["replay"], t.env);
+    expect(replayed.code, replayed.stderr).toBe(0);
+    expect(replayed.stdout).toBe("Replayed 1 dead letter(s) into their outboxes.\n");
+    await waitFor("the replayed event's side work", async () => (await t.inspect.indexedIds()).includes(plant.plantId));
+    await waitFor("its audit entry", async () => auditCountByPlant(await t.audit()).get(plant.plantId) === 1);
+    expect(await ops.deadLetters(plant.partition, 10)).toEqual([]);
+
+    // Replayed already: naming it again changes nothing, and says so.
+    const again = await run(
+      ["replay", "--partition", String(plant.partition), "--id", letter?.deadLetterId as string],
+      t.env,
+    );
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(`has no dead letter ${letter?.deadLetterId}`);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(auditCountByPlant(await t.audit()).get(plant.plantId)).toBe(1);
+  });
+
+  it("refuses bad arguments with the usage (exit 2)", async () => {
+    for (const args of [["purge"], ["replay", "--id", "1-0"], ["list", "--partition", "x"]]) {
+      const result = await run(args, t.env);
+      expect(result.code, args.join(" ")).toBe(2);
+      expect(result.stderr).toContain("Usage: npm run dead-letters");
+    }
+  });
+});

@@ -1,0 +1,149 @@
+// Retention on a real store (a single redis-server and a 3+3 cluster) with real BullMQ: the audit
+// records expire by day, the pass trims audit and dead-letter streams and failed jobs past their
+// retention and keeps everything younger, and the running worker does it by itself.
+import { queueNames } from "@plant-store/contracts";
+import { type StoreKind, storeKinds } from "@plant-store/redis-server";
+import { appendAudit, auditRecordKey, DAY_MS, eventIdOf, partitionKeys } from "@plant-store/store";
+import { Queue, UnrecoverableError, Worker } from "bullmq";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { retentionPolicy, runRetentionPass } from "../src/retention.js";
+import { type RunningWorker, startWorker } from "../src/worker.js";
+import { openTestStore, type TestStoreContext, waitFor } from "./support.js";
+
+const HOUR_MS = 3_600_000;
+
+describe.each(storeKinds)("retention on %s Redis", { timeout: 30_000 }, (kind: StoreKind) => {
+  let t: TestStoreContext;
+  let worker: RunningWorker | undefined;
+  const now = async () => {
+    const [seconds, micros] = await t.client.time();
+    return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  };
+
+  beforeAll(async () => {
+    t = await openTestStore(kind);
+  }, 120_000);
+  beforeEach(async () => {
+    await t.reset();
+  });
+  afterEach(async () => {
+    await worker?.close();
+    worker = undefined;
+  });
+  afterAll(async () => {
+    await t?.stop();
+  });
+
+  it("trims audit entries and dead letters past their retention, and keeps every younger one", async () => {
+    const keys = partitionKeys(3);
+    const start = await now();
+    // 300 entries 10 days old (several stream nodes), 50 a day old, then 5 of now.
+    const add = async (key: string, ms: number, count: number) => {
+      for (let i = 0; i < count; i++) await t.client.xadd(key, `${ms}-${i}`, "n", String(i));
+    };
+    await add(keys.audit, start - 10 * DAY_MS, 300);
+    await add(keys.audit, start - DAY_MS, 50);
+    for (let i = 0; i < 5; i++) await t.client.xadd(keys.audit, "*", "recent", String(i));
+    await add(keys.outboxDead, start - 40 * DAY_MS, 300);
+    for (let i = 0; i < 3; i++) await t.client.xadd(keys.outboxDead, "*", "recent", String(i));
+    const policy = retentionPolicy(t.config({ AUDIT_RETENTION_DAYS: "5", FAILED_JOB_RETENTION_DAYS: "5" }));
+
+    const report = await runRetentionPass(t.client, { partitions: [3], queues: [], policy });
+
+    // XTRIM MINID ~ removes whole nodes: up to a node's worth (100) of the old may stay.
+    expect(report.auditEntries).toBeGreaterThanOrEqual(200);
+    expect(report.deadLetters).toBeGreaterThanOrEqual(200);
+    const audit = await t.client.xrange(keys.audit, "-", "+");
+    expect(audit.length).toBeLessThanOrEqual(155);
+    expect(audit.filter(([id]) => Number(id.split("-")[0]) >= start - DAY_MS)).toHaveLength(55);
+    const dead = await t.client.xrange(keys.outboxDead, "-", "+");
+    expect(dead.length).toBeLessThanOrEqual(103);
+    expect(dead.filter(([id]) => Number(id.split("-")[0]) >= start)).toHaveLength(3);
+
+    // A second pass finds nothing more that is whole-node old, and removes nothing younger.
+    await runRetentionPass(t.client, { partitions: [3], queues: [], policy });
+    expect((await t.client.xrange(keys.audit, String(start - DAY_MS), "+")).length).toBe(55);
+  });
+
+  it("records each audited event in its day's hash, which expires after the retention and a margin", async () => {
+    worker = await startWorker(t.config({ AUDIT_RETENTION_DAYS: "3", FAILED_JOB_RETENTION_DAYS: "2" }));
+    const plant = await t.createPlant({ name: "dated fern" });
+    const key = auditRecordKey(plant.eventId);
+    await waitFor("the audit record", () => t.client.hget(key, plant.eventId));
+
+    const commitMs = Number(plant.eventId.split("-")[1]);
+    expect(key).toBe(
+      `${partitionKeys(plant.partition).audit}:recorded:${new Date(commitMs).toISOString().slice(0, 10)}`,
+    );
+    // Retention + a day + the jobs' retry schedule, at most.
+    const lifetime = retentionPolicy(
+      t.config({ AUDIT_RETENTION_DAYS: "3", FAILED_JOB_RETENTION_DAYS: "2" }),
+    ).recordLifetimeMs;
+    expect(lifetime).toBeGreaterThan(4 * DAY_MS);
+    expect(lifetime).toBeLessThan(4 * DAY_MS + HOUR_MS);
+    const ttl = await t.client.pttl(key);
+    expect(ttl).toBeGreaterThan(lifetime - 60_000);
+    expect(ttl).toBeLessThanOrEqual(lifetime);
+    // The pre-expiry hash is not written any more.
+    expect(await t.client.exists(partitionKeys(plant.partition).auditRecorded)).toBe(0);
+    // The relay's jobs, once failed for good, are kept FAILED_JOB_RETENTION_DAYS.
+    const [job] = await t.queue(queueNames.audit).getJobs(["completed"]);
+    expect(job?.opts.removeOnFail).toEqual({ age: 2 * 86_400 });
+  });
+
+  it("keeps exactly-once for events recorded before records expired, and sweeps only the old ones", async () => {
+    const keys = partitionKeys(5);
+    const start = await now();
+    const recentEvent = eventIdOf(5, `${start - HOUR_MS}-0`);
+    const oldEvent = eventIdOf(5, `${start - 200 * DAY_MS}-0`);
+    await t.client.hset(keys.auditRecorded, recentEvent, `${start - HOUR_MS + 5}-0`);
+    await t.client.hset(keys.auditRecorded, oldEvent, `${start - 200 * DAY_MS + 5}-0`);
+
+    // The recent one is not appended again: the append reads the pre-expiry hash too.
+    const rerun = await appendAudit(t.client, recentEvent, ["type", "plant.created"]);
+    expect(rerun).toEqual({ appended: false, auditEntryId: `${start - HOUR_MS + 5}-0` });
+    expect(await t.client.xlen(keys.audit)).toBe(0);
+
+    const policy = retentionPolicy(t.config());
+    const report = await runRetentionPass(t.client, { partitions: [5], queues: [], policy });
+    expect(report.auditRecords).toBe(1);
+    expect(await t.client.hkeys(keys.auditRecorded)).toEqual([recentEvent]);
+  });
+
+  it("removes jobs that failed longer ago than their retention, and keeps younger failures", async () => {
+    const queue = new Queue("retention-probe", { connection: t.client, prefix: "{retention-probe}" });
+    const failing = new Worker(
+      "retention-probe",
+      async () => {
+        throw new UnrecoverableError("probe");
+      },
+      { connection: t.client, prefix: "{retention-probe}" },
+    );
+    try {
+      await queue.add("old", {}, { jobId: "old" });
+      await waitFor("the old job failed", async () => (await queue.getJobState("old")) === "failed");
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await queue.add("young", {}, { jobId: "young" });
+      await waitFor("the young job failed", async () => (await queue.getJobState("young")) === "failed");
+
+      const policy = { ...retentionPolicy(t.config()), failedJobMs: 1000 };
+      const report = await runRetentionPass(t.client, { partitions: [], queues: [queue], policy });
+      expect(report.failedJobs).toBe(1);
+      expect((await queue.getFailed()).map((job) => job.id)).toEqual(["young"]);
+    } finally {
+      await failing.close();
+      await queue.obliterate({ force: true });
+      await queue.close();
+    }
+  });
+
+  it("the worker runs the pass by itself over the partitions it relays", async () => {
+    const keys = partitionKeys(7);
+    const old = (await now()) - 3 * DAY_MS;
+    for (let i = 0; i < 300; i++) await t.client.xadd(keys.audit, `${old}-${i}`, "n", String(i));
+    worker = await startWorker(t.config({ AUDIT_RETENTION_DAYS: "1", FAILED_JOB_RETENTION_DAYS: "1" }), {
+      retentionTiming: { firstAfterMs: 50, intervalMs: 100 },
+    });
+    await waitFor("the old audit entries trimmed", async () => (await t.client.xlen(keys.audit)) <= 100, 10_000);
+  });
+});

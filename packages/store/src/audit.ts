@@ -1,0 +1,180 @@
+import type { Result } from "ioredis";
+import type { RedisClient } from "./connection.js";
+import { partitionKeys } from "./keys.js";
+import { parseEventId } from "./outbox.js";
+import { defineScripts } from "./scripts.js";
+
+declare module "ioredis" {
+  interface RedisCommander<Context> {
+    appendAuditOnce(
+      dayRecordsKey: string,
+      earlierRecordsKey: string,
+      auditKey: string,
+      eventId: string,
+      recordLifetimeMs: number,
+      renewBelowMs: number,
+      ...fields: string[]
+    ): Result<[number, string], Context>;
+  }
+}
+
+/**
+ * The audit log of each partition (`plants:{p<n>}:audit`) and the records that make its append
+ * exactly-once, with their retention.
+ *
+ * **Exactly-once within a window.** The append of an event checks and sets the event's record
+ * (event id → audit entry id) in the same script as the XADD. Records live in one hash per
+ * partition and UTC day of the event's commit (`plants:{p<n>}:audit:recorded:<YYYY-MM-DD>`, the
+ * day of the ms in the event id), whose expiry is renewed by every record written into it to
+ * `recordLifetimeMs` (the audit retention + a margin). So a record lives at least that long after
+ * it was made (its day's hash outlives it), and an event is appended twice only if it is run again
+ * more than that after its first append. Why that does not happen (the worker's defaults:
+ * `JOB_ATTEMPTS` 5, `JOB_BACKOFF_MS` 1000, `RELAY_CLAIM_IDLE_MS` 30 s, failed jobs kept
+ * `FAILED_JOB_RETENTION_DAYS` 14, audit retention 90 days):
+ * - an event's audit runs again only through its job: a retry (the whole batch, after 1 + 2 + 4 +
+ *   8 s of backoff: seconds), a stalled job taken up again (its lock, 10 s, and a stalled check,
+ *   5 s), a relay that enqueued and died before acknowledging (the entry is claimed after 30 s and
+ *   enqueued again: its job id dedupes it while the job is among the completed ones, kept a day and
+ *   at most 10,000; else the job runs again, a minute later), or an operator retrying a failed job
+ *   from the dashboard — possible until the job is removed,
+ *   `FAILED_JOB_RETENTION_DAYS` after it failed, which the worker's configuration keeps at most the
+ *   audit retention. That last one is the bound that holds; the retries only add their backoff,
+ *   which the margin covers (a day + the whole backoff schedule);
+ * - an outbox entry is acknowledged (and deleted) only once its jobs exist, so a redelivery by the
+ *   relay is a new job of an event whose earlier job either never ran its audit (no record yet) or
+ *   is covered above; a replayed dead letter is a new outbox entry, so a new event id, and was
+ *   never audited under the old one.
+ * The one case outside the window: a job that was running when every worker stopped, and no worker
+ * runs again for longer than the retention (Redis expires the records meanwhile).
+ *
+ * **Records made before they expired** stay in one hash per partition (`plants:{p<n>}:audit:recorded`):
+ * still read by every append, never written, and emptied by the worker's retention pass of the
+ * records made longer ago than the lifetime (`sweepEarlierAuditRecords`, by the audit entry id each
+ * holds: when it was recorded), so no event recorded before the upgrade is appended again within
+ * the window either, and the hash disappears once the window has passed.
+ *
+ * **Trims.** The retention pass trims each partition's audit stream and dead-letter stream of
+ * entries older than their retention (`XTRIM MINID ~`: whole stream nodes only, so up to a node's
+ * worth of older entries, ~100, may stay until the next pass). Audit entries go before their
+ * records (the lifetime is the retention + the margin), never after.
+ */
+
+export const DAY_MS = 86_400_000;
+
+/** The margin a record outlives the retention of its audit entry by, at least (see above). */
+export const AUDIT_RECORD_MARGIN_MS = DAY_MS;
+
+/** Audit retention when none is given (the worker's default AUDIT_RETENTION_DAYS). */
+export const DEFAULT_AUDIT_RETENTION_MS = 90 * DAY_MS;
+
+/**
+ * How long the exactly-once records live after the latest written into their day's hash: the
+ * audit retention, the margin, and `extraMs` (the worker adds its jobs' whole retry schedule).
+ */
+export const auditRecordLifetimeMs = (retentionMs: number, extraMs = 0) =>
+  retentionMs + AUDIT_RECORD_MARGIN_MS + extraMs;
+
+/** The UTC day (`YYYY-MM-DD`) of a time in ms: what a day's records hash is named after. */
+export const auditRecordDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+
+/** The hash that holds (or will hold) the exactly-once record of an event. */
+export function auditRecordKey(eventId: string): string {
+  const parsed = parseEventId(eventId);
+  if (!parsed) throw new Error(`not an outbox event id: ${eventId}`);
+  return partitionKeys(parsed.partition).auditRecordedOn(auditRecordDay(Number(parsed.entryId.split("-")[0])));
+}
+
+/**
+ * Appends one audit entry for an outbox event to its partition's audit stream, exactly once
+ * however often it runs (within the records' lifetime: see above). Returns whether it appended
+ * now and the audit entry id.
+ */
+export async function appendAudit(
+  client: RedisClient,
+  eventId: string,
+  fields: string[],
+  options: { recordLifetimeMs?: number } = {},
+): Promise<{ appended: boolean; auditEntryId: string }> {
+  const parsed = parseEventId(eventId);
+  if (!parsed) throw new Error(`not an outbox event id: ${eventId}`);
+  defineScripts(client);
+  const keys = partitionKeys(parsed.partition);
+  const lifetime = Math.max(
+    1,
+    Math.floor(options.recordLifetimeMs ?? auditRecordLifetimeMs(DEFAULT_AUDIT_RETENTION_MS)),
+  );
+  // The day's hash gets its lifetime again only once an hour has gone (a tenth, when shorter):
+  // a PTTL read per append instead of a write.
+  const renewBelow = lifetime - Math.min(3_600_000, Math.floor(lifetime / 10));
+  const [appended, auditEntryId] = await client.appendAuditOnce(
+    auditRecordKey(eventId),
+    keys.auditRecorded,
+    keys.audit,
+    eventId,
+    lifetime,
+    renewBelow,
+    ...fields,
+  );
+  return { appended: appended === 1, auditEntryId };
+}
+
+/** The ms of a stream entry id (`<ms>-<seq>`), or NaN. */
+const msOfEntryId = (id: string) => (/^\d+-\d+$/.test(id) ? Number(id.slice(0, id.indexOf("-"))) : Number.NaN);
+
+/** Entries removed per XTRIM call (whole nodes of up to 100 entries), and calls per trim at most. */
+const TRIM_LIMIT = 10_000;
+const TRIM_CALLS = 1_000;
+
+/**
+ * Removes a stream's entries older than `beforeMs` (its ids are the ms they were added at),
+ * `~`: whole nodes only, so up to a node's worth (~100) of older entries may stay. In calls of at
+ * most 10,000 entries, so Redis is never busy long. Returns the entries removed.
+ */
+async function trimBefore(client: RedisClient, key: string, beforeMs: number): Promise<number> {
+  const minId = `${Math.max(0, Math.floor(beforeMs))}-0`;
+  let removed = 0;
+  for (let call = 0; call < TRIM_CALLS; call++) {
+    const count = await client.xtrim(key, "MINID", "~", minId, "LIMIT", TRIM_LIMIT);
+    removed += count;
+    if (count === 0) break;
+  }
+  return removed;
+}
+
+/** Trims the partition's audit stream of the entries appended before `beforeMs`. */
+export const trimAudit = (client: RedisClient, partition: number, beforeMs: number) =>
+  trimBefore(client, partitionKeys(partition).audit, beforeMs);
+
+/** Trims the partition's dead-letter stream of the entries dead-lettered before `beforeMs`. */
+export const trimDeadLetters = (client: RedisClient, partition: number, beforeMs: number) =>
+  trimBefore(client, partitionKeys(partition).outboxDead, beforeMs);
+
+/**
+ * Removes from the partition's records made before records expired (`plants:{p<n>}:audit:recorded`)
+ * those recorded before `beforeMs`: when its audit entry was appended (the id it holds), or, should
+ * that not be an entry id, the event's commit (an event is recorded after its commit). HSCAN in
+ * pages of `pageSize`, an HDEL per page. Returns the records removed.
+ */
+export async function sweepEarlierAuditRecords(
+  client: RedisClient,
+  partition: number,
+  beforeMs: number,
+  pageSize = 1000,
+): Promise<number> {
+  const key = partitionKeys(partition).auditRecorded;
+  let cursor = "0";
+  let removed = 0;
+  do {
+    const [next, flat] = await client.hscan(key, cursor, "COUNT", pageSize);
+    cursor = next;
+    const old: string[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      const eventId = flat[i] as string;
+      let recordedMs = msOfEntryId(flat[i + 1] as string);
+      if (Number.isNaN(recordedMs)) recordedMs = msOfEntryId(parseEventId(eventId)?.entryId ?? "");
+      if (recordedMs < beforeMs) old.push(eventId);
+    }
+    if (old.length > 0) removed += await client.hdel(key, ...old);
+  } while (cursor !== "0");
+  return removed;
+}
