@@ -22,6 +22,8 @@ export interface Backlog {
 
 /** What the scrape-time series read: the relay's partitions, their outboxes, the queues. */
 export interface MetricsSources {
+  /** The store's partition count (fixed for its life). */
+  partitions: number;
   held(): ReadonlySet<number>;
   backlog(partition: number): Promise<Backlog>;
   queues: readonly Queue[];
@@ -164,6 +166,14 @@ export function createWorkerMetrics() {
     registers,
     collect() {
       this.set(sources?.held().size ?? 0);
+    },
+  });
+  new Gauge({
+    name: "plant_store_partitions",
+    help: "The store's outbox partitions (all workers together should hold every one)",
+    registers,
+    collect() {
+      if (sources) this.set(sources.partitions);
     },
   });
   new Gauge({

@@ -237,7 +237,12 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     });
     if (metrics && metricsConnection) {
       const backlogs = outbox(metricsConnection);
-      metrics.observe({ held: () => running.held(), backlog: (p) => backlogs.backlog(p), queues });
+      metrics.observe({
+        partitions: layout.partitions,
+        held: () => running.held(),
+        backlog: (p) => backlogs.backlog(p),
+        queues,
+      });
       const tokens = createTokenStore(metricsConnection);
       metricsServer = await serveMetrics({
         registry: metrics.registry,

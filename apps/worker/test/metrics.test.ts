@@ -102,6 +102,7 @@ describe.each(storeKinds)("worker metrics on %s Redis", { timeout: 30_000 }, (ki
     expect(sample(after, "plant_store_queue_jobs", { queue: queueNames.index, state: "completed" })).toBeGreaterThan(0);
     expect(after).toMatch(/plant_store_queue_jobs\{queue="plant-audit",state="waiting"\} 0/);
     expect(sample(after, "plant_store_relay_partitions_held")).toBe(16);
+    expect(sample(after, "plant_store_partitions")).toBe(16);
     expect(sample(after, "plant_store_outbox_depth")).toBe(0);
     expect(after).toContain("plant_store_worker_process_cpu_seconds_total");
     expect(after).toContain("plant_store_worker_nodejs_eventloop_lag_seconds");

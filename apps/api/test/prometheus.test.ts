@@ -1,0 +1,132 @@
+// A real Prometheus (Debian's `prometheus` binary, on a free port with a temporary data folder)
+// scrapes the real api and worker with a metrics:read token, and the series come back through
+// Prometheus's own HTTP query API: what an operator's dashboard and alerts are built on.
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { freePort } from "@plant-store/redis-server";
+import { outbox } from "@plant-store/store";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { call, eventually, type Stack, startStack } from "./stack.js";
+
+const PROMETHEUS = process.env.PROMETHEUS_PATH ?? "/usr/bin/prometheus";
+const ALERTS = fileURLToPath(new URL("../../../ops/alerts.yml", import.meta.url));
+
+let stack: Stack;
+let prometheus: ChildProcess | undefined;
+let url = "";
+let dir = "";
+let output = "";
+
+/** One instant query; the first sample's value, or undefined when the result is empty. */
+async function query(expression: string): Promise<number | undefined> {
+  const response = await fetch(`${url}/api/v1/query?query=${encodeURIComponent(expression)}`);
+  const body = (await response.json()) as { status: string; data: { result: { value: [number, string] }[] } };
+  expect(body.status).toBe("success");
+  const first = body.data.result[0];
+  return first === undefined ? undefined : Number(first.value[1]);
+}
+
+beforeAll(async () => {
+  if (!existsSync(PROMETHEUS)) {
+    throw new Error(`no Prometheus at ${PROMETHEUS}: install Debian's prometheus package (or set PROMETHEUS_PATH)`);
+  }
+  // A fixed port: the worker restarts below, and Prometheus keeps scraping where it was.
+  const workerPort = await freePort();
+  stack = await startStack({ worker: true, workerEnv: { WORKER_METRICS_PORT: String(workerPort) } });
+  // A token an operator would give Prometheus: only metrics:read.
+  const issued = await call(stack.url, {
+    path: "/admin/tokens",
+    body: { name: "prometheus", scopes: ["metrics:read"] },
+    token: "admin-token-0123456789abcdef",
+  });
+  expect(issued.status, issued.text).toBe(201);
+  dir = mkdtempSync(join(tmpdir(), "plant-store-prometheus-"));
+  writeFileSync(join(dir, "token"), (issued.json as { token: string }).token);
+  const worker = new URL(`http://127.0.0.1:${workerPort}`);
+  const api = new URL(stack.url);
+  const job = (name: string, target: URL) => `
+  - job_name: ${name}
+    scrape_interval: 1s
+    authorization: { credentials_file: ${join(dir, "token")} }
+    static_configs: [{ targets: ["${target.host}"] }]`;
+  writeFileSync(
+    join(dir, "prometheus.yml"),
+    `global: { evaluation_interval: 1s }
+rule_files: ["${ALERTS}"]
+scrape_configs:${job("plant-store-api", api)}${job("plant-store-worker", worker)}
+`,
+  );
+  execFileSync(PROMETHEUS.replace(/prometheus$/, "promtool"), ["check", "config", join(dir, "prometheus.yml")]);
+  const port = await freePort();
+  url = `http://127.0.0.1:${port}`;
+  prometheus = spawn(PROMETHEUS, [
+    `--config.file=${join(dir, "prometheus.yml")}`,
+    `--storage.tsdb.path=${join(dir, "data")}`,
+    `--web.listen-address=127.0.0.1:${port}`,
+  ]);
+  prometheus.stderr?.on("data", (chunk) => {
+    output += chunk;
+  });
+  await eventually(async () => (await fetch(`${url}/-/ready`).catch(() => undefined))?.status === 200, 20_000).catch(
+    () => {
+      throw new Error(`Prometheus did not get ready:\n${output.slice(-3000)}`);
+    },
+  );
+}, 60_000);
+
+afterAll(async () => {
+  if (prometheus && prometheus.exitCode === null) {
+    const exited = new Promise((resolve) => prometheus?.once("exit", resolve));
+    prometheus.kill("SIGTERM");
+    await exited;
+  }
+  await stack?.stop();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("Prometheus scraping the api and the worker", { timeout: 60_000 }, () => {
+  it("scrapes both with the token, and loads the shipped alert rules", async () => {
+    await eventually(async () => (await query('sum(up{job=~"plant-store-.*"})')) === 2, 20_000);
+    const rules = (await (await fetch(`${url}/api/v1/rules`)).json()) as { data: { groups: unknown[] } };
+    expect(rules.data.groups.length).toBeGreaterThan(0);
+  });
+
+  it("reads the create rate back", async () => {
+    const create = async (id: number) =>
+      expect((await call(stack.url, { body: { id, name: "fern" } })).status).toBe(200);
+    // A rate needs the counter seen before the increase: one create, scraped, then the rest.
+    const total = 'sum(plant_store_http_requests_total{operation="plants.create",status="200"})';
+    await create(1);
+    await eventually(async () => (await query(total)) === 1, 20_000);
+    for (let id = 2; id <= 20; id++) await create(id);
+    const rate = await eventually(async () => {
+      const value = await query(
+        'sum(rate(plant_store_http_requests_total{job="plant-store-api",operation="plants.create",status="200"}[10s]))',
+      );
+      return value !== undefined && value > 0 ? value : undefined;
+    }, 20_000);
+    expect(rate).toBeGreaterThan(0);
+    expect(await query(total)).toBe(20);
+  });
+
+  it("reads an outbox backlog back: entries read by a relay that died wait in their outbox", async () => {
+    await stack.stopWorker();
+    for (let id = 101; id <= 103; id++)
+      expect((await call(stack.url, { body: { id, name: "fern" } })).status).toBe(200);
+    const ops = outbox(stack.redis);
+    const all = Array.from({ length: stack.layout.partitions }, (_, p) => p);
+    await Promise.all(all.map((p) => ops.ensureGroup(p)));
+    expect(await ops.readNew(all, "a-relay-that-died", 10)).toHaveLength(3);
+    await stack.startWorker();
+    // Claimed only after 30 s idle (RELAY_CLAIM_IDLE_MS): meanwhile the backlog shows.
+    const depth = await eventually(async () => {
+      const value = await query('sum(plant_store_outbox_depth{job="plant-store-worker"})');
+      return value === 3 ? value : undefined;
+    }, 20_000);
+    expect(depth).toBe(3);
+    expect(await query("max(plant_store_outbox_oldest_age_seconds)")).toBeGreaterThan(0);
+  });
+});
