@@ -2,7 +2,7 @@
 // scrapes the real api and worker with a metrics:read token, and the series come back through
 // Prometheus's own HTTP query API: what an operator's dashboard and alerts are built on.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -13,12 +13,14 @@ import { call, eventually, type Stack, startStack } from "./stack.js";
 
 const PROMETHEUS = process.env.PROMETHEUS_PATH ?? "/usr/bin/prometheus";
 const ALERTS = fileURLToPath(new URL("../../../ops/alerts.yml", import.meta.url));
+const DASHBOARD = fileURLToPath(new URL("../../../ops/grafana/plant-store.json", import.meta.url));
 
 let stack: Stack;
 let prometheus: ChildProcess | undefined;
 let url = "";
 let dir = "";
 let output = "";
+let workerUrl = "";
 
 /** One instant query; the first sample's value, or undefined when the result is empty. */
 async function query(expression: string): Promise<number | undefined> {
@@ -45,7 +47,8 @@ beforeAll(async () => {
   expect(issued.status, issued.text).toBe(201);
   dir = mkdtempSync(join(tmpdir(), "plant-store-prometheus-"));
   writeFileSync(join(dir, "token"), (issued.json as { token: string }).token);
-  const worker = new URL(`http://127.0.0.1:${workerPort}`);
+  workerUrl = `http://127.0.0.1:${workerPort}`;
+  const worker = new URL(workerUrl);
   const api = new URL(stack.url);
   const job = (name: string, target: URL) => `
   - job_name: ${name}
@@ -92,6 +95,23 @@ describe("Prometheus scraping the api and the worker", { timeout: 60_000 }, () =
     await eventually(async () => (await query('sum(up{job=~"plant-store-.*"})')) === 2, 20_000);
     const rules = (await (await fetch(`${url}/api/v1/rules`)).json()) as { data: { groups: unknown[] } };
     expect(rules.data.groups.length).toBeGreaterThan(0);
+  });
+
+  it("names in the alert rules and the dashboard only metrics the processes export", async () => {
+    // Every series the rules and panels read, its histogram suffix taken off.
+    const named = (text: string) =>
+      new Set([...text.matchAll(/\bplant_store_\w+/g)].map(([name]) => name.replace(/_(bucket|sum|count)$/, "")));
+    const wanted = new Set([...named(readFileSync(ALERTS, "utf8")), ...named(readFileSync(DASHBOARD, "utf8"))]);
+    // What the two processes export: their TYPE lines, which also list metrics without a sample yet.
+    const exported = new Set<string>();
+    for (const target of [stack.url, workerUrl]) {
+      const text = await (
+        await fetch(new URL("/metrics", target), { headers: { authorization: "Bearer admin-token-0123456789abcdef" } })
+      ).text();
+      for (const [, name] of text.matchAll(/^# TYPE (\w+) /gm)) exported.add(name as string);
+    }
+    expect(wanted.size).toBeGreaterThan(15);
+    expect([...wanted].filter((name) => !exported.has(name))).toEqual([]);
   });
 
   it("reads the create rate back", async () => {
