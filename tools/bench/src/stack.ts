@@ -46,9 +46,9 @@ export interface Stack {
   readonly partitions: number;
   /** The redis-server processes of a private store (every node of a cluster); none for a given one. */
   redisPids(): number[];
+  /** The first api started; any later ones (e.g. the metrics on/off twins) are in `moreApis`. */
   api?: Service & { url: string };
-  /** The api with its metrics off (METRICS_ENABLED=false), beside the first: what metrics cost. */
-  apiWithoutMetrics?: Service & { url: string };
+  moreApis: Service[];
   worker?: Service;
   /** The bare comparison server of `throughput` (src/baseline.ts). */
   baseline?: Service & { url: string };
@@ -140,6 +140,7 @@ export async function startStack(options: {
   }
   let stopping: Promise<void> | undefined;
   const stack: Stack = {
+    moreApis: [],
     kind: given ? "given cluster" : cluster ? "3+3 cluster" : "1 node",
     storeEnv,
     target: config.redis,
@@ -155,7 +156,7 @@ export async function startStack(options: {
       stopping ??= (async () => {
         live.delete(stack);
         await Promise.allSettled(
-          [stack.api, stack.apiWithoutMetrics, stack.worker, stack.baseline].map((service) => service?.stop()),
+          [stack.api, ...stack.moreApis, stack.worker, stack.baseline].map((service) => service?.stop()),
         );
         await stopStore();
       })();
@@ -246,8 +247,8 @@ export async function startApiProcess(
     ["--max-semi-space-size=16"],
   );
   const api = { ...service, url: `http://127.0.0.1:${port}` };
-  if (options.metrics) stack.api = api;
-  else stack.apiWithoutMetrics = api;
+  if (stack.api) stack.moreApis.push(api);
+  else stack.api = api;
   const deadline = Date.now() + 20_000;
   while (Date.now() < deadline) {
     if (!service.running()) throw describe(service, "exited during start-up");

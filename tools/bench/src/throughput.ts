@@ -84,7 +84,8 @@ const topConnections = Math.max(...connectionCounts);
 
 const BASELINE_ID_BASE = 1_000_000_000_000;
 const SERVICE_ID_BASE = 2_000_000_000_000;
-const METRICS_OFF_ID_BASE = 3_000_000_000_000;
+const METRICS_ON_ID_BASE = 3_000_000_000_000;
+const METRICS_OFF_ID_BASE = 4_000_000_000_000;
 const WARMUP_CONNECTIONS = 50;
 /** GET /plants/{id} cycles over at most this many plants created during the warm-up. */
 const GET_IDS = 1000;
@@ -330,54 +331,74 @@ await runBench("throughput", limitMs(), async () => {
   }
   const aofRewritesDuringRounds = (await aofRewrites(redis)) - aofRewritesBefore;
 
-  // What the metrics cost: POST /plants on the api above (metrics on) and on a twin api with
-  // METRICS_ENABLED=false, same store, alternating which goes first, at the top connection count.
-  const apiOff = await startApiProcess(stack, { metrics: false });
-  const withoutMetrics: TargetState = {
-    name: "service",
-    url: apiOff.url,
-    service: apiOff,
-    nextId: METRICS_OFF_ID_BASE,
-    created: [],
+  // What the metrics cost: POST /plants on two fresh twin apis, one with METRICS_ENABLED=false,
+  // same store, warmed alike, alternating which goes first, at the top connection count. (The
+  // rounds' api has served every operation for minutes: against a fresh twin it measured its own
+  // history, not the metrics.) Throughput and the api's CPU per request, both.
+  const twins = {
+    on: await startApiProcess(stack, { metrics: true }),
+    off: await startApiProcess(stack, { metrics: false }),
   };
-  console.log(`metrics cost: warm-up ${warmupS} s of the api with metrics off, then ${rounds} rounds on/off`);
-  checkResult(
-    "warm-up POST /plants on the api without metrics",
-    await autocannon({
-      url: apiOff.url,
-      connections: WARMUP_CONNECTIONS,
-      duration: warmupS,
-      requests: [postRequest(withoutMetrics)],
-    }),
-  );
-  const metricsRuns: { round: number; onReqPerS: number; offReqPerS: number; onP99Ms: number; offP99Ms: number }[] = [];
+  const twinTargets: Record<"on" | "off", TargetState> = {
+    on: { name: "service", url: twins.on.url, service: twins.on, nextId: METRICS_ON_ID_BASE, created: [] },
+    off: { name: "service", url: twins.off.url, service: twins.off, nextId: METRICS_OFF_ID_BASE, created: [] },
+  };
+  console.log(`metrics cost: two fresh apis (metrics on, off), warm-up ${warmupS} s each, then ${rounds} rounds`);
+  for (const side of ["on", "off"] as const) {
+    checkResult(
+      `warm-up POST /plants on the api with metrics ${side}`,
+      await autocannon({
+        url: twinTargets[side].url,
+        connections: WARMUP_CONNECTIONS,
+        duration: warmupS,
+        requests: [postRequest(twinTargets[side])],
+      }),
+    );
+  }
+  const metricsRuns: {
+    round: number;
+    onReqPerS: number;
+    offReqPerS: number;
+    onP99Ms: number;
+    offP99Ms: number;
+    onCpuUsPerReq: number;
+    offCpuUsPerReq: number;
+  }[] = [];
   for (let roundNo = 1; roundNo <= rounds; roundNo++) {
-    const measured: Record<"on" | "off", autocannon.Result | undefined> = { on: undefined, off: undefined };
+    const measured: Partial<Record<"on" | "off", { result: autocannon.Result; cpuUsPerReq: number }>> = {};
     for (const side of roundNo % 2 === 1 ? (["on", "off"] as const) : (["off", "on"] as const)) {
       await sleep(SETTLE_MS);
-      const target = side === "on" ? targets.service : withoutMetrics;
+      const target = twinTargets[side];
+      const pid = twins[side].child.pid;
+      const cpuBefore = cpuSecondsOf(pid) ?? Number.NaN;
       const result = await autocannon({
         url: target.url,
         connections: topConnections,
         duration: durationS,
         requests: [postRequest(target)],
       });
+      const cpuUsPerReq = (((cpuSecondsOf(pid) ?? Number.NaN) - cpuBefore) * 1e6) / Math.max(1, result["2xx"]);
       checkResult(`metrics ${side}, round ${roundNo}: POST /plants at ${topConnections} connections`, result);
-      measured[side] = result;
+      measured[side] = { result, cpuUsPerReq };
     }
-    const { on, off } = measured as Record<"on" | "off", autocannon.Result>;
+    const { on, off } = measured as Record<"on" | "off", { result: autocannon.Result; cpuUsPerReq: number }>;
     metricsRuns.push({
       round: roundNo,
-      onReqPerS: round(on.requests.average),
-      offReqPerS: round(off.requests.average),
-      onP99Ms: on.latency.p99,
-      offP99Ms: off.latency.p99,
+      onReqPerS: round(on.result.requests.average),
+      offReqPerS: round(off.result.requests.average),
+      onP99Ms: on.result.latency.p99,
+      offP99Ms: off.result.latency.p99,
+      onCpuUsPerReq: round(on.cpuUsPerReq),
+      offCpuUsPerReq: round(off.cpuUsPerReq),
     });
   }
-  await apiOff.stop();
+  await Promise.all([twins.on.stop(), twins.off.stop()]);
   /** The share of throughput the metrics take, per round (positive: slower with metrics on). */
   const metricsCosts = metricsRuns.map((run) => 1 - run.onReqPerS / run.offReqPerS);
   const metricsCost = median(metricsCosts);
+  /** The api CPU per request the metrics add, per round (positive: more with metrics on). */
+  const metricsCpuCosts = metricsRuns.map((run) => run.onCpuUsPerReq / run.offCpuUsPerReq - 1);
+  const metricsCpuCost = median(metricsCpuCosts);
 
   // Per (operation, connections): the service/baseline ratio of each round, and their median.
   const pairs = operations.flatMap((operation) =>
@@ -585,10 +606,12 @@ await runBench("throughput", limitMs(), async () => {
     )}`,
   );
 
-  console.log(`\nmetrics cost: POST /plants at ${topConnections} connections, worker stopped, metrics on vs off\n`);
+  console.log(
+    `\nmetrics cost: POST /plants at ${topConnections} connections on two fresh apis, worker stopped, metrics on vs off\n`,
+  );
   console.log(
     table(
-      ["round", "on req/s", "off req/s", "cost", "p99 on", "p99 off"],
+      ["round", "on req/s", "off req/s", "cost", "p99 on", "p99 off", "api CPU µs/req on", "off", "CPU cost"],
       metricsRuns.map((run, i) => [
         String(run.round),
         perS(run.onReqPerS),
@@ -596,6 +619,9 @@ await runBench("throughput", limitMs(), async () => {
         `${((metricsCosts[i] as number) * 100).toFixed(1)}%`,
         `${run.onP99Ms} ms`,
         `${run.offP99Ms} ms`,
+        run.onCpuUsPerReq.toFixed(0),
+        run.offCpuUsPerReq.toFixed(0),
+        `${((metricsCpuCosts[i] as number) * 100).toFixed(1)}%`,
       ]),
     ),
   );
@@ -603,8 +629,8 @@ await runBench("throughput", limitMs(), async () => {
   const listTop = pairOf("GET /plants?limit=20", topConnections);
   console.log("\nsummary");
   console.log(
-    `  metrics: POST /plants ${(metricsCost * 100).toFixed(1)}% slower with them on (median of ${rounds} rounds; ` +
-      "the target is under 5%)",
+    `  metrics: POST /plants ${(metricsCost * 100).toFixed(1)}% slower with them on, ` +
+      `${(metricsCpuCost * 100).toFixed(1)}% more api CPU per request (medians of ${rounds} rounds; the target is under 5%)`,
   );
   console.log(
     `  POST /plants at ${topConnections} connections: service/baseline ${ratioText(postTop?.medianRatio ?? Number.NaN)} ` +
@@ -679,7 +705,13 @@ await runBench("throughput", limitMs(), async () => {
       medianRatio: round(p.medianRatio),
     })),
     aofRewritesDuringRounds,
-    metrics: { runs: metricsRuns, costPerRound: metricsCosts.map(round), medianCost: round(metricsCost) },
+    metrics: {
+      runs: metricsRuns,
+      costPerRound: metricsCosts.map(round),
+      medianCost: round(metricsCost),
+      cpuCostPerRound: metricsCpuCosts.map(round),
+      medianCpuCost: round(metricsCpuCost),
+    },
     drain: { ...drain, updatesPerS: round(drain.updatesPerS), eventsPerS: round(drain.eventsPerS), keepsUp },
     lag: {
       ...lag,
@@ -688,6 +720,7 @@ await runBench("throughput", limitMs(), async () => {
     summary: {
       postRatioTop: round(postTop?.medianRatio ?? Number.NaN),
       metricsCost: round(metricsCost),
+      metricsCpuCost: round(metricsCpuCost),
       postServiceP99MsTop: postTop?.serviceP99Ms,
       getRatioByConnections: Object.fromEntries(
         connectionCounts.map((c) => [c, round(pairOf("GET /plants/{id}", c)?.medianRatio ?? Number.NaN)]),

@@ -38,11 +38,6 @@ export function createApiMetrics(outageOngoing: () => boolean) {
       buckets: DURATION_BUCKETS,
       registers,
     }),
-    inFlight: new Gauge({
-      name: "plant_store_http_requests_in_flight",
-      help: "Requests being handled now",
-      registers,
-    }),
     authFailures: new Counter({
       name: "plant_store_auth_failures_total",
       help: "Failed authentications, by reason (missing, malformed, invalid, expired, revoked)",
@@ -61,6 +56,16 @@ export function createApiMetrics(outageOngoing: () => boolean) {
       registers,
     }),
   };
+  // Counted in a plain number, read at scrape time: a gauge update per request costs more.
+  let inFlight = 0;
+  new Gauge({
+    name: "plant_store_http_requests_in_flight",
+    help: "Requests being handled now",
+    registers,
+    collect() {
+      this.set(inFlight);
+    },
+  });
   new Gauge({
     name: "plant_store_redis_outage",
     help: "1 while Redis is unreachable (requests answer 503), else 0",
@@ -78,13 +83,25 @@ export function createApiMetrics(outageOngoing: () => boolean) {
     return url && !url.includes("*") ? url : "unmatched";
   };
 
+  // The series of each (operation, method, status), bound once: prom-client hashes a label object
+  // on every inc/observe otherwise. Bounded like the labels themselves.
+  const series = new Map<string, { count: Counter.Internal; time: Histogram.Internal<"operation" | "method"> }>();
   const finish = (request: FastifyRequest, reply: FastifyReply) => {
     if (request.metricsDone) return;
     request.metricsDone = true;
-    metrics.inFlight.dec();
+    inFlight--;
     const operation = operationOf(request);
-    metrics.requests.inc({ operation, method: request.method, status: reply.statusCode });
-    metrics.duration.observe({ operation, method: request.method }, reply.elapsedTime / 1000);
+    const key = `${operation} ${request.method} ${reply.statusCode}`;
+    let bound = series.get(key);
+    if (!bound) {
+      bound = {
+        count: metrics.requests.labels(operation, request.method, String(reply.statusCode)),
+        time: metrics.duration.labels(operation, request.method),
+      };
+      series.set(key, bound);
+    }
+    bound.count.inc();
+    bound.time.observe(reply.elapsedTime / 1000);
   };
 
   return {
@@ -93,7 +110,7 @@ export function createApiMetrics(outageOngoing: () => boolean) {
 
     /** Counts every request: call from the first onRequest hook. */
     started() {
-      metrics.inFlight.inc();
+      inFlight++;
     },
 
     /** Hooks that count each request once it is answered (or abandoned by its client). */
@@ -106,7 +123,7 @@ export function createApiMetrics(outageOngoing: () => boolean) {
       app.addHook("onRequestAbort", (request, done) => {
         if (!request.metricsDone) {
           request.metricsDone = true;
-          metrics.inFlight.dec();
+          inFlight--;
         }
         done();
       });
