@@ -1,8 +1,10 @@
 /**
- * throughput (`npm run bench`): req/s of POST /plants and GET /plants/{id} on the service against
- * a bare node:http + ioredis baseline (src/baseline.ts), and of GET /plants?limit=20; then how fast
- * the worker drains the side work those creates left in the outbox, and the lag from a create's
- * 200 to its index entry and its audit entry under a load at half the service's create rate.
+ * throughput (`npm run bench`): req/s of POST /plants and GET /plants/{id} on the service as
+ * deployed (api and worker running) against a bare node:http + ioredis baseline (src/baseline.ts),
+ * and of GET /plants?limit=20, with each process's CPU per answer (a create's up to its side work
+ * done); POST again with the worker stopped; what the metrics cost; then how fast the worker drains
+ * the side work the worker-stopped creates left in the outbox, and the lag from a create's 200 to
+ * its index entry and its audit entry under a load at half the service's create rate.
  * A private Redis (AOF fsync always, as deployed); api, baseline and worker as their own processes.
  * Run `node tools/bench/dist/throughput.js --help` for the options.
  */
@@ -68,7 +70,7 @@ if (args.help) {
 The store: a private redis-server; --cluster: a private cluster; REDIS_CLUSTER_NODES set: that
 cluster (no plants in it yet; REDIS_PASSWORD etc. as for the api). The api, the worker and the
 baseline all get the same store.
-Takes about 4–5 minutes with the defaults (the metrics on/off rounds included).`);
+Takes about 6 minutes with the defaults.`);
   process.exit(0);
 }
 
@@ -92,6 +94,8 @@ const GET_IDS = 1000;
 const LIST_PATH = "/plants?limit=20";
 const INDEX_WARMUP_LIMIT_MS = 60_000;
 const DRAIN_LIMIT_MS = 5 * 60_000;
+/** How long after a create run with the worker running its side work may take to finish. */
+const SIDE_WORK_SETTLE_MS = 60_000;
 /**
  * Every plant created in the lag load must be indexed and audited this long after the load, plus the time
  * the worker needs for the load's creates at its measured drain rate.
@@ -168,8 +172,15 @@ interface RunRecord {
   errors: number;
   timeouts: number;
   wallS: number;
+  /** Whether the worker ran (as deployed) or was stopped during the run. */
+  worker: boolean;
   /** Percent of one core per process during the run. */
   cpu: CpuShares;
+  /**
+   * CPU ms per 2xx answer per process; for the service's creates with the worker running, up to
+   * when the worker has indexed and audited them (their side work included).
+   */
+  cpuMsPerOk: CpuShares;
   /** Service POST runs: plants the run added (plant hashes before and after). */
   created?: number;
 }
@@ -212,6 +223,9 @@ await runBench("throughput", limitMs(), async () => {
     bench: process.pid,
     ...(stack.worker?.running() ? { worker: stack.worker.child.pid } : {}),
   });
+  /** CPU seconds of each process now. */
+  const cpuNow = (processes: ReturnType<typeof pids>) =>
+    Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuSecondsOf(pid) ?? Number.NaN]));
   /** CPU shares of every process over a piece of work. */
   const withCpu = async <T>(work: () => Promise<T>): Promise<{ value: T; wallS: number; cpu: CpuShares }> => {
     const processes = pids();
@@ -250,10 +264,10 @@ await runBench("throughput", limitMs(), async () => {
 
   // The list reads the index the worker builds: let a worker index the warm-up plants, then stop it.
   const indexWarmupStarted = performance.now();
-  const warmupWorker = await startWorkerProcess(stack);
+  // It keeps running for the rounds: the service as deployed.
+  const roundsWorker = await startWorkerProcess(stack);
   const warmSeq = await seqNow();
   const indexedWarm = await waitUntil(INDEX_WARMUP_LIMIT_MS, async () => (await sideWorkDone(warmSeq)).done);
-  await warmupWorker.stop();
   const warm = await sideWorkDone(warmSeq);
   if (!indexedWarm || warm.indexed === 0) {
     throw new Error(
@@ -263,10 +277,10 @@ await runBench("throughput", limitMs(), async () => {
   }
   console.log(
     `worker indexed and audited the ${warm.indexed} warm-up plants in ` +
-      `${((performance.now() - indexWarmupStarted) / 1000).toFixed(1)} s (start-up included), then was stopped`,
+      `${((performance.now() - indexWarmupStarted) / 1000).toFixed(1)} s (start-up included); it keeps running for the rounds`,
   );
 
-  // The rounds, without the worker.
+  // The rounds, the worker running.
   const getIds: Record<Target, number[]> = {
     baseline: targets.baseline.created.slice(0, GET_IDS),
     service: targets.service.created.slice(0, GET_IDS),
@@ -287,18 +301,43 @@ await runBench("throughput", limitMs(), async () => {
     await sleep(SETTLE_MS);
     const countCreates = operation === "POST /plants" && name === "service";
     const seqBefore = countCreates ? await seqNow() : 0;
-    const {
-      value: result,
-      wallS,
-      cpu,
-    } = await withCpu(() =>
-      autocannon({ url: target.url, connections, duration: durationS, requests: [requestFor(operation, target)] }),
-    );
+    const worker = stack.worker?.running() ?? false;
+    const processes = pids();
+    const cpuAtStart = cpuNow(processes);
+    const started = performance.now();
+    const result = await autocannon({
+      url: target.url,
+      connections,
+      duration: durationS,
+      requests: [requestFor(operation, target)],
+    });
+    const wallS = (performance.now() - started) / 1000;
+    const cpuAtEnd = cpuNow(processes);
+    const what = `round ${roundNo} ${operation} at ${connections} connections on ${name}`;
+    checkResult(what, result);
+    let cpuAtSettled = cpuAtEnd;
+    let created: number | undefined;
+    if (countCreates) {
+      // An identical repeat of a create answers 200 without writing: 200s beyond the new plants would be repeats.
+      const seq = await seqNow();
+      created = seq - seqBefore;
+      if (created < result["2xx"]) failures.push(`${what}: ${result["2xx"]} answered 200 but only ${created} created`);
+      if (worker) {
+        // The creates' side work belongs to their cost: wait for it, and count its CPU.
+        if (!(await waitUntil(SIDE_WORK_SETTLE_MS, async () => (await sideWorkDone(seq)).done, 20)))
+          failures.push(`${what}: the worker had not indexed and audited the creates ${SIDE_WORK_SETTLE_MS} ms later`);
+        cpuAtSettled = cpuNow(processes);
+      }
+    }
+    const of = (at: Record<string, number>, name: string) =>
+      (at[name] ?? Number.NaN) - (cpuAtStart[name] ?? Number.NaN);
+    const names = Object.keys(processes);
     const run: RunRecord = {
       round: roundNo,
       connections,
       operation,
       target: name,
+      worker,
       reqPerS: result.requests.average,
       latencyMs: { p50: result.latency.p50, p99: result.latency.p99, max: result.latency.max },
       ok2xx: result["2xx"],
@@ -306,15 +345,12 @@ await runBench("throughput", limitMs(), async () => {
       errors: result.errors,
       timeouts: result.timeouts,
       wallS: round(wallS),
-      cpu,
+      cpu: Object.fromEntries(names.map((n) => [n, (of(cpuAtEnd, n) / wallS) * 100])) as unknown as CpuShares,
+      cpuMsPerOk: Object.fromEntries(
+        names.map((n) => [n, (of(cpuAtSettled, n) * 1000) / Math.max(1, result["2xx"])]),
+      ) as unknown as CpuShares,
+      ...(created === undefined ? {} : { created }),
     };
-    const what = `round ${roundNo} ${operation} at ${connections} connections on ${name}`;
-    checkResult(what, result);
-    if (countCreates) {
-      // An identical repeat of a create answers 200 without writing: 200s beyond the new plants would be repeats.
-      run.created = (await seqNow()) - seqBefore;
-      if (run.created < run.ok2xx) failures.push(`${what}: ${run.ok2xx} answered 200 but only ${run.created} created`);
-    }
     runs.push(run);
   };
   const aofRewritesBefore = await aofRewrites(redis);
@@ -330,6 +366,14 @@ await runBench("throughput", limitMs(), async () => {
     console.log(`round ${roundNo}/${rounds} done (${elapsed} s)`);
   }
   const aofRewritesDuringRounds = (await aofRewrites(redis)) - aofRewritesBefore;
+
+  // The same creates with the worker stopped (what the api alone reaches; it also leaves the
+  // backlog the drain below measures).
+  await roundsWorker.stop();
+  console.log(`POST /plants at ${topConnections} connections with the worker stopped, ${rounds} rounds`);
+  for (let roundNo = 1; roundNo <= rounds; roundNo++) {
+    for (const side of pairOrder(roundNo)) await measure(roundNo, topConnections, "POST /plants", side);
+  }
 
   // What the metrics cost: POST /plants on two fresh twin apis, one with METRICS_ENABLED=false,
   // same store, warmed alike, alternating which goes first, at the top connection count. (The
@@ -400,28 +444,61 @@ await runBench("throughput", limitMs(), async () => {
   const metricsCpuCosts = metricsRuns.map((run) => run.onCpuUsPerReq / run.offCpuUsPerReq - 1);
   const metricsCpuCost = median(metricsCpuCosts);
 
-  // Per (operation, connections): the service/baseline ratio of each round, and their median.
-  const pairs = operations.flatMap((operation) =>
-    connectionCounts.map((connections) => {
-      const of = (target: Target) =>
-        runs.filter((r) => r.operation === operation && r.connections === connections && r.target === target);
-      const ratios = perRoundRatios(runs.filter((r) => r.operation === operation && r.connections === connections));
-      return {
+  // Per (operation, connections, worker running or not): the service/baseline ratio of each round,
+  // and their median; the CPU per 2xx of each process, median over the rounds.
+  const pairFor = (operation: Operation, connections: number, worker: boolean) => {
+    const mine = runs.filter((r) => r.operation === operation && r.connections === connections && r.worker === worker);
+    if (mine.length === 0) return [];
+    const of = (target: Target) => mine.filter((r) => r.target === target);
+    const ratios = perRoundRatios(mine);
+    const cpuMs = (target: Target, process: keyof CpuShares) =>
+      median(of(target).map((r) => r.cpuMsPerOk[process] ?? Number.NaN));
+    return [
+      {
         operation,
         connections,
+        worker,
         baselineReqPerS: median(of("baseline").map((r) => r.reqPerS)),
         serviceReqPerS: median(of("service").map((r) => r.reqPerS)),
         ratios: ratios.map((r) => round(r.ratio)),
         medianRatio: median(ratios.map((r) => r.ratio)),
         baselineP99Ms: median(of("baseline").map((r) => r.latencyMs.p99)),
         serviceP99Ms: median(of("service").map((r) => r.latencyMs.p99)),
-      };
-    }),
+        /** Medians of the rounds' p99 ratio service/baseline. */
+        p99Ratio: median(
+          ratios.map(({ round: n }) => {
+            const p99 = (target: Target) => of(target).find((r) => r.round === n)?.latencyMs.p99 ?? Number.NaN;
+            return p99("service") / p99("baseline");
+          }),
+        ),
+        cpuMsPerOk: {
+          service: {
+            api: cpuMs("service", "api"),
+            worker: cpuMs("service", "worker"),
+            redis: cpuMs("service", "redis"),
+            bench: cpuMs("service", "bench"),
+          },
+          baseline: {
+            server: cpuMs("baseline", "baseline"),
+            redis: cpuMs("baseline", "redis"),
+            bench: cpuMs("baseline", "bench"),
+          },
+        },
+      },
+    ];
+  };
+  const pairs = operations.flatMap((operation) =>
+    [true, false].flatMap((worker) =>
+      connectionCounts.flatMap((connections) => pairFor(operation, connections, worker)),
+    ),
   );
-  const pairOf = (operation: Operation, connections: number) =>
-    pairs.find((p) => p.operation === operation && p.connections === connections);
+  const pairOf = (operation: Operation, connections: number, worker = true) =>
+    pairs.find((p) => p.operation === operation && p.connections === connections && p.worker === worker);
   const postTop = pairOf("POST /plants", topConnections);
+  const postTopStopped = pairOf("POST /plants", topConnections, false);
   const servicePostRate = postTop?.serviceReqPerS ?? Number.NaN;
+  /** Worker CPU per event (one create, one event) with the worker running, median over the rounds. */
+  const workerMsPerEvent = postTop?.cpuMsPerOk.service.worker ?? Number.NaN;
 
   // Worker drain: everything the service's creates left in the outbox during the rounds.
   const drainStart = await sideWorkDone(await seqNow());
@@ -482,11 +559,14 @@ await runBench("throughput", limitMs(), async () => {
   const lag = await measureLag(stack, targets.service, lagRate, drain.eventsPerS, withCpu, failures);
 
   // Report.
+  const msText = (value: number | undefined) =>
+    value !== undefined && Number.isFinite(value) ? value.toFixed(3) : "-";
   const runRows = runs.map((r) => [
     String(r.round),
     r.operation,
     String(r.connections),
     r.target,
+    r.worker ? "yes" : "no",
     perS(r.reqPerS),
     `${r.latencyMs.p50} ms`,
     `${r.latencyMs.p99} ms`,
@@ -495,11 +575,18 @@ await runBench("throughput", limitMs(), async () => {
     String(r.errors),
     String(r.timeouts),
     pct(r.cpu.api),
+    pct(r.cpu.worker ?? Number.NaN),
     pct(r.cpu.baseline),
     pct(r.cpu.redis),
     pct(r.cpu.bench),
+    [r.target === "service" ? r.cpuMsPerOk.api : r.cpuMsPerOk.baseline, r.cpuMsPerOk.worker, r.cpuMsPerOk.redis]
+      .map(msText)
+      .join(" / "),
   ]);
-  console.log(`\nruns (${durationS} s each, worker stopped; CPU = share of one core, 2 cores = 200%)\n`);
+  console.log(
+    `\nruns (${durationS} s each; CPU = share of one core, 2 cores = 200%; CPU ms per 2xx of the server ` +
+      "(api or baseline) / worker / redis, for creates with the worker running up to their side work done)\n",
+  );
   console.log(
     table(
       [
@@ -507,6 +594,7 @@ await runBench("throughput", limitMs(), async () => {
         "operation",
         "conns",
         "target",
+        "worker",
         "req/s",
         "p50",
         "p99",
@@ -515,9 +603,11 @@ await runBench("throughput", limitMs(), async () => {
         "errors",
         "timeouts",
         "api",
+        "worker",
         "baseline",
         "redis",
         "bench",
+        "ms/2xx server / worker / redis",
       ],
       runRows,
     ),
@@ -528,6 +618,7 @@ await runBench("throughput", limitMs(), async () => {
       [
         "operation",
         "conns",
+        "worker",
         "baseline req/s",
         "service req/s",
         "ratio per round",
@@ -538,6 +629,7 @@ await runBench("throughput", limitMs(), async () => {
       pairs.map((p) => [
         p.operation,
         String(p.connections),
+        p.worker ? "running" : "stopped",
         perS(p.baselineReqPerS),
         perS(p.serviceReqPerS),
         p.ratios.length > 0 ? p.ratios.map(ratioText).join(" ") : "-",
@@ -548,7 +640,7 @@ await runBench("throughput", limitMs(), async () => {
     ),
   );
   console.log(
-    `\nworker drain (worker stopped during the rounds; 2 updates per event: its index entry and its audit entry; the relay batches events into BullMQ jobs)\n`,
+    `\nworker drain (of the creates made while it was stopped; 2 updates per event: its index entry and its audit entry; the relay batches events into BullMQ jobs)\n`,
   );
   console.log(
     table(
@@ -626,6 +718,37 @@ await runBench("throughput", limitMs(), async () => {
     ),
   );
 
+  if (postTop) {
+    const { service, baseline } = postTop.cpuMsPerOk;
+    const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
+    console.log(
+      `\nCPU ms per acknowledged create, POST /plants at ${topConnections} connections, worker running (medians of ${rounds} rounds)\n`,
+    );
+    console.log(
+      table(
+        ["target", "server", "worker", "redis", "load generator", "total (without the load generator)"],
+        [
+          [
+            "service",
+            msText(service.api),
+            msText(service.worker),
+            msText(service.redis),
+            msText(service.bench),
+            msText(sum([service.api, service.worker, service.redis])),
+          ],
+          [
+            "baseline",
+            msText(baseline.server),
+            "-",
+            msText(baseline.redis),
+            msText(baseline.bench),
+            msText(sum([baseline.server, baseline.redis])),
+          ],
+        ],
+      ),
+    );
+  }
+
   const listTop = pairOf("GET /plants?limit=20", topConnections);
   console.log("\nsummary");
   console.log(
@@ -633,9 +756,21 @@ await runBench("throughput", limitMs(), async () => {
       `${(metricsCpuCost * 100).toFixed(1)}% more api CPU per request (medians of ${rounds} rounds; the target is under 5%)`,
   );
   console.log(
-    `  POST /plants at ${topConnections} connections: service/baseline ${ratioText(postTop?.medianRatio ?? Number.NaN)} ` +
-      `(median of ${rounds}); ${perS(servicePostRate)} vs ${perS(postTop?.baselineReqPerS ?? Number.NaN)} req/s; ` +
-      `p99 ${postTop?.serviceP99Ms} ms (baseline ${postTop?.baselineP99Ms} ms)`,
+    `  POST /plants at ${topConnections} connections, worker running: service/baseline ` +
+      `${ratioText(postTop?.medianRatio ?? Number.NaN)} (median of ${rounds}; target ≥ 0.35); ` +
+      `${perS(servicePostRate)} vs ${perS(postTop?.baselineReqPerS ?? Number.NaN)} req/s; ` +
+      `p99 ${postTop?.serviceP99Ms} ms vs ${postTop?.baselineP99Ms} ms, ` +
+      `${ratioText(postTop?.p99Ratio ?? Number.NaN)}× (target ≤ 2×)`,
+  );
+  console.log(
+    `  POST /plants at ${topConnections} connections, worker stopped: service/baseline ` +
+      `${ratioText(postTopStopped?.medianRatio ?? Number.NaN)}; ${perS(postTopStopped?.serviceReqPerS ?? Number.NaN)} req/s`,
+  );
+  console.log(
+    `  worker CPU per event: ${msText(workerMsPerEvent)} ms (target ≤ 0.06); a create's CPU: api ` +
+      `${msText(postTop?.cpuMsPerOk.service.api)} + worker ${msText(workerMsPerEvent)} + redis ` +
+      `${msText(postTop?.cpuMsPerOk.service.redis)} ms (baseline ${msText(postTop?.cpuMsPerOk.baseline.server)} + ` +
+      `${msText(postTop?.cpuMsPerOk.baseline.redis)} ms)`,
   );
   for (const connections of connectionCounts) {
     const get = pairOf("GET /plants/{id}", connections);
@@ -719,6 +854,10 @@ await runBench("throughput", limitMs(), async () => {
     },
     summary: {
       postRatioTop: round(postTop?.medianRatio ?? Number.NaN),
+      postP99RatioTop: round(postTop?.p99Ratio ?? Number.NaN),
+      postRatioTopWorkerStopped: round(postTopStopped?.medianRatio ?? Number.NaN),
+      workerCpuMsPerEvent: round(workerMsPerEvent),
+      cpuMsPerCreate: postTop?.cpuMsPerOk,
       metricsCost: round(metricsCost),
       metricsCpuCost: round(metricsCpuCost),
       postServiceP99MsTop: postTop?.serviceP99Ms,
