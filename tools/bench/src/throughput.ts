@@ -324,8 +324,14 @@ await runBench("throughput", limitMs(), async () => {
       if (created < result["2xx"]) failures.push(`${what}: ${result["2xx"]} answered 200 but only ${created} created`);
       if (worker) {
         // The creates' side work belongs to their cost: wait for it, and count its CPU.
-        if (!(await waitUntil(SIDE_WORK_SETTLE_MS, async () => (await sideWorkDone(seq)).done, 20)))
-          failures.push(`${what}: the worker had not indexed and audited the creates ${SIDE_WORK_SETTLE_MS} ms later`);
+        if (!(await waitUntil(SIDE_WORK_SETTLE_MS, async () => (await sideWorkDone(seq)).done, 20))) {
+          const now = await sideWorkDone(seq);
+          failures.push(
+            `${what}: the worker had not indexed and audited the creates ${SIDE_WORK_SETTLE_MS} ms later ` +
+              `(${now.indexed} indexed, ${now.audited} audited of ${seq}; outbox ${await counts.outbox()}; ` +
+              `failed jobs ${JSON.stringify(await failedJobs(stack))})`,
+          );
+        }
         cpuAtSettled = cpuNow(processes);
       }
     }
@@ -376,9 +382,9 @@ await runBench("throughput", limitMs(), async () => {
   }
 
   // What the metrics cost: POST /plants on two fresh twin apis, one with METRICS_ENABLED=false,
-  // same store, warmed alike, alternating which goes first, at the top connection count. (The
-  // rounds' api has served every operation for minutes: against a fresh twin it measured its own
-  // history, not the metrics.) Throughput and the api's CPU per request, both.
+  // same store, warmed alike, loaded side by side. (The rounds' api has served every operation for
+  // minutes: against a fresh twin it measured its own history, not the metrics.) Throughput and
+  // the api's CPU per request, both.
   const twins = {
     on: await startApiProcess(stack, { metrics: true }),
     off: await startApiProcess(stack, { metrics: false }),
@@ -387,7 +393,10 @@ await runBench("throughput", limitMs(), async () => {
     on: { name: "service", url: twins.on.url, service: twins.on, nextId: METRICS_ON_ID_BASE, created: [] },
     off: { name: "service", url: twins.off.url, service: twins.off, nextId: METRICS_OFF_ID_BASE, created: [] },
   };
-  console.log(`metrics cost: two fresh apis (metrics on, off), warm-up ${warmupS} s each, then ${rounds} rounds`);
+  const twinConnections = Math.max(1, Math.round(topConnections / 2));
+  console.log(
+    `metrics cost: two fresh apis (metrics on, off), warm-up ${warmupS} s each, then ${rounds} rounds side by side`,
+  );
   for (const side of ["on", "off"] as const) {
     checkResult(
       `warm-up POST /plants on the api with metrics ${side}`,
@@ -409,23 +418,25 @@ await runBench("throughput", limitMs(), async () => {
     offCpuUsPerReq: number;
   }[] = [];
   for (let roundNo = 1; roundNo <= rounds; roundNo++) {
-    const measured: Partial<Record<"on" | "off", { result: autocannon.Result; cpuUsPerReq: number }>> = {};
-    for (const side of roundNo % 2 === 1 ? (["on", "off"] as const) : (["off", "on"] as const)) {
-      await sleep(SETTLE_MS);
+    // Side by side, half the connections each: both see the same machine and the same Redis at
+    // the same moment (one after the other, rounds moved ±20 % with the machine's noise).
+    await sleep(SETTLE_MS);
+    const loadOne = async (side: "on" | "off") => {
       const target = twinTargets[side];
       const pid = twins[side].child.pid;
       const cpuBefore = cpuSecondsOf(pid) ?? Number.NaN;
       const result = await autocannon({
         url: target.url,
-        connections: topConnections,
+        connections: twinConnections,
         duration: durationS,
         requests: [postRequest(target)],
       });
       const cpuUsPerReq = (((cpuSecondsOf(pid) ?? Number.NaN) - cpuBefore) * 1e6) / Math.max(1, result["2xx"]);
-      checkResult(`metrics ${side}, round ${roundNo}: POST /plants at ${topConnections} connections`, result);
-      measured[side] = { result, cpuUsPerReq };
-    }
-    const { on, off } = measured as Record<"on" | "off", { result: autocannon.Result; cpuUsPerReq: number }>;
+      checkResult(`metrics ${side}, round ${roundNo}: POST /plants at ${twinConnections} connections`, result);
+      return { result, cpuUsPerReq };
+    };
+    const [on, off] = await Promise.all([loadOne("on"), loadOne("off")]);
+
     metricsRuns.push({
       round: roundNo,
       onReqPerS: round(on.result.requests.average),
@@ -699,7 +710,7 @@ await runBench("throughput", limitMs(), async () => {
   );
 
   console.log(
-    `\nmetrics cost: POST /plants at ${topConnections} connections on two fresh apis, worker stopped, metrics on vs off\n`,
+    `\nmetrics cost: POST /plants on two fresh apis side by side, ${twinConnections} connections each, worker stopped, metrics on vs off\n`,
   );
   console.log(
     table(
@@ -798,7 +809,9 @@ await runBench("throughput", limitMs(), async () => {
     const expected = service === baselineProcess ? 1 : 0; // the baseline's ready line
     if (service.lines() > expected) console.log(`${service.name} output (tail):\n${service.output.join("\n")}`);
   }
-  const workerProblems = worker.output.filter((line) => /"level":"(warn|error)"/.test(line));
+  const workerProblems = [...roundsWorker.output, ...worker.output].filter((line) =>
+    /"level":"(warn|error)"/.test(line),
+  );
   if (workerProblems.length > 0) console.log(`worker warnings and errors (tail):\n${workerProblems.join("\n")}`);
   for (const failure of failures) console.log(`failure: ${failure}`);
 
