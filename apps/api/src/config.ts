@@ -1,17 +1,8 @@
 import { isIP } from "node:net";
 import { parseStoreConfig, type StoreConfig } from "@plant-store/store";
+import { bootstrapTokens } from "@plant-store/tokens";
 import { parseWebhookConfig, type WebhookConfig } from "@plant-store/webhooks";
 import { z } from "zod";
-
-const tokenList = z
-  .string()
-  .default("")
-  .transform((raw) =>
-    raw
-      .split(",")
-      .map((token) => token.trim())
-      .filter((token) => token.length > 0),
-  );
 
 /**
  * `a.b.c.d`, an IPv6 address, or either with a `/prefix` of at least 1 bit: Fastify refuses `/0`
@@ -56,7 +47,7 @@ const ApiEnv = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default("127.0.0.1"),
   /** Bearer tokens accepted by the API, comma-separated. */
-  API_TOKENS: tokenList.pipe(z.array(z.string().min(16, "each API token must be at least 16 characters"))),
+  API_TOKENS: bootstrapTokens,
   /** A bootstrap token with the admin scope (dashboard, token administration). */
   ADMIN_TOKEN: z.string().min(16, "ADMIN_TOKEN must be at least 16 characters").optional(),
   /** Requests per minute per token (all api instances together). */

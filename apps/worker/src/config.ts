@@ -1,4 +1,5 @@
 import { parseStoreConfig, type StoreConfig } from "@plant-store/store";
+import { bootstrapTokens } from "@plant-store/tokens";
 import { parseWebhookConfig, type WebhookConfig } from "@plant-store/webhooks";
 import { z } from "zod";
 
@@ -114,18 +115,7 @@ const WorkerEnv = z.object({
   /** Address it listens on: loopback by default; `0.0.0.0` where Prometheus scrapes from elsewhere. */
   WORKER_METRICS_HOST: z.preprocess(unsetIfEmpty, z.string().min(1).default("127.0.0.1")),
   /** The api's tokens, accepted for the metrics too (every scope); issued tokens need `metrics:read` or `admin`. */
-  API_TOKENS: z.preprocess(
-    unsetIfEmpty,
-    z
-      .string()
-      .default("")
-      .transform((raw) =>
-        raw
-          .split(",")
-          .map((token) => token.trim())
-          .filter((token) => token.length > 0),
-      ),
-  ),
+  API_TOKENS: bootstrapTokens,
   ADMIN_TOKEN: z.preprocess(unsetIfEmpty, z.string().optional()),
   /**
    * Days an audit entry stays in its partition's audit stream (the worker's retention pass trims

@@ -11,6 +11,7 @@ export {
 } from "./authenticator.js";
 export { type CachedVerifier, type CachedVerifierOptions, cachedVerifier } from "./cache.js";
 export { authChallenge, scopeChallenge } from "./challenge.js";
+export { bootstrapTokens } from "./config.js";
 export {
   createTokenStore,
   isTokenId,
