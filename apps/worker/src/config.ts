@@ -82,6 +82,12 @@ const WorkerEnv = z.object({
    */
   RELAY_POLL_MS: integer(1, 100),
   /**
+   * Shortest time between two reads of the outboxes while entries keep coming: under load each
+   * round (one job per queue) then carries this long's worth of events instead of one or two.
+   * Longer: fewer, larger jobs (less worker and Redis CPU per event), side work later by up to this.
+   */
+  RELAY_LINGER_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(1000).default(2)),
+  /**
    * How long a worker holds a job's lock (renewed every half of it while the job runs). A job of a
    * worker that died is taken up again once its lock has expired and a stalled check has run:
    * BullMQ's defaults (30 s + 30 s) made that a minute; side work here takes milliseconds.
@@ -156,6 +162,7 @@ export interface WorkerConfig {
   relayClaimIdleMs: number;
   relayLeaseMs: number;
   relayPollMs: number;
+  relayLingerMs: number;
   jobLockMs: number;
   stalledCheckMs: number;
   shutdownTimeoutMs: number;
@@ -218,6 +225,7 @@ export function loadWorkerConfig(env: Record<string, string | undefined> = proce
     relayClaimIdleMs: e.RELAY_CLAIM_IDLE_MS,
     relayLeaseMs: e.RELAY_LEASE_MS,
     relayPollMs: e.RELAY_POLL_MS,
+    relayLingerMs: e.RELAY_LINGER_MS,
     jobLockMs: e.JOB_LOCK_MS,
     stalledCheckMs: e.STALLED_CHECK_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,

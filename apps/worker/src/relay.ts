@@ -20,9 +20,6 @@ import { loadWorkerFault, type WorkerFault } from "./config.js";
 import type { Logger } from "./logger.js";
 import { isConnectionError } from "./outage.js";
 
-/** Shortest time between two blocking reads of the outboxes (see round()). */
-const MIN_ROUND_MS = 2;
-
 /** Completed jobs are kept a day (the job id dedupes a late redelivery), at most 10 000. */
 const KEEP_COMPLETED = { age: 24 * 3600, count: 10_000 } as const;
 
@@ -88,6 +85,13 @@ export interface RelayOptions {
   pollMs: number;
   /** Longest wait of a blocking read (one node); bounds how late a due claim sweep runs. */
   blockMs?: number;
+  /**
+   * Shortest time between two reads of the outboxes while entries keep coming (RELAY_LINGER_MS):
+   * under load a round then carries that long's worth of entries (up to `batchSize` per partition)
+   * instead of one or two, and every round costs a read, an enqueue per queue (BullMQ's scripts)
+   * and an ack. Default 2 ms.
+   */
+  lingerMs?: number;
   jobOptions: RelayJobOptions;
   logger: Logger;
   /** Told of what the relay did (the metrics). */
@@ -161,6 +165,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
   const blockingClient = options.blockingClient;
   const blocking = blockingClient && outbox(blockingClient);
   const blockMs = options.blockMs ?? 250;
+  const lingerMs = options.lingerMs ?? 2;
   /** CLIENT ID of the blocking connection while its read waits: CLIENT UNBLOCK ends the wait. */
   let blockedId: number | undefined;
   /**
@@ -325,14 +330,13 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
     const busy = await reclaimStalled(held);
     if (closing) return busy;
     for (const p of held) touched.add(p);
+    // At most one read per lingerMs (see RelayOptions.lingerMs); an idle relay's read blocks (or
+    // its poll pauses) longer than that and never waits here.
+    const wait = lastReadAt + lingerMs - performance.now();
+    if (wait > 0) await pause(wait);
+    if (closing) return true;
+    lastReadAt = performance.now();
     if (blockingClient && blocking && !busy) {
-      // At most one read per MIN_ROUND_MS: under load a round then carries a few ms of entries
-      // rather than one or two (every round costs a read over all held partitions, an enqueue per
-      // queue and an ack); an idle relay's read blocks longer than that and never waits here.
-      const wait = lastReadAt + MIN_ROUND_MS - performance.now();
-      if (wait > 0) await pause(wait);
-      if (closing) return true;
-      lastReadAt = performance.now();
       // Returns at the first entry, or after blockMs with none: either way no pause is needed.
       // CLIENT ID is answered before the read starts waiting, on the same connection (its id
       // changes when it reconnects).

@@ -218,6 +218,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       claimIdleMs: config.relayClaimIdleMs,
       leaseMs: config.relayLeaseMs,
       pollMs: config.relayPollMs,
+      lingerMs: config.relayLingerMs,
       jobOptions: {
         attempts: config.jobAttempts,
         backoffMs: config.jobBackoffMs,

@@ -98,6 +98,25 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await t.audit()).toHaveLength(4);
     });
 
+    it("gathers RELAY_LINGER_MS of events into one job per queue while they keep coming", async () => {
+      await start({ RELAY_LINGER_MS: "600" });
+      // The first create's read returns at once; the next read waits out the linger.
+      await t.createPlant({ id: "70" });
+      await waitFor("the first job done", async () => (await completedCount(indexQueue)) === 1);
+      // Ten creates 20 ms apart: without a linger, a job or so each.
+      const ids = Array.from({ length: 10 }, (_, i) => String(71 + i));
+      for (const id of ids) {
+        await t.createPlant({ id });
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      await waitFor("all indexed", async () => {
+        const listed = await t.inspect.indexedIds();
+        return ids.every((id) => listed.includes(id));
+      });
+      expect(await completedCount(indexQueue)).toBeLessThanOrEqual(3);
+      expect(await completedCount(auditQueue)).toBeLessThanOrEqual(3);
+    });
+
     it("keeps BullMQ's keys under each queue's hash-tag prefix", async () => {
       await start();
       await t.createPlant({ id: "5" });
