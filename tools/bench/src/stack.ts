@@ -263,12 +263,19 @@ export async function startApiProcess(
 }
 
 /** Starts the worker process and resolves once it logs "worker ready" (its relay is reading). */
+/** The worker's tuning variables a bench run passes on from its own environment (e.g. RELAY_LINGER_MS=10). */
+const WORKER_TUNING = /^(RELAY_|JOB_|WORKER_CONCURRENCY$)/;
+
 export async function startWorkerProcess(stack: Stack, env: Record<string, string> = {}): Promise<Service> {
+  const tuning = Object.entries(process.env).filter(
+    (entry): entry is [string, string] => WORKER_TUNING.test(entry[0]) && entry[1] !== undefined,
+  );
   const service = spawnService("worker", entryOf("@plant-store/worker"), {
     ...stack.storeEnv,
     // info only for the start-up lines; the worker logs nothing per job at info.
     LOG_LEVEL: "info",
     WORKER_METRICS_PORT: "0",
+    ...Object.fromEntries(tuning),
     ...env,
   });
   stack.worker = service;
