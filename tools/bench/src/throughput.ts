@@ -323,12 +323,13 @@ await runBench("throughput", limitMs(), async () => {
       created = seq - seqBefore;
       if (created < result["2xx"]) failures.push(`${what}: ${result["2xx"]} answered 200 but only ${created} created`);
       if (worker) {
-        // The creates' side work belongs to their cost: wait for it, and count its CPU.
-        if (!(await waitUntil(SIDE_WORK_SETTLE_MS, async () => (await sideWorkDone(seq)).done, 20))) {
-          const now = await sideWorkDone(seq);
+        // The creates' side work belongs to their cost: wait for it, and count its CPU. Against the
+        // plants stored now: requests cut off at the run's end may still commit after `seq` was read.
+        if (!(await waitUntil(SIDE_WORK_SETTLE_MS, async () => (await sideWorkDone(await seqNow())).done, 20))) {
+          const now = await sideWorkDone(await seqNow());
           failures.push(
             `${what}: the worker had not indexed and audited the creates ${SIDE_WORK_SETTLE_MS} ms later ` +
-              `(${now.indexed} indexed, ${now.audited} audited of ${seq}; outbox ${await counts.outbox()}; ` +
+              `(${now.indexed} indexed, ${now.audited} audited of ${now.seq}; outbox ${await counts.outbox()}; ` +
               `failed jobs ${JSON.stringify(await failedJobs(stack))})`,
           );
         }
