@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { type OutboxEntry, parseEventId } from "@plant-store/store";
+import { entryIdMs, type OutboxEntry, parseEventId } from "@plant-store/store";
 import { type Authenticator, authChallenge, hasScope, scopeChallenge } from "@plant-store/tokens";
 import type { Job, Queue, Worker } from "bullmq";
 import { UnrecoverableError } from "bullmq";
@@ -49,7 +49,7 @@ function commitTimesOf(job: Job): number[] {
   const times: number[] = [];
   for (const id of ids) {
     const parsed = typeof id === "string" ? parseEventId(id) : undefined;
-    if (parsed) times.push(Number(parsed.entryId.split("-")[0]));
+    if (parsed) times.push(entryIdMs(parsed.entryId));
   }
   return times;
 }
@@ -208,7 +208,7 @@ export function createWorkerMetrics() {
       relayed(entries: readonly OutboxEntry[]) {
         relayed.inc(entries.length);
         const now = Date.now();
-        for (const entry of entries) relayLag.observe(Math.max(0, now - Number(entry.entryId.split("-")[0])) / 1000);
+        for (const entry of entries) relayLag.observe(Math.max(0, now - entryIdMs(entry.entryId)) / 1000);
       },
       deadLettered() {
         deadLettered.inc();

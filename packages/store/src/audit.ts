@@ -1,7 +1,7 @@
 import type { Result } from "ioredis";
 import type { RedisClient } from "./connection.js";
 import { partitionKeys } from "./keys.js";
-import { parseEventId } from "./outbox.js";
+import { entryIdMs, parseEventId } from "./outbox.js";
 import { defineScripts } from "./scripts.js";
 
 declare module "ioredis" {
@@ -81,7 +81,7 @@ export const auditRecordDay = (ms: number) => new Date(ms).toISOString().slice(0
 export function auditRecordKey(eventId: string): string {
   const parsed = parseEventId(eventId);
   if (!parsed) throw new Error(`not an outbox event id: ${eventId}`);
-  return partitionKeys(parsed.partition).auditRecordedOn(auditRecordDay(Number(parsed.entryId.split("-")[0])));
+  return partitionKeys(parsed.partition).auditRecordedOn(auditRecordDay(entryIdMs(parsed.entryId)));
 }
 
 /**
@@ -117,9 +117,6 @@ export async function appendAudit(
   );
   return { appended: appended === 1, auditEntryId };
 }
-
-/** The ms of a stream entry id (`<ms>-<seq>`), or NaN. */
-const msOfEntryId = (id: string) => (/^\d+-\d+$/.test(id) ? Number(id.slice(0, id.indexOf("-"))) : Number.NaN);
 
 /** Entries removed per XTRIM call (whole nodes of up to 100 entries), and calls per trim at most. */
 const TRIM_LIMIT = 10_000;
@@ -170,8 +167,8 @@ export async function sweepEarlierAuditRecords(
     const old: string[] = [];
     for (let i = 0; i + 1 < flat.length; i += 2) {
       const eventId = flat[i] as string;
-      let recordedMs = msOfEntryId(flat[i + 1] as string);
-      if (Number.isNaN(recordedMs)) recordedMs = msOfEntryId(parseEventId(eventId)?.entryId ?? "");
+      let recordedMs = entryIdMs(flat[i + 1] as string);
+      if (Number.isNaN(recordedMs)) recordedMs = entryIdMs(parseEventId(eventId)?.entryId ?? "");
       if (recordedMs < beforeMs) old.push(eventId);
     }
     if (old.length > 0) removed += await client.hdel(key, ...old);

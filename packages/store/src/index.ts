@@ -55,6 +55,7 @@ export { MigrationRefused, type MigrationReport, migrateStore } from "./migrate.
 export { chooseOperatorTarget, connectOperator, type OperatorTarget, showTarget } from "./operator.js";
 export {
   type DeadLetter,
+  entryIdMs,
   eventIdOf,
   type Outbox,
   type OutboxEntry,

@@ -37,6 +37,9 @@ export function parseEventId(eventId: string): { partition: number; entryId: str
   return match ? { partition: Number(match[1]), entryId: match[2] as string } : undefined;
 }
 
+/** The ms part of a stream entry id (`1795370640916-0`): when Redis added it. NaN for anything else. */
+export const entryIdMs = (id: string) => (/^\d+-\d+$/.test(id) ? Number(id.slice(0, id.indexOf("-"))) : Number.NaN);
+
 type StreamReply = [key: string, entries: [id: string, fields: string[] | null][]][] | null;
 
 const sameItems = (a: readonly number[], b: readonly number[]) =>
@@ -227,7 +230,7 @@ export function outbox(client: RedisClient) {
         client.xlen(keys.outboxDead),
       ]);
       const oldestId = oldest[0]?.[0];
-      return { depth, oldestMs: oldestId === undefined ? undefined : Number(oldestId.split("-")[0]), deadLetters };
+      return { depth, oldestMs: oldestId === undefined ? undefined : entryIdMs(oldestId), deadLetters };
     },
 
     /** The partition's dead letters, oldest first, at most `count`. */

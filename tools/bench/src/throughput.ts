@@ -336,8 +336,6 @@ await runBench("throughput", limitMs(), async () => {
         cpuAtSettled = cpuNow(processes);
       }
     }
-    const of = (at: Record<string, number>, name: string) =>
-      (at[name] ?? Number.NaN) - (cpuAtStart[name] ?? Number.NaN);
     const names = Object.keys(processes);
     const run: RunRecord = {
       round: roundNo,
@@ -352,9 +350,14 @@ await runBench("throughput", limitMs(), async () => {
       errors: result.errors,
       timeouts: result.timeouts,
       wallS: round(wallS),
-      cpu: Object.fromEntries(names.map((n) => [n, (of(cpuAtEnd, n) / wallS) * 100])) as unknown as CpuShares,
+      cpu: Object.fromEntries(
+        names.map((n) => [n, cpuPercent(cpuAtStart[n], cpuAtEnd[n], wallS)]),
+      ) as unknown as CpuShares,
       cpuMsPerOk: Object.fromEntries(
-        names.map((n) => [n, (of(cpuAtSettled, n) * 1000) / Math.max(1, result["2xx"])]),
+        names.map((n) => [
+          n,
+          (((cpuAtSettled[n] ?? Number.NaN) - (cpuAtStart[n] ?? Number.NaN)) * 1000) / Math.max(1, result["2xx"]),
+        ]),
       ) as unknown as CpuShares,
       ...(created === undefined ? {} : { created }),
     };
