@@ -1,25 +1,10 @@
 import type { PlantEvent } from "@plant-store/contracts";
-import { appendAudit, type RedisClient } from "@plant-store/store";
+import { type AuditOutcome, appendAudits, type RedisClient } from "@plant-store/store";
 
-export interface AuditOutcome {
-  /** False when an earlier run already recorded this event. */
-  appended: boolean;
-  auditEntryId: string;
-}
+export type { AuditOutcome };
 
-/**
- * Processor of the `plant-audit` queue, for every event type: appends the event to its partition's
- * audit stream exactly once per event id, however often the job runs (the store's script checks
- * and records the event id with the append). The entry: eventId, type, plantId, actor, requestId,
- * at; an update's also holds the plant before and after (name, tag, previousName, previousTag) and
- * its version. The event's exactly-once record lives `recordLifetimeMs` (default: the default audit
- * retention and its margin; the worker passes its own, see retention.ts).
- */
-export function recordAudit(
-  client: RedisClient,
-  event: PlantEvent,
-  options: { recordLifetimeMs?: number } = {},
-): Promise<AuditOutcome> {
+/** The audit entry's fields of an event (pairs), after its eventId. */
+function auditFields(event: PlantEvent): string[] {
   const fields = ["type", event.type, "plantId", event.plantId];
   if (event.type === "plant.updated") {
     fields.push("previousName", event.previousName);
@@ -29,5 +14,36 @@ export function recordAudit(
     fields.push("version", event.version);
   }
   fields.push("actor", event.actor, "requestId", event.requestId, "at", event.at);
-  return appendAudit(client, event.eventId, fields, options);
+  return fields;
+}
+
+/**
+ * Processor of the `plant-audit` queue, for a job's batch of events of every type: appends each
+ * event to its partition's audit stream exactly once per event id, however often the job runs (the
+ * store's script checks and records the event id with the append; one script call per slot for the
+ * whole batch). The entry: eventId, type, plantId, actor, requestId, at; an update's also holds the
+ * plant before and after (name, tag, previousName, previousTag) and its version. The events'
+ * exactly-once records live `recordLifetimeMs` (default: the default audit retention and its
+ * margin; the worker passes its own, see retention.ts).
+ */
+export function recordAudits(
+  client: RedisClient,
+  events: readonly PlantEvent[],
+  options: { recordLifetimeMs?: number } = {},
+): Promise<AuditOutcome[]> {
+  return appendAudits(
+    client,
+    events.map((event) => ({ eventId: event.eventId, fields: auditFields(event) })),
+    options,
+  );
+}
+
+/** One event's `recordAudits`. */
+export async function recordAudit(
+  client: RedisClient,
+  event: PlantEvent,
+  options: { recordLifetimeMs?: number } = {},
+): Promise<AuditOutcome> {
+  const [outcome] = await recordAudits(client, [event], options);
+  return outcome as AuditOutcome;
 }

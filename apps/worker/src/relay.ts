@@ -74,7 +74,7 @@ export interface RelayOptions {
   /** The store's partition count (from openLayout). */
   partitions: number;
   /** Every queue an outbox event fans out to. */
-  queues: readonly Queue[];
+  queues: readonly RelayedQueue[];
   /** Most events per job, and most entries read from one partition per round. */
   batchSize: number;
   /** An entry pending this long at another consumer is taken over (its reader most likely died). */
@@ -104,6 +104,16 @@ export interface RelayOptions {
    * `relay-crash-before-enqueue` SIGKILLs this process between XREADGROUP and the enqueue.
    */
   fault?: WorkerFault | undefined;
+}
+
+export interface RelayedQueue {
+  queue: Queue;
+  /**
+   * Asked once per round, after its entries were read: false adds no job to this queue for them.
+   * The webhook fan-out's asks whether any subscription exists: one created later than the check
+   * was created after these events were committed, and receives none of them anyway.
+   */
+  wanted?: () => Promise<boolean>;
 }
 
 export interface RelayObserver {
@@ -256,7 +266,11 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
     }
     if (events.length > 0) {
       const jobs = plantEventJobs(events, jobOptions, batchSize);
-      await Promise.all(queues.map((queue) => queue.addBulk(jobs)));
+      await Promise.all(
+        queues.map(async ({ queue, wanted }) => {
+          if (wanted === undefined || (await wanted())) await queue.addBulk(jobs);
+        }),
+      );
     }
     // Only now, with the jobs stored, are the entries done. Deleting them keeps the outboxes small.
     await ops.ack(relayed);

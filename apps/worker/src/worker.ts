@@ -15,14 +15,14 @@ import { cachedVerifier, createAuthenticator, createTokenStore } from "@plant-st
 import { webhookSubscriptions } from "@plant-store/webhooks";
 import { type Job, Queue, UnrecoverableError, Worker } from "bullmq";
 import { z } from "zod";
-import { recordAudit } from "./audit-job.js";
+import { recordAudits } from "./audit-job.js";
 import type { WorkerConfig } from "./config.js";
 import { startHeartbeat } from "./heartbeat.js";
 import { updateIndexes } from "./index-job.js";
 import { createLogger, type Logger } from "./logger.js";
 import { createWorkerMetrics, serveMetrics, willRetry } from "./metrics.js";
 import { outageLog } from "./outage.js";
-import { type Relay, startRelay } from "./relay.js";
+import { type Relay, type RelayedQueue, startRelay } from "./relay.js";
 import { retentionPolicy, startRetention } from "./retention.js";
 import { fanOutWebhooks, startDeliveries } from "./webhook-jobs.js";
 
@@ -165,14 +165,13 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     workers.push(deliveries.worker);
     metrics?.watch(deliveries.worker, { events: false });
     /** The queues the relay hands each batch of events to. */
-    const relayed: Queue[] = [];
+    const relayed: RelayedQueue[] = [];
 
     const processors: Record<string, (events: readonly PlantEvent[], client: RedisClient) => Promise<unknown>> = {
       [queueNames.index]: (events, client) => updateIndexes(client, layout, events),
-      // Each event its own idempotent script, sent at once: a retry of the whole batch is harmless,
-      // and so is any order among them.
+      // Idempotent per event: a retry of the whole batch is harmless, and so is any order among them.
       [queueNames.audit]: (events, client) =>
-        Promise.all(events.map((event) => recordAudit(client, event, { recordLifetimeMs: policy.recordLifetimeMs }))),
+        recordAudits(client, events, { recordLifetimeMs: policy.recordLifetimeMs }),
       [queueNames.webhooks]: (events) => fanOutWebhooks(subscriptions, deliveries.queue, config.webhooks, events),
     };
 
@@ -183,7 +182,8 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       const queue = new Queue(name, { connection: redis, prefix });
       queue.on("error", (error) => logError(`queue ${name}`, error));
       queues.push(queue);
-      relayed.push(queue);
+      // No subscription, no fan-out: a third of the side work's jobs saved on most stores.
+      relayed.push(name === queueNames.webhooks ? { queue, wanted: () => subscriptions.any() } : { queue });
 
       const worker = new Worker(name, async (job) => processEvents(plantEventsOf(job), redis), {
         connection: redis,

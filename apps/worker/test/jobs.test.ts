@@ -2,9 +2,9 @@
 // Cluster — fed with events exactly as the relay builds them from the store's outbox entries.
 import type { PlantCreatedEvent, PlantDeletedEvent, PlantEvent } from "@plant-store/contracts";
 import { type StoreKind, storeKinds } from "@plant-store/redis-server";
-import { auditRecordKey, indexMember, partitionKeys, plantStore } from "@plant-store/store";
+import { auditRecordKey, DAY_MS, indexMember, partitionKeys, plantStore } from "@plant-store/store";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { recordAudit } from "../src/audit-job.js";
+import { recordAudit, recordAudits } from "../src/audit-job.js";
 import { updateIndexes } from "../src/index-job.js";
 
 /** The index job for one event (a batch of one). */
@@ -326,6 +326,59 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       await t.client.del(keys.audit);
       expect((await recordAudit(t.client, event)).appended).toBe(true);
       expect(await t.client.xlen(keys.audit)).toBe(1);
+    });
+
+    it("records a batch of several partitions and days at once: each event once, outcomes in order", async () => {
+      const created = await Promise.all(["31", "32", "33", "34", "35", "36"].map((id) => t.createPlant({ id })));
+      expect(new Set(created.map((c) => c.partition)).size).toBeGreaterThan(1);
+      const events: PlantEvent[] = await Promise.all(created.map((c) => eventOf(c.eventId)));
+      // The same partition's event of a day earlier: its record goes to that day's hash.
+      const first = created[0] as (typeof created)[number];
+      const yesterday = { ...(events[0] as PlantEvent), eventId: `p${first.partition}-${Date.now() - DAY_MS}-0` };
+      const batch = [...events, yesterday, events[1] as PlantEvent]; // the last one repeats within the batch
+
+      const outcomes = await recordAudits(t.client, batch);
+      expect(outcomes.map((o) => o.appended)).toEqual([true, true, true, true, true, true, true, false]);
+      expect(outcomes[7]?.auditEntryId).toBe(outcomes[1]?.auditEntryId);
+      const again = await recordAudits(t.client, [...batch].reverse());
+      expect(again.map((o) => o.appended)).toEqual(batch.map(() => false));
+      expect(again.map((o) => o.auditEntryId)).toEqual(outcomes.map((o) => o.auditEntryId).reverse());
+
+      const audited = (await t.audit()).map((entry) => entry.eventId).sort();
+      expect(audited).toEqual([...events, yesterday].map((e) => e.eventId).sort());
+      expect(auditRecordKey(yesterday.eventId)).not.toBe(auditRecordKey(first.eventId));
+      for (const event of [...events, yesterday]) {
+        const key = auditRecordKey(event.eventId);
+        expect(await t.client.hget(key, event.eventId)).toBeTruthy();
+        expect(await t.client.pttl(key)).toBeGreaterThan(0);
+      }
+    });
+
+    it("a batch that fails half-way leaves each event appended and recorded, or neither; its retry completes it", async () => {
+      const created = await Promise.all(Array.from({ length: 12 }, (_, i) => t.createPlant({ id: String(40 + i) })));
+      const bad = created[5] as (typeof created)[number];
+      const events = await Promise.all(created.map((c) => eventOf(c.eventId)));
+      const badKeys = partitionKeys(bad.partition);
+      await t.client.set(badKeys.audit, "not a stream");
+
+      await expect(recordAudits(t.client, events)).rejects.toThrow(/WRONGTYPE/);
+      for (const c of created) {
+        const recorded = await t.client.hget(auditRecordKey(c.eventId), c.eventId);
+        const appended =
+          c.partition !== bad.partition &&
+          (await t.client.xrange(partitionKeys(c.partition).audit, "-", "+")).some(([, fields]) =>
+            fields.includes(c.eventId),
+          );
+        expect({ id: c.eventId, recorded: recorded !== null }).toEqual({ id: c.eventId, recorded: appended });
+        // A day's hash that holds a record has its expiry, though the call failed.
+        if (recorded !== null) expect(await t.client.pttl(auditRecordKey(c.eventId))).toBeGreaterThan(0);
+      }
+      expect(await t.client.hexists(auditRecordKey(bad.eventId), bad.eventId)).toBe(0);
+
+      await t.client.del(badKeys.audit);
+      const retry = await recordAudits(t.client, events);
+      expect(retry[5]?.appended).toBe(true);
+      expect((await t.audit()).map((entry) => entry.eventId).sort()).toEqual(created.map((c) => c.eventId).sort());
     });
 
     it("records a deletion with type plant.deleted, exactly once however often its job runs", async () => {

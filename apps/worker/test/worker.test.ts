@@ -3,6 +3,7 @@
 import { jobIdFor, queueNames, queuePrefix } from "@plant-store/contracts";
 import { type StoreKind, storeKinds } from "@plant-store/redis-server";
 import { auditRecordKey, indexKeys, indexMember, partitionKeys, StoreLayoutError } from "@plant-store/store";
+import { webhookSubscriptions } from "@plant-store/webhooks";
 import type { Queue } from "bullmq";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { plantEventJobs } from "../src/relay.js";
@@ -115,6 +116,28 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       });
       expect(await completedCount(indexQueue)).toBeLessThanOrEqual(3);
       expect(await completedCount(auditQueue)).toBeLessThanOrEqual(3);
+    });
+
+    it("adds a webhook fan-out job only while a subscription exists", async () => {
+      const fanOutQueue = t.queue(queueNames.webhooks);
+      try {
+        await start();
+        await t.createPlant({ id: "60" });
+        await waitFor("the index job done", async () => (await completedCount(indexQueue)) === 1);
+        await waitFor("the audit job done", async () => (await completedCount(auditQueue)) === 1);
+        expect(await jobCount(fanOutQueue)).toBe(0);
+
+        // Deletions only: the fan-out job runs and queues no delivery for a create.
+        const { webhooks: config } = t.config({ WEBHOOK_ALLOW_INSECURE: "1", WEBHOOK_ALLOW_PRIVATE: "1" });
+        await webhookSubscriptions(t.client, { policy: config.policy, secretKey: config.secretKey }).create({
+          url: "http://127.0.0.1:9/hook",
+          events: ["plant.deleted"],
+        });
+        await t.createPlant({ id: "61" });
+        await waitFor("the fan-out job done", async () => (await completedCount(fanOutQueue)) === 1);
+      } finally {
+        await fanOutQueue.close();
+      }
     });
 
     it("keeps BullMQ's keys under each queue's hash-tag prefix", async () => {

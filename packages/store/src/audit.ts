@@ -1,20 +1,13 @@
 import type { Result } from "ioredis";
-import type { RedisClient } from "./connection.js";
+import { isCluster, type RedisClient } from "./connection.js";
 import { partitionKeys } from "./keys.js";
 import { entryIdMs, parseEventId } from "./outbox.js";
 import { defineScripts } from "./scripts.js";
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
-    appendAuditOnce(
-      dayRecordsKey: string,
-      earlierRecordsKey: string,
-      auditKey: string,
-      eventId: string,
-      recordLifetimeMs: number,
-      renewBelowMs: number,
-      ...fields: string[]
-    ): Result<[number, string], Context>;
+    /** `numberOfKeys` (3 per triple), the key triples, lifetime, renew-below, then per event: triple, id, field count, fields. */
+    appendAuditsOnce(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<(number | string)[], Context>;
   }
 }
 
@@ -84,21 +77,31 @@ export function auditRecordKey(eventId: string): string {
   return partitionKeys(parsed.partition).auditRecordedOn(auditRecordDay(entryIdMs(parsed.entryId)));
 }
 
+/** An event to audit: its outbox event id and the audit entry's fields (pairs). */
+export interface AuditAppend {
+  eventId: string;
+  fields: readonly string[];
+}
+
+export interface AuditOutcome {
+  /** False when an earlier run already recorded this event. */
+  appended: boolean;
+  auditEntryId: string;
+}
+
 /**
- * Appends one audit entry for an outbox event to its partition's audit stream, exactly once
- * however often it runs (within the records' lifetime: see above). Returns whether it appended
- * now and the audit entry id.
+ * Appends one audit entry per outbox event to its partition's audit stream, each exactly once
+ * however often it runs (within the records' lifetime: see above), in one script call per slot:
+ * on a cluster one per partition of the batch, on one node one for the whole batch. Returns, in
+ * order, whether each was appended now and its audit entry id. Should a call fail half-way, the
+ * events before the failure are appended and recorded: a retry of the batch skips them.
  */
-export async function appendAudit(
+export async function appendAudits(
   client: RedisClient,
-  eventId: string,
-  fields: string[],
+  events: readonly AuditAppend[],
   options: { recordLifetimeMs?: number } = {},
-): Promise<{ appended: boolean; auditEntryId: string }> {
-  const parsed = parseEventId(eventId);
-  if (!parsed) throw new Error(`not an outbox event id: ${eventId}`);
+): Promise<AuditOutcome[]> {
   defineScripts(client);
-  const keys = partitionKeys(parsed.partition);
   const lifetime = Math.max(
     1,
     Math.floor(options.recordLifetimeMs ?? auditRecordLifetimeMs(DEFAULT_AUDIT_RETENTION_MS)),
@@ -106,16 +109,49 @@ export async function appendAudit(
   // The day's hash gets its lifetime again only once an hour has gone (a tenth, when shorter):
   // a PTTL read per append instead of a write.
   const renewBelow = lifetime - Math.min(3_600_000, Math.floor(lifetime / 10));
-  const [appended, auditEntryId] = await client.appendAuditOnce(
-    auditRecordKey(eventId),
-    keys.auditRecorded,
-    keys.audit,
-    eventId,
-    lifetime,
-    renewBelow,
-    ...fields,
+  // One call per slot (every partition's keys share its hash tag); on one node, one call.
+  const calls = new Map<
+    number,
+    { keys: string[]; triples: Map<string, number>; args: (string | number)[]; at: number[] }
+  >();
+  events.forEach((event, at) => {
+    const parsed = parseEventId(event.eventId);
+    if (!parsed) throw new Error(`not an outbox event id: ${event.eventId}`);
+    const slot = isCluster(client) ? parsed.partition : 0;
+    const call = calls.get(slot) ?? { keys: [], triples: new Map<string, number>(), args: [], at: [] };
+    calls.set(slot, call);
+    const dayRecords = partitionKeys(parsed.partition).auditRecordedOn(auditRecordDay(entryIdMs(parsed.entryId)));
+    let triple = call.triples.get(dayRecords);
+    if (triple === undefined) {
+      const keys = partitionKeys(parsed.partition);
+      call.keys.push(dayRecords, keys.auditRecorded, keys.audit);
+      triple = call.keys.length / 3;
+      call.triples.set(dayRecords, triple);
+    }
+    call.args.push(triple, event.eventId, event.fields.length, ...event.fields);
+    call.at.push(at);
+  });
+  const outcomes: AuditOutcome[] = new Array(events.length);
+  await Promise.all(
+    [...calls.values()].map(async (call) => {
+      const reply = await client.appendAuditsOnce(call.keys.length, ...call.keys, lifetime, renewBelow, ...call.args);
+      call.at.forEach((at, i) => {
+        outcomes[at] = { appended: reply[2 * i] === 1, auditEntryId: String(reply[2 * i + 1]) };
+      });
+    }),
   );
-  return { appended: appended === 1, auditEntryId };
+  return outcomes;
+}
+
+/** One event's `appendAudits`. */
+export async function appendAudit(
+  client: RedisClient,
+  eventId: string,
+  fields: readonly string[],
+  options: { recordLifetimeMs?: number } = {},
+): Promise<AuditOutcome> {
+  const [outcome] = await appendAudits(client, [{ eventId, fields }], options);
+  return outcome as AuditOutcome;
 }
 
 /** Entries removed per XTRIM call (whole nodes of up to 100 entries), and calls per trim at most. */

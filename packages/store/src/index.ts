@@ -2,7 +2,10 @@
 // layout, the Lua scripts and the operations built on them. Every process imports it from here.
 export {
   AUDIT_RECORD_MARGIN_MS,
+  type AuditAppend,
+  type AuditOutcome,
   appendAudit,
+  appendAudits,
   auditRecordDay,
   auditRecordKey,
   auditRecordLifetimeMs,

@@ -31,6 +31,11 @@ export function webhookRecords(client: RedisClient) {
       return Object.keys(fields).length === 0 ? undefined : fields;
     },
 
+    /** Whether any subscription exists (one EXISTS). */
+    async any(): Promise<boolean> {
+      return (await client.exists(storeKeys.webhookIds)) === 1;
+    },
+
     /** Every subscription, oldest first. */
     async list(): Promise<{ id: string; fields: WebhookFields }[]> {
       const ids = await client.zrange(storeKeys.webhookIds, 0, -1);

@@ -77,6 +77,9 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
       return fields && webhookOf(id, fields);
     },
 
+    /** Whether any subscription exists, disabled ones included (one EXISTS: cheap enough per relay round). */
+    any: () => records.any(),
+
     async list(): Promise<Webhook[]> {
       return (await records.list()).map(({ id, fields }) => webhookOf(id, fields));
     },
