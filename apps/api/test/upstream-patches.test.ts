@@ -1,0 +1,192 @@
+// The fixes in patches/ (applied to node_modules by patch-package), each tested against the library
+// itself — a minimal tRPC router behind trpc-to-openapi's Fastify adapter, not our app — so each
+// test is what would go upstream with its patch, and fails here when the patch is missing.
+// patches/README.md describes each one as an upstream proposal.
+import { readdirSync, readFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
+import { createRequire } from "node:module";
+import type { AddressInfo } from "node:net";
+import { initTRPC, TRPCError } from "@trpc/server";
+import Fastify, { type FastifyInstance } from "fastify";
+import { stringify } from "lossless-json";
+import { coerceSchema, fastifyTRPCOpenApiPlugin, type OpenApiMeta } from "trpc-to-openapi";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+
+type Ctx = { user: string };
+const t = initTRPC.context<Ctx>().meta<OpenApiMeta>().create();
+
+/** Signals the `slow` procedure saw, and a way to let it finish. */
+const seen: { signal?: AbortSignal | undefined; release?: () => void } = {};
+
+const router = t.router({
+  big: t.procedure
+    .meta({ openapi: { method: "GET", path: "/big" } })
+    .input(z.void())
+    .output(z.object({ id: z.bigint() }))
+    .query(() => ({ id: 9007199254740993n })),
+  echo: t.procedure
+    .meta({ openapi: { method: "POST", path: "/echo" } })
+    .input(z.object({ name: z.string() }))
+    .output(z.object({ name: z.string() }))
+    .mutation(({ input }) => input),
+  signal: t.procedure
+    .meta({ openapi: { method: "GET", path: "/signal" } })
+    .input(z.void())
+    .output(z.object({ ok: z.boolean() }))
+    .query(({ signal }) => {
+      seen.signal = signal;
+      return { ok: true };
+    }),
+  slow: t.procedure
+    .meta({ openapi: { method: "GET", path: "/slow" } })
+    .input(z.void())
+    .output(z.object({ ok: z.boolean() }))
+    .query(({ signal }) => {
+      seen.signal = signal;
+      return new Promise<{ ok: boolean }>((resolve) => {
+        seen.release = () => resolve({ ok: true });
+      });
+    }),
+  missing: t.procedure
+    .meta({ openapi: { method: "GET", path: "/missing" } })
+    .input(z.void())
+    .output(z.object({}))
+    .query(() => {
+      throw new TRPCError({ code: "NOT_FOUND", message: "no such thing" });
+    }),
+});
+
+let app: FastifyInstance;
+let base: string;
+/** Whether a reply carried its own `statusCode` property when it was sent (the adapter's redefinition). */
+const ownStatusCode: boolean[] = [];
+
+beforeAll(async () => {
+  app = Fastify();
+  // Every body parsed as JSON, whatever its type: the adapter alone decides which types it takes.
+  app.addContentTypeParser("*", { parseAs: "string" }, app.getDefaultJsonParser("error", "error"));
+  app.addHook("onSend", (_request, reply, payload, done) => {
+    ownStatusCode.push(Object.hasOwn(reply, "statusCode"));
+    done(null, payload);
+  });
+  await app.register(fastifyTRPCOpenApiPlugin, {
+    router,
+    createContext: () => ({ user: "someone" }),
+    stringify: (body: unknown) => stringify(body) ?? undefined,
+  });
+  await app.listen({ port: 0, host: "127.0.0.1" });
+  base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  await app?.close();
+});
+
+const until = async (check: () => boolean) => {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  return check();
+};
+
+describe("trpc-to-openapi 3.3.0 patch", () => {
+  it("stringify option: a bigint output leaves as an exact JSON number (JSON.stringify throws on it)", async () => {
+    const response = await fetch(`${base}/big`);
+    expect(response.status).toBe(200);
+    expect(await response.text()).toBe('{"id":9007199254740993}');
+  });
+
+  it("accepts JSON's structured-syntax suffix types (RFC 6839) and no other type that merely starts like JSON", async () => {
+    const post = (contentType: string) =>
+      fetch(`${base}/echo`, { method: "POST", headers: { "content-type": contentType }, body: '{"name":"Fern"}' });
+    for (const accepted of ["application/json", "application/json; charset=utf-8", "application/merge-patch+json"]) {
+      const response = await post(accepted);
+      expect({ accepted, status: response.status }).toEqual({ accepted, status: 200 });
+      expect(await response.json()).toEqual({ name: "Fern" });
+    }
+    for (const refused of ["application/jsonl", "application/json-seq", "text/plain"]) {
+      expect({ refused, status: (await post(refused)).status }).toEqual({ refused, status: 415 });
+    }
+  });
+
+  it("calls the procedure with the request's abort signal, aborted when the client goes away", async () => {
+    seen.signal = undefined;
+    const client = httpRequest(`${base}/slow`);
+    client.on("error", () => {}); // destroyed on purpose
+    client.end();
+    expect(await until(() => seen.signal !== undefined)).toBe(true);
+    expect(seen.signal?.aborted).toBe(false);
+    client.destroy();
+    expect(await until(() => seen.signal?.aborted === true)).toBe(true);
+    seen.release?.();
+  });
+
+  it("leaves the signal of a request answered normally unaborted", async () => {
+    seen.signal = undefined;
+    expect((await fetch(`${base}/signal`)).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 50)); // the response's close has happened
+    expect(seen.signal).toBeInstanceOf(AbortSignal);
+    expect(seen.signal?.aborted).toBe(false);
+  });
+
+  it("Fastify adapter: statusCode stays Fastify's own accessor (not redefined per reply), and statuses still arrive", async () => {
+    ownStatusCode.length = 0;
+    const missing = await fetch(`${base}/missing`);
+    expect(missing.status).toBe(404);
+    expect(((await missing.json()) as { message: string }).message).toBe("no such thing");
+    expect((await fetch(`${base}/signal`)).status).toBe(200);
+    expect(ownStatusCode).toEqual([false, false]);
+  });
+
+  it("coerceSchema walks a schema once: the coercion is permanent, so later calls return at once", () => {
+    const schema = z.object({ count: z.number(), nested: z.object({ on: z.boolean() }) });
+    const shape = schema.shape;
+    let reads = 0;
+    Object.defineProperty(schema, "shape", {
+      get() {
+        reads++;
+        return shape;
+      },
+    });
+    coerceSchema(schema);
+    coerceSchema(schema);
+    coerceSchema(schema);
+    expect(reads).toBe(1);
+    expect(schema.parse({ count: "5", nested: { on: "true" } })).toEqual({ count: 5, nested: { on: true } });
+  });
+});
+
+describe("@trpc/server 11.25.2 patch", () => {
+  // The patch replaces the transpiled `_objectSpread2` helper with native object spread in the
+  // middleware chain; behaviour is unchanged, which these check, and the helper is gone from it.
+  it("the middleware chain no longer copies through _objectSpread2 (ESM and CommonJS builds)", () => {
+    const dist = new URL("./", `file://${createRequire(import.meta.url).resolve("@trpc/server")}`);
+    const builds = readdirSync(dist).filter((file) => /^initTRPC-[\w-]+\.(c|m)js$/.test(file));
+    expect(builds).toHaveLength(2);
+    for (const build of builds) {
+      const source = readFileSync(new URL(build, dist), "utf8");
+      const chain = source.slice(
+        source.indexOf("async function callRecursive"),
+        source.indexOf("function createProcedureCaller"),
+      );
+      expect({ build, chain: chain.includes("...opts") }).toEqual({ build, chain: true });
+      // What the patch removed: the chain's copies, the input merge and the output's copy.
+      const before = [
+        /_objectSpread2/.test(chain),
+        source.includes("_objectSpread2({}, opts.input)"),
+        source.includes("_objectSpread2({}, result), {}, { data })"),
+      ];
+      expect({ build, before }).toEqual({ build, before: [false, false, false] });
+    }
+  });
+
+  it("merges context from middlewares, combines object inputs, and returns the parsed output", async () => {
+    const withRole = t.middleware(({ next }) => next({ ctx: { role: "admin" } }));
+    const procedure = t.procedure
+      .use(withRole)
+      .input(z.object({ a: z.string() }))
+      .input(z.object({ b: z.coerce.number() }))
+      .output(z.object({ text: z.string().transform((text) => text.toUpperCase()) }))
+      .query(({ ctx, input }) => ({ text: `${ctx.user}:${ctx.role}:${input.a}:${input.b}` }));
+    const caller = t.createCallerFactory(t.router({ procedure }))({ user: "someone" });
+    expect(await caller.procedure({ a: "x", b: "2" as unknown as number })).toEqual({ text: "SOMEONE:ADMIN:X:2" });
+  });
+});
