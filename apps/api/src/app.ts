@@ -12,6 +12,7 @@ import { createGuard, type Limits } from "./http/guard.js";
 import { clientErrorHandler, frameworkErrors } from "./http/low-level-errors.js";
 import { createApiMetrics } from "./http/metrics.js";
 import { createRateLimiter } from "./http/rate-limit.js";
+import { OneLineRequestLog } from "./http/request-log.js";
 import { restApi } from "./http/rest.js";
 import { createRouteMatcher, replyRouteMiss, restRoutesOf } from "./http/routes.js";
 import { securityHeadersFor } from "./http/security-headers.js";
@@ -78,6 +79,7 @@ export async function buildApp(options: AppOptions) {
       ...loggerOptions("api", options.logLevel ?? "info"),
       ...(options.logStream ? { stream: options.logStream } : {}),
     },
+    logController: new OneLineRequestLog(),
     bodyLimit: limits.bodyMaxBytes,
     // request.ip (the per-address throttle, logs) is the peer unless a trusted proxy says otherwise.
     trustProxy: trustProxyOption(options.trustProxy ?? false),

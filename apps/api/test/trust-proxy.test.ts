@@ -127,8 +127,15 @@ describe("TRUST_PROXY", () => {
       });
       const failure = logged.find((line) => line.msg === "authentication failed");
       expect(failure, String(trust)).toMatchObject({ level: "warn", ip: expected });
-      const incoming = logged.find((line) => line.msg === "incoming request");
-      expect(incoming, String(trust)).toMatchObject({ req: { remoteAddress: expected } });
+      // One access line per request: its address, method, url and status.
+      expect(logged.filter((line) => line.msg === "incoming request")).toEqual([]);
+      const completed = logged.filter((line) => line.msg === "request completed");
+      expect(completed, String(trust)).toEqual([
+        expect.objectContaining({
+          req: expect.objectContaining({ remoteAddress: expected, method: "GET" }),
+          res: { statusCode: 401 },
+        }),
+      ]);
     }
   });
 });
