@@ -227,7 +227,7 @@ function describe(service: Service, problem: string) {
 /** Starts the API process (logging warnings only) and resolves once /readyz answers 200. */
 export async function startApiProcess(
   stack: Stack,
-  options: { metrics: boolean } = { metrics: true },
+  options: { metrics: boolean; nodeFlags?: string[] } = { metrics: true },
 ): Promise<Service & { url: string }> {
   const port = await freePort();
   const service = spawnService(
@@ -244,7 +244,7 @@ export async function startApiProcess(
       METRICS_ENABLED: String(options.metrics),
     },
     // As deployed (Dockerfile, npm start): a 16 MiB young generation.
-    ["--max-semi-space-size=16"],
+    ["--max-semi-space-size=16", ...(options.nodeFlags ?? [])],
   );
   const api = { ...service, url: `http://127.0.0.1:${port}` };
   if (stack.api) stack.moreApis.push(api);
@@ -266,18 +266,27 @@ export async function startApiProcess(
 /** The worker's tuning variables a bench run passes on from its own environment (e.g. RELAY_LINGER_MS=10). */
 const WORKER_TUNING = /^(RELAY_|JOB_|WORKER_CONCURRENCY$)/;
 
-export async function startWorkerProcess(stack: Stack, env: Record<string, string> = {}): Promise<Service> {
+export async function startWorkerProcess(
+  stack: Stack,
+  env: Record<string, string> = {},
+  nodeFlags: string[] = [],
+): Promise<Service> {
   const tuning = Object.entries(process.env).filter(
     (entry): entry is [string, string] => WORKER_TUNING.test(entry[0]) && entry[1] !== undefined,
   );
-  const service = spawnService("worker", entryOf("@plant-store/worker"), {
-    ...stack.storeEnv,
-    // info only for the start-up lines; the worker logs nothing per job at info.
-    LOG_LEVEL: "info",
-    WORKER_METRICS_PORT: "0",
-    ...Object.fromEntries(tuning),
-    ...env,
-  });
+  const service = spawnService(
+    "worker",
+    entryOf("@plant-store/worker"),
+    {
+      ...stack.storeEnv,
+      // info only for the start-up lines; the worker logs nothing per job at info.
+      LOG_LEVEL: "info",
+      WORKER_METRICS_PORT: "0",
+      ...Object.fromEntries(tuning),
+      ...env,
+    },
+    nodeFlags,
+  );
   stack.worker = service;
   await untilLogged(service, "worker ready", 30_000);
   return service;

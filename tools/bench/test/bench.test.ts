@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import autocannon from "autocannon";
 import { describe, expect, it } from "vitest";
 import { idsOf, nextLink } from "../src/http.js";
+import { codeOwner, parseCommandStats, selfTimeByOwner, sumCommandStats } from "../src/profile-helpers.js";
 import { percentile, summarize } from "../src/stats.js";
 import {
   cpuPercent,
@@ -130,6 +131,54 @@ describe("http helpers", () => {
     expect(idsOf('[{"id":9007199254700000001,"name":"a"},{"id": -5,"name":"b","tag":"t"}]')).toEqual([
       "9007199254700000001",
       "-5",
+    ]);
+  });
+});
+
+describe("profile helpers", () => {
+  it("names the owner of a frame's code: a package, a workspace file, a node module or a V8 pseudo-frame", () => {
+    expect(codeOwner("file:///w/node_modules/@trpc/server/dist/x.mjs", "callRecursive")).toBe("@trpc/server");
+    expect(codeOwner("file:///w/node_modules/.pnpm/a/node_modules/ioredis/built/x.js", "f")).toBe("ioredis");
+    expect(codeOwner("file:///w/apps/api/dist/http/rest.js", "f")).toBe("apps/api/http/rest.js");
+    expect(codeOwner("node:internal/streams/writable", "write")).toBe("node:internal");
+    expect(codeOwner("", "(garbage collector)")).toBe("(garbage collector)");
+    expect(codeOwner("", "writev")).toBe("(writev)");
+  });
+
+  it("splits a profile's busy time by owner, leaving the idle samples out", () => {
+    const frame = (id: number, functionName: string, url: string) => ({
+      id,
+      callFrame: { functionName, url, lineNumber: 0 },
+    });
+    const profile = {
+      nodes: [
+        frame(1, "(idle)", ""),
+        frame(2, "f", "file:///w/node_modules/bullmq/dist/x.js"),
+        frame(3, "(garbage collector)", ""),
+      ],
+      samples: [1, 2, 2, 3, 1, 2],
+      timeDeltas: [5000, 1000, 1000, 1000, 9000, 1000],
+    };
+    const { busyMs, owners } = selfTimeByOwner(profile);
+    expect(busyMs).toBe(4);
+    expect(owners).toEqual([
+      { name: "bullmq", share: 0.75 },
+      { name: "(garbage collector)", share: 0.25 },
+    ]);
+  });
+
+  it("reads INFO commandstats and adds the nodes' rows up per command, busiest first", () => {
+    const node = (evals: number) =>
+      parseCommandStats(
+        `# Commandstats\r\ncmdstat_evalsha:calls=${evals},usec=${evals * 10},usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\ncmdstat_config|resetstat:calls=1,usec=5,usec_per_call=5.00\r\n`,
+      );
+    expect(node(3)).toEqual([
+      { command: "evalsha", calls: 3, usec: 30 },
+      { command: "config|resetstat", calls: 1, usec: 5 },
+    ]);
+    expect(sumCommandStats([node(3), node(4)])).toEqual([
+      { command: "evalsha", calls: 7, usec: 70 },
+      { command: "config|resetstat", calls: 2, usec: 10 },
     ]);
   });
 });

@@ -1,0 +1,166 @@
+/**
+ * `npm run bench:profile`: where a create's CPU goes, as deployed. One run of POST /plants at 50
+ * connections against a private store with the api and the worker running, then, per process, the
+ * CPU per acknowledged create (its side work included), Redis's commands per create, the BullMQ
+ * jobs per event, and with --cpu-prof each process's busy time by package and file (the
+ * `.cpuprofile` files stay for Chrome DevTools). For finding what to remove; `npm run bench` is the
+ * measurement of record. Run `node tools/bench/dist/profile.js --help` for the options.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { isCluster } from "@plant-store/store";
+import autocannon from "autocannon";
+import type { Redis } from "ioredis";
+import { TOKEN } from "./http.js";
+import { type CpuProfile, parseCommandStats, selfTimeByOwner, sumCommandStats } from "./profile-helpers.js";
+import { machineLine, table } from "./report.js";
+import { cpuSecondsOf, integerOption, runBench, startApiProcess, startStack, startWorkerProcess } from "./stack.js";
+import { storeCounts } from "./store-counts.js";
+import { createRequest } from "./throughput-helpers.js";
+
+const { values: args } = parseArgs({
+  options: {
+    cluster: { type: "boolean", default: false },
+    duration: { type: "string", default: "10" },
+    connections: { type: "string", default: "50" },
+    "cpu-prof": { type: "boolean", default: false },
+    help: { type: "boolean", default: false },
+  },
+});
+if (args.help) {
+  console.log(`profile: POST /plants with the worker running; CPU per create per process, Redis commands, jobs
+  --duration 10      seconds of load (after 2 s of warm-up)
+  --connections 50   autocannon connections
+  --cluster          a private Redis Cluster (3 masters + 3 replicas) instead of one redis-server
+  --cpu-prof         run api and worker with node --cpu-prof and summarize the profiles
+The worker's tuning variables (RELAY_*, JOB_*, WORKER_CONCURRENCY) are passed on, as in npm run bench.`);
+  process.exit(0);
+}
+const durationS = integerOption("duration", args.duration, 1, 300);
+const connections = integerOption("connections", args.connections, 1, 1000);
+const SIDE_WORK_LIMIT_MS = 60_000;
+
+/** The machine's busy and total CPU time so far (/proc/stat, clock ticks). */
+function machineTicks(): { busy: number; total: number } {
+  const fields = (readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "").trim().split(/\s+/).slice(1).map(Number);
+  const total = fields.reduce((sum, n) => sum + n, 0);
+  return { busy: total - (fields[3] ?? 0) - (fields[4] ?? 0), total };
+}
+
+/** Jobs completed so far per queue, from the worker's own metrics. */
+async function jobsCompleted(metricsUrl: string): Promise<Map<string, number>> {
+  const text = await (await fetch(metricsUrl, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+  const jobs = new Map<string, number>();
+  for (const match of text.matchAll(/^plant_store_jobs_completed_total\{queue="([^"]+)"\} (\d+)/gm)) {
+    jobs.set(match[1] as string, Number(match[2]));
+  }
+  return jobs;
+}
+
+await runBench("profile", (durationS + 180) * 1000, async () => {
+  console.log(machineLine());
+  const stack = await startStack({ appendfsync: "always", cluster: args.cluster });
+  const results = fileURLToPath(new URL("../results/", import.meta.url));
+  const profileDir = join(results, `profile-${new Date().toISOString().replace(/[:.]/g, "-")}`);
+  const profFlags = (name: string) =>
+    args["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${join(profileDir, name)}`] : [];
+  const api = await startApiProcess(stack, { metrics: true, nodeFlags: profFlags("api") });
+  const worker = await startWorkerProcess(stack, { API_TOKENS: TOKEN }, profFlags("worker"));
+  const ready = worker.output.find((line) => line.includes('"msg":"worker ready"'));
+  const metricsUrl = (JSON.parse(ready ?? "{}") as { metrics?: string }).metrics ?? "";
+  const counts = storeCounts(stack.redis, stack.partitions);
+  const masters: Redis[] = isCluster(stack.redis) ? stack.redis.nodes("master") : [stack.redis];
+  let nextId = 1;
+  const post = () =>
+    createRequest({ authorization: `Bearer ${TOKEN}`, "content-type": "application/json" }, () => nextId++);
+
+  const warmup = await autocannon({ url: api.url, connections, duration: 2, requests: [post()] });
+  let created = warmup["2xx"];
+  const sideWorkDone = async (plants: number) => {
+    const deadline = Date.now() + SIDE_WORK_LIMIT_MS;
+    while (Date.now() < deadline) {
+      const [indexed, audited] = await Promise.all([counts.indexed(), counts.audited()]);
+      if (indexed >= plants && audited >= plants) return;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    throw new Error(`the worker had not indexed and audited ${plants} plants within ${SIDE_WORK_LIMIT_MS / 1000} s`);
+  };
+  await sideWorkDone(created);
+
+  const processes = { api: api.child.pid, worker: worker.child.pid, redis: stack.redisPids() };
+  const cpu = () => Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuSecondsOf(pid) ?? 0]));
+  await Promise.all(masters.map((node) => node.config("RESETSTAT")));
+  const jobsBefore = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
+  const [cpuBefore, machineBefore, loadBefore] = [cpu(), machineTicks(), process.cpuUsage()];
+  const run = await autocannon({ url: api.url, connections, duration: durationS, requests: [post()] });
+  const ok = run["2xx"];
+  created += ok;
+  await sideWorkDone(created);
+  const [cpuAfter, machineAfter, load] = [cpu(), machineTicks(), process.cpuUsage(loadBefore)];
+  const jobsAfter = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
+  const commands = sumCommandStats(
+    await Promise.all(masters.map(async (node) => parseCommandStats(await node.info("commandstats")))),
+  );
+  const busy = (machineAfter.busy - machineBefore.busy) / Math.max(1, machineAfter.total - machineBefore.total);
+
+  const perCreate = (seconds: number) => ((seconds * 1000) / Math.max(1, ok)).toFixed(3);
+  console.log(
+    `\nPOST /plants, ${connections} connections, ${durationS} s, ${stack.kind}, worker running: ${Math.round(run.requests.average)} req/s, ` +
+      `p50 ${run.latency.p50} ms, p99 ${run.latency.p99} ms, ${run.non2xx} non-2xx; machine ${(busy * 100).toFixed(0)} % busy until the side work was done`,
+  );
+  console.log(
+    table(
+      ["process", "CPU ms per create"],
+      [
+        ...Object.keys(processes).map((name) => [name, perCreate((cpuAfter[name] ?? 0) - (cpuBefore[name] ?? 0))]),
+        ["load generator", perCreate((load.user + load.system) / 1e6)],
+      ],
+    ),
+  );
+  console.log(
+    table(
+      ["queue", "jobs", "events per job"],
+      [...jobsAfter].map(([queue, after]) => {
+        const jobs = after - (jobsBefore.get(queue) ?? 0);
+        return [queue, String(jobs), jobs === 0 ? "-" : (ok / jobs).toFixed(1)];
+      }),
+    ),
+  );
+  console.log(`\nRedis commands per create (every master; a script's own commands are counted inside it too)`);
+  console.log(
+    table(
+      ["command", "calls", "µs", "µs per call"],
+      commands
+        .slice(0, 15)
+        .map((stat) => [
+          stat.command,
+          (stat.calls / ok).toFixed(3),
+          (stat.usec / ok).toFixed(2),
+          (stat.usec / Math.max(1, stat.calls)).toFixed(1),
+        ]),
+    ),
+  );
+
+  await stack.stop(); // SIGTERM: each process writes its profile as it exits
+  if (args["cpu-prof"]) {
+    for (const name of ["api", "worker"]) {
+      const dir = join(profileDir, name);
+      for (const file of readdirSync(dir).filter((f) => f.endsWith(".cpuprofile"))) {
+        const { busyMs, owners } = selfTimeByOwner(JSON.parse(readFileSync(join(dir, file), "utf8")) as CpuProfile);
+        console.log(
+          `\n${name}: ${busyMs.toFixed(0)} ms busy over its life (start-up and warm-up included), self time by code`,
+        );
+        console.log(
+          table(
+            ["code", "share"],
+            owners.slice(0, 15).map((o) => [o.name, `${(o.share * 100).toFixed(1)} %`]),
+          ),
+        );
+        console.log(`  ${join(dir, file)} (open in Chrome DevTools, Performance)`);
+      }
+    }
+  }
+  return run.non2xx === 0 && run.errors === 0;
+});
