@@ -1,5 +1,5 @@
 import type { Result } from "ioredis";
-import { isCluster, type RedisClient } from "./connection.js";
+import { callPerNode, isCluster, type RedisClient } from "./connection.js";
 import { partitionKeys } from "./keys.js";
 import { entryIdMs, parseEventId } from "./outbox.js";
 import { defineScripts } from "./scripts.js";
@@ -132,14 +132,21 @@ export async function appendAudits(
     call.at.push(at);
   });
   const outcomes: AuditOutcome[] = new Array(events.length);
-  await Promise.all(
-    [...calls.values()].map(async (call) => {
-      const reply = await client.appendAuditsOnce(call.keys.length, ...call.keys, lifetime, renewBelow, ...call.args);
-      call.at.forEach((at, i) => {
-        outcomes[at] = { appended: reply[2 * i] === 1, auditEntryId: String(reply[2 * i + 1]) };
-      });
-    }),
-  );
+  const groups = [...calls.values()];
+  const replies = (await callPerNode(
+    client,
+    groups.map((call) => ({
+      key: call.keys[0] as string,
+      command: "appendAuditsOnce",
+      args: [call.keys.length, ...call.keys, lifetime, renewBelow, ...call.args],
+    })),
+  )) as (number | string)[][];
+  groups.forEach((call, g) => {
+    const reply = replies[g] as (number | string)[];
+    call.at.forEach((at, i) => {
+      outcomes[at] = { appended: reply[2 * i] === 1, auditEntryId: String(reply[2 * i + 1]) };
+    });
+  });
   return outcomes;
 }
 

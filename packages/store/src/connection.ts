@@ -99,6 +99,65 @@ export const isCluster = (client: RedisClient): client is Cluster => client inst
 export const nodeOfKey = (client: RedisClient, key: string): string =>
   isCluster(client) ? (client.slots[calculateSlot(key)]?.[0] ?? "?") : "";
 
+/** One command of `callPerNode`: its key (which routes it), its name (a store script's too) and its arguments. */
+export interface KeyedCall {
+  key: string;
+  command: string;
+  args: readonly (string | number)[];
+}
+
+type Invocable = Record<string, (...args: (string | number)[]) => unknown>;
+
+/** Errors that say the cluster's slots moved under the client: the command is right, its node was not. */
+const isTopologyError = (error: unknown) =>
+  error instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN)\b|slots allocation group|same slot/.test(error.message);
+
+/**
+ * Sends `calls` at once, on a cluster in one pipeline per node (one write each) instead of one
+ * write per command: a relay round reads every partition it holds, and a job's batch touches most.
+ * Replies come in the order of `calls`; the first error is thrown. Commands that failed because the
+ * cluster changed (a failover, a resharding) are sent again one by one, which ioredis redirects;
+ * those that succeeded are not sent again. On one node, the commands go in one pipeline.
+ */
+export async function callPerNode(client: RedisClient, calls: readonly KeyedCall[]): Promise<unknown[]> {
+  const replies: unknown[] = new Array(calls.length);
+  const groups = new Map<string, number[]>();
+  calls.forEach((call, i) => {
+    const node = isCluster(client) ? (client.slots[calculateSlot(call.key)] ?? []).join(",") : "";
+    groups.set(node, [...(groups.get(node) ?? []), i]);
+  });
+  const invoke = (target: unknown, call: KeyedCall) => {
+    const method = (target as Invocable)[call.command];
+    if (!method) throw new Error(`no command ${call.command} on the connection`);
+    return method.apply(target, [...call.args]);
+  };
+  await Promise.all(
+    [...groups.values()].map(async (indexes) => {
+      const pipeline = client.pipeline();
+      for (const i of indexes) invoke(pipeline, calls[i] as KeyedCall);
+      let results: [Error | null, unknown][] | null = null;
+      try {
+        results = await pipeline.exec();
+      } catch (error) {
+        if (!isTopologyError(error)) throw error; // refused before anything was sent
+      }
+      const retry: number[] = [];
+      indexes.forEach((i, k) => {
+        const [error, reply] = results?.[k] ?? [new Error("CLUSTERDOWN not sent"), undefined];
+        if (error && !isTopologyError(error)) throw error;
+        if (error) retry.push(i);
+        else replies[i] = reply;
+      });
+      await Promise.all(
+        retry.map(async (i) => {
+          replies[i] = await invoke(client, calls[i] as KeyedCall);
+        }),
+      );
+    }),
+  );
+  return replies;
+}
+
 /** QUIT when the connection is up (lets queued replies arrive), otherwise just drop it. */
 export async function disconnect(client: RedisClient): Promise<void> {
   if (client.status === "end") return;

@@ -25,9 +25,11 @@ export {
 } from "./config.js";
 export {
   type ConnectOptions,
+  callPerNode,
   connect,
   disconnect,
   isCluster,
+  type KeyedCall,
   nodeOfKey,
   type RedisClient,
 } from "./connection.js";

@@ -1,5 +1,5 @@
 import type { Result } from "ioredis";
-import { isCluster, type RedisClient } from "./connection.js";
+import { callPerNode, isCluster, type RedisClient } from "./connection.js";
 import { partitionKeys, storeKeys } from "./keys.js";
 import { defineScripts } from "./scripts.js";
 
@@ -71,21 +71,13 @@ export function outbox(client: RedisClient) {
      * together. Entries deleted meanwhile come back without fields and are left out.
      */
     async readNew(partitions: readonly number[], consumer: string, count: number): Promise<OutboxEntry[]> {
-      const replies = await Promise.all(
-        partitions.map(
-          (p) =>
-            client.xreadgroup(
-              "GROUP",
-              group,
-              consumer,
-              "COUNT",
-              count,
-              "STREAMS",
-              partitionKeys(p).outbox,
-              ">",
-            ) as Promise<StreamReply>,
-        ),
-      );
+      const replies = (await callPerNode(
+        client,
+        partitions.map((p) => {
+          const key = partitionKeys(p).outbox;
+          return { key, command: "xreadgroup", args: ["GROUP", group, consumer, "COUNT", count, "STREAMS", key, ">"] };
+        }),
+      )) as StreamReply[];
       const entries: OutboxEntry[] = [];
       for (const [i, reply] of replies.entries()) {
         for (const [, streamEntries] of reply ?? []) {
@@ -177,7 +169,14 @@ export function outbox(client: RedisClient) {
       if (parts.length === 0) return;
       const keyOf = (p: number) => partitionKeys(p).outbox;
       if (isCluster(client)) {
-        await Promise.all(parts.map(([p, ids]) => client.ackEntries(1, keyOf(p), group, ids.join(" "))));
+        await callPerNode(
+          client,
+          parts.map(([p, ids]) => ({
+            key: keyOf(p),
+            command: "ackEntries",
+            args: [1, keyOf(p), group, ids.join(" ")],
+          })),
+        );
         return;
       }
       await client.ackEntries(
