@@ -92,9 +92,9 @@ export interface AuditOutcome {
 /**
  * Appends one audit entry per outbox event to its partition's audit stream, each exactly once
  * however often it runs (within the records' lifetime: see above), in one script call per slot:
- * on a cluster one per partition of the batch, on one node one for the whole batch. Returns, in
- * order, whether each was appended now and its audit entry id. Should a call fail half-way, the
- * events before the failure are appended and recorded: a retry of the batch skips them.
+ * on a cluster one per partition of the batch (sent in one pipeline per node), on one node one for
+ * the whole batch. Returns, in order, whether each was appended now and its audit entry id. Should a
+ * call fail half-way, the events before the failure are appended and recorded: a retry skips them.
  */
 export async function appendAudits(
   client: RedisClient,
