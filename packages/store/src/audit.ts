@@ -114,16 +114,17 @@ export async function appendAudits(
     number,
     { keys: string[]; triples: Map<string, number>; args: (string | number)[]; at: number[] }
   >();
+  const cluster = isCluster(client);
   events.forEach((event, at) => {
     const parsed = parseEventId(event.eventId);
     if (!parsed) throw new Error(`not an outbox event id: ${event.eventId}`);
-    const slot = isCluster(client) ? parsed.partition : 0;
+    const slot = cluster ? parsed.partition : 0;
     const call = calls.get(slot) ?? { keys: [], triples: new Map<string, number>(), args: [], at: [] };
     calls.set(slot, call);
-    const dayRecords = partitionKeys(parsed.partition).auditRecordedOn(auditRecordDay(entryIdMs(parsed.entryId)));
+    const keys = partitionKeys(parsed.partition);
+    const dayRecords = keys.auditRecordedOn(auditRecordDay(entryIdMs(parsed.entryId)));
     let triple = call.triples.get(dayRecords);
     if (triple === undefined) {
-      const keys = partitionKeys(parsed.partition);
       call.keys.push(dayRecords, keys.auditRecorded, keys.audit);
       triple = call.keys.length / 3;
       call.triples.set(dayRecords, triple);

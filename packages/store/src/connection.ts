@@ -123,8 +123,12 @@ export async function callPerNode(client: RedisClient, calls: readonly KeyedCall
   const replies: unknown[] = new Array(calls.length);
   const groups = new Map<string, number[]>();
   calls.forEach((call, i) => {
-    const node = isCluster(client) ? (client.slots[calculateSlot(call.key)] ?? []).join(",") : "";
-    groups.set(node, [...(groups.get(node) ?? []), i]);
+    // By master: a pipeline whose slots turn out to be served otherwise is refused before it is
+    // sent (a topology error), and its commands go one by one.
+    const node = nodeOfKey(client, call.key);
+    const group = groups.get(node);
+    if (group) group.push(i);
+    else groups.set(node, [i]);
   });
   const invoke = (target: unknown, call: KeyedCall) => {
     const method = (target as Invocable)[call.command];

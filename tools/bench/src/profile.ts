@@ -18,7 +18,7 @@ import { type CpuProfile, parseCommandStats, selfTimeByOwner, sumCommandStats } 
 import { machineLine, table } from "./report.js";
 import { cpuSecondsOf, integerOption, runBench, startApiProcess, startStack, startWorkerProcess } from "./stack.js";
 import { storeCounts } from "./store-counts.js";
-import { createRequest } from "./throughput-helpers.js";
+import { createRequest, waitUntil } from "./throughput-helpers.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -79,13 +79,17 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
   const warmup = await autocannon({ url: api.url, connections, duration: 2, requests: [post()] });
   let created = warmup["2xx"];
   const sideWorkDone = async (plants: number) => {
-    const deadline = Date.now() + SIDE_WORK_LIMIT_MS;
-    while (Date.now() < deadline) {
-      const [indexed, audited] = await Promise.all([counts.indexed(), counts.audited()]);
-      if (indexed >= plants && audited >= plants) return;
-      await new Promise((resolve) => setTimeout(resolve, 20));
+    const done = await waitUntil(
+      SIDE_WORK_LIMIT_MS,
+      async () => {
+        const [indexed, audited] = await Promise.all([counts.indexed(), counts.audited()]);
+        return indexed >= plants && audited >= plants;
+      },
+      20,
+    );
+    if (!done) {
+      throw new Error(`the worker had not indexed and audited ${plants} plants within ${SIDE_WORK_LIMIT_MS / 1000} s`);
     }
-    throw new Error(`the worker had not indexed and audited ${plants} plants within ${SIDE_WORK_LIMIT_MS / 1000} s`);
   };
   await sideWorkDone(created);
 

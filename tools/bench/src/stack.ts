@@ -262,10 +262,10 @@ export async function startApiProcess(
   throw describe(service, "was not ready within 20 s");
 }
 
-/** Starts the worker process and resolves once it logs "worker ready" (its relay is reading). */
 /** The worker's tuning variables a bench run passes on from its own environment (e.g. RELAY_LINGER_MS=10). */
 const WORKER_TUNING = /^(RELAY_|JOB_|WORKER_CONCURRENCY$)/;
 
+/** Starts the worker process and resolves once it logs "worker ready" (its relay is reading). */
 export async function startWorkerProcess(
   stack: Stack,
   env: Record<string, string> = {},

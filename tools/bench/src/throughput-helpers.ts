@@ -1,4 +1,5 @@
 /** Helpers of the throughput benchmark, kept apart from it so tests can import them. */
+import { setTimeout as sleep } from "node:timers/promises";
 import type autocannon from "autocannon";
 
 export type Target = "baseline" | "service";
@@ -101,4 +102,14 @@ export function createRequest(
       },
     }),
   };
+}
+
+/** Polls `check` every `everyMs` until it holds (true) or `limitMs` passed (false). */
+export async function waitUntil(limitMs: number, check: () => Promise<boolean>, everyMs = 50): Promise<boolean> {
+  const deadline = performance.now() + limitMs;
+  while (performance.now() < deadline) {
+    if (await check()) return true;
+    await sleep(everyMs);
+  }
+  return check();
 }

@@ -46,6 +46,7 @@ import {
   perRoundRatios,
   streamIdMs,
   type Target,
+  waitUntil,
 } from "./throughput-helpers.js";
 
 const { values: args } = parseArgs({
@@ -1067,16 +1068,6 @@ async function measureLag(
     cpu: load.cpu,
     summaries,
   };
-}
-
-/** Polls `check` every `everyMs` until it holds (true) or `limitMs` passed (false). */
-async function waitUntil(limitMs: number, check: () => Promise<boolean>, everyMs = 50): Promise<boolean> {
-  const deadline = performance.now() + limitMs;
-  while (performance.now() < deadline) {
-    if (await check()) return true;
-    await sleep(everyMs);
-  }
-  return check();
 }
 
 async function failedJobs(stack: Stack) {
