@@ -9,7 +9,13 @@
   ARGV[2] window of the hit counter (ms)
 
   Returns {1 = counted | 0 = refused, count, ms left in the window} of the counter it stopped at.
+
+  Not written to the AOF nor sent to replicas (redis.set_repl): a counter is worth nothing after its
+  minute, and with `appendfsync always` a write makes Redis fsync before it answers, so every
+  admitted request would wait for the disk twice (here and at its create). A restart or a failover
+  starts the affected windows afresh.
 ]]
+redis.set_repl(redis.REPL_NONE)
 local peeked = tonumber(redis.call('GET', KEYS[1]) or '0')
 if peeked >= tonumber(ARGV[1]) then return {0, peeked, redis.call('PTTL', KEYS[1])} end
 local count = redis.call('INCR', KEYS[2])

@@ -5,6 +5,12 @@
   KEYS[1] counter   ratelimit:<name>
 
   Returns the count left.
+
+  Not written to the AOF nor sent to replicas (redis.set_repl): a counter is worth nothing after its
+  minute, and with `appendfsync always` a write makes Redis fsync before it answers, so every
+  admitted request would wait for the disk twice (here and at its create). A restart or a failover
+  starts the affected windows afresh.
 ]]
+redis.set_repl(redis.REPL_NONE)
 if tonumber(redis.call('GET', KEYS[1]) or '0') <= 0 then return 0 end
 return redis.call('DECR', KEYS[1])

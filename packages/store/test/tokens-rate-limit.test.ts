@@ -7,6 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
   connect,
   disconnect,
+  isCluster,
   parseStoreConfig,
   type RedisClient,
   rateLimitCounters,
@@ -107,6 +108,28 @@ describe.each(storeKinds)("tokens and rate limits on %s Redis", (kind) => {
       await counters.hit(token, 60_000);
       expect(await counters.unhit(token)).toBe(1);
       expect(await client.pttl(storeKeys.rateLimit(token))).toBeGreaterThan(0);
+    });
+
+    it("counts without writing to the AOF (no fsync to wait for); other writes still do", async () => {
+      const masters = isCluster(client) ? client.nodes("master") : [client];
+      const aofBytes = async () => {
+        let total = 0;
+        for (const node of masters) {
+          total += Number(/aof_current_size:(\d+)/.exec(await node.info("persistence"))?.[1] ?? Number.NaN);
+        }
+        return total;
+      };
+      const counters = rateLimitCounters(client);
+      await counters.hit(token, 60_000); // loads the scripts (SCRIPT LOAD is not written either)
+      const before = await aofBytes();
+      expect(before).toBeGreaterThan(0);
+      await counters.admit(address, 3, token, 60_000);
+      await counters.hit(address, 60_000);
+      await counters.unhit(token);
+      expect((await counters.peek(token))[0]).toBe(1);
+      expect(await aofBytes()).toBe(before);
+      await client.set(storeKeys.rateLimit("aof-probe"), "1");
+      expect(await aofBytes()).toBeGreaterThan(before);
     });
   });
 
