@@ -28,8 +28,9 @@
 ]]
 local out = {}
 local expiryChecked = {}
+local argc = #ARGV
 local i = 3
-while i <= #ARGV do
+while i <= argc do
   local t, eventId, count = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 2])
   local dayRecords = KEYS[3 * t - 2]
   local existing = redis.call('HGET', dayRecords, eventId) or redis.call('HGET', KEYS[3 * t - 1], eventId)
@@ -37,9 +38,8 @@ while i <= #ARGV do
     out[#out + 1] = 0
     out[#out + 1] = existing
   else
-    local fields = {'eventId', eventId}
-    for j = i + 3, i + 2 + count do fields[#fields + 1] = ARGV[j] end
-    local entryId = redis.call('XADD', KEYS[3 * t], '*', unpack(fields))
+    -- The entry's fields straight from ARGV (no table per event).
+    local entryId = redis.call('XADD', KEYS[3 * t], '*', 'eventId', eventId, unpack(ARGV, i + 3, i + 2 + count))
     redis.call('HSET', dayRecords, eventId, entryId)
     -- PTTL is -1 while the hash has no expiry yet (its first record): below any threshold.
     if not expiryChecked[t] then

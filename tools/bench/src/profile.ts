@@ -49,6 +49,25 @@ function machineTicks(): { busy: number; total: number } {
   return { busy: total - (fields[3] ?? 0) - (fields[4] ?? 0), total };
 }
 
+interface RedisFootprint {
+  aofBytes: number;
+  memoryBytes: number;
+  rewrites: number;
+}
+
+/** The masters' AOF size, memory and AOF rewrites so far, summed. */
+async function persistence(masters: readonly Redis[]): Promise<RedisFootprint> {
+  const total: RedisFootprint = { aofBytes: 0, memoryBytes: 0, rewrites: 0 };
+  for (const node of masters) {
+    const info = await node.info();
+    const field = (name: string) => Number(new RegExp(`^${name}:(\\d+)`, "m").exec(info)?.[1] ?? 0);
+    total.aofBytes += field("aof_current_size");
+    total.memoryBytes += field("used_memory");
+    total.rewrites += field("aof_rewrites");
+  }
+  return total;
+}
+
 /** Jobs completed so far per queue, from the worker's own metrics. */
 async function jobsCompleted(metricsUrl: string): Promise<Map<string, number>> {
   const text = await (await fetch(metricsUrl, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
@@ -96,6 +115,7 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
   const processes = { api: api.child.pid, worker: worker.child.pid, redis: stack.redisPids() };
   const cpu = () => Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuSecondsOf(pid) ?? 0]));
   await Promise.all(masters.map((node) => node.config("RESETSTAT")));
+  const persistenceBefore = await persistence(masters);
   const jobsBefore = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
   const [cpuBefore, machineBefore, loadBefore] = [cpu(), machineTicks(), process.cpuUsage()];
   const run = await autocannon({ url: api.url, connections, duration: durationS, requests: [post()] });
@@ -104,6 +124,7 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
   await sideWorkDone(created);
   const [cpuAfter, machineAfter, load] = [cpu(), machineTicks(), process.cpuUsage(loadBefore)];
   const jobsAfter = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
+  const persistenceAfter = await persistence(masters);
   const commands = sumCommandStats(
     await Promise.all(masters.map(async (node) => parseCommandStats(await node.info("commandstats")))),
   );
@@ -131,6 +152,12 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
         return [queue, String(jobs), jobs === 0 ? "-" : (ok / jobs).toFixed(1)];
       }),
     ),
+  );
+  const grown = (field: keyof RedisFootprint) =>
+    ((persistenceAfter[field] - persistenceBefore[field]) / Math.max(1, ok)).toFixed(0);
+  console.log(
+    `\nRedis per create (every master): ${grown("aofBytes")} bytes appended to the AOF, ${grown("memoryBytes")} bytes more memory` +
+      (persistenceAfter.rewrites > persistenceBefore.rewrites ? " (an AOF rewrite ran: the AOF figure is off)" : ""),
   );
   console.log(`\nRedis commands per create (every master; a script's own commands are counted inside it too)`);
   console.log(
