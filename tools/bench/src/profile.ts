@@ -26,6 +26,7 @@ const { values: args } = parseArgs({
     duration: { type: "string", default: "10" },
     connections: { type: "string", default: "50" },
     "cpu-prof": { type: "boolean", default: false },
+    appendfsync: { type: "string", default: "always" },
     help: { type: "boolean", default: false },
   },
 });
@@ -35,8 +36,15 @@ if (args.help) {
   --connections 50   autocannon connections
   --cluster          a private Redis Cluster (3 masters + 3 replicas) instead of one redis-server
   --cpu-prof         run api and worker with node --cpu-prof and summarize the profiles
+  --appendfsync always  the private Redis's AOF fsync policy (always, as deployed; everysec or no
+                     to see what waiting for the disk costs)
 The worker's tuning variables (RELAY_*, JOB_*, WORKER_CONCURRENCY) are passed on, as in npm run bench.`);
   process.exit(0);
+}
+const appendfsync = args.appendfsync;
+if (appendfsync !== "always" && appendfsync !== "everysec" && appendfsync !== "no") {
+  console.error(`--appendfsync must be always, everysec or no (got ${appendfsync})`);
+  process.exit(2);
 }
 const durationS = integerOption("duration", args.duration, 1, 300);
 const connections = integerOption("connections", args.connections, 1, 1000);
@@ -80,7 +88,7 @@ async function jobsCompleted(metricsUrl: string): Promise<Map<string, number>> {
 
 await runBench("profile", (durationS + 180) * 1000, async () => {
   console.log(machineLine());
-  const stack = await startStack({ appendfsync: "always", cluster: args.cluster });
+  const stack = await startStack({ appendfsync, cluster: args.cluster });
   const results = fileURLToPath(new URL("../results/", import.meta.url));
   const profileDir = join(results, `profile-${new Date().toISOString().replace(/[:.]/g, "-")}`);
   const profFlags = (name: string) =>
