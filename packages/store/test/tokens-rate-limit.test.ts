@@ -120,7 +120,7 @@ describe.each(storeKinds)("tokens and rate limits on %s Redis", (kind) => {
         return total;
       };
       const counters = rateLimitCounters(client);
-      await counters.hit(token, 60_000); // loads the scripts (SCRIPT LOAD is not written either)
+      await counters.hit(token, 60_000); // a count for the take-back below
       const before = await aofBytes();
       expect(before).toBeGreaterThan(0);
       await counters.admit(address, 3, token, 60_000);
