@@ -61,6 +61,11 @@ export function parseCommandStats(info: string): CommandStat[] {
   return stats;
 }
 
+/** A numeric field of `INFO` (`<name>:<number>` on a line of its own); 0 when absent. */
+export function infoNumber(info: string, name: string): number {
+  return Number(new RegExp(`^${name}:([\\d.]+)`, "m").exec(info)?.[1] ?? 0);
+}
+
 /** Command stats of several nodes added up per command, busiest first. */
 export function sumCommandStats(perNode: readonly CommandStat[][]): CommandStat[] {
   const total = new Map<string, CommandStat>();

@@ -14,7 +14,7 @@ import { isCluster } from "@plant-store/store";
 import autocannon from "autocannon";
 import type { Redis } from "ioredis";
 import { TOKEN } from "./http.js";
-import { type CpuProfile, parseCommandStats, selfTimeByOwner, sumCommandStats } from "./profile-helpers.js";
+import { type CpuProfile, infoNumber, parseCommandStats, selfTimeByOwner, sumCommandStats } from "./profile-helpers.js";
 import { machineLine, table } from "./report.js";
 import { cpuSecondsOf, integerOption, runBench, startApiProcess, startStack, startWorkerProcess } from "./stack.js";
 import { storeCounts } from "./store-counts.js";
@@ -68,10 +68,9 @@ async function persistence(masters: readonly Redis[]): Promise<RedisFootprint> {
   const total: RedisFootprint = { aofBytes: 0, memoryBytes: 0, rewrites: 0 };
   for (const node of masters) {
     const info = await node.info();
-    const field = (name: string) => Number(new RegExp(`^${name}:(\\d+)`, "m").exec(info)?.[1] ?? 0);
-    total.aofBytes += field("aof_current_size");
-    total.memoryBytes += field("used_memory");
-    total.rewrites += field("aof_rewrites");
+    total.aofBytes += infoNumber(info, "aof_current_size");
+    total.memoryBytes += infoNumber(info, "used_memory");
+    total.rewrites += infoNumber(info, "aof_rewrites");
   }
   return total;
 }

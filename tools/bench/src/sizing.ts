@@ -26,6 +26,7 @@ import {
   plantStore,
   rateLimitCounters,
 } from "@plant-store/store";
+import { infoNumber } from "./profile-helpers.js";
 import { machineLine, table } from "./report.js";
 import { integerOption } from "./stack.js";
 
@@ -81,8 +82,11 @@ function parseInfo(info: string): NodeStats {
     const name = match[1] as string;
     if (!NOT_WORK.has(name)) calls.set(name, Number(match[2]));
   }
-  const number = (field: string) => Number(new RegExp(`^${field}:([\\d.]+)`, "m").exec(info)?.[1] ?? 0);
-  return { calls, memory: number("used_memory"), cpuS: number("used_cpu_user") + number("used_cpu_sys") };
+  return {
+    calls,
+    memory: infoNumber(info, "used_memory"),
+    cpuS: infoNumber(info, "used_cpu_user") + infoNumber(info, "used_cpu_sys"),
+  };
 }
 
 interface StatsNode {

@@ -23,6 +23,7 @@ import {
 } from "@plant-store/store";
 import autocannon from "autocannon";
 import { TOKEN } from "./http.js";
+import { infoNumber } from "./profile-helpers.js";
 import { environment, machineLine, table, writeResult } from "./report.js";
 import {
   cpuSecondsOf,
@@ -1082,7 +1083,7 @@ async function failedJobs(stack: Stack) {
 async function aofRewrites(redis: RedisClient): Promise<number> {
   const nodes = isCluster(redis) ? redis.nodes("master") : [redis];
   const infos = await Promise.all(nodes.map((node) => node.info("persistence")));
-  return infos.reduce((sum, info) => sum + Number(/aof_rewrites:(\d+)/.exec(info)?.[1] ?? 0), 0);
+  return infos.reduce((sum, info) => sum + infoNumber(info, "aof_rewrites"), 0);
 }
 
 /** The hard time limit: every phase at its bound, plus slack. */

@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import autocannon from "autocannon";
 import { describe, expect, it } from "vitest";
 import { idsOf, nextLink } from "../src/http.js";
-import { codeOwner, parseCommandStats, selfTimeByOwner, sumCommandStats } from "../src/profile-helpers.js";
+import { codeOwner, infoNumber, parseCommandStats, selfTimeByOwner, sumCommandStats } from "../src/profile-helpers.js";
 import { percentile, summarize } from "../src/stats.js";
 import {
   cpuPercent,
@@ -165,6 +165,13 @@ describe("profile helpers", () => {
       { name: "bullmq", share: 0.75 },
       { name: "(garbage collector)", share: 0.25 },
     ]);
+  });
+
+  it("reads a numeric INFO field by its whole name, 0 when absent", () => {
+    const info = "# Memory\r\nused_memory:1024\r\nused_memory_rss:4096\r\n# CPU\r\nused_cpu_sys:1.25\r\n";
+    expect(infoNumber(info, "used_memory")).toBe(1024);
+    expect(infoNumber(info, "used_cpu_sys")).toBe(1.25);
+    expect(infoNumber(info, "aof_rewrites")).toBe(0);
   });
 
   it("reads INFO commandstats and adds the nodes' rows up per command, busiest first", () => {
