@@ -134,6 +134,30 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       expectError(await post("[".repeat(8000) + "]".repeat(8000)), 400);
     });
 
+    it("refuses a key repeated with another value, compared exactly, and lets an equal repeat through", async () => {
+      const duplicate = /not valid JSON: Duplicate key/;
+      // Numbers no JavaScript value holds exactly must still compare by their exact value.
+      expectError(await post('{"id":1e30,"id":2e30,"name":"x"}'), 400, duplicate);
+      expectError(
+        await post('{"id":-504268859273299999999,"id":-50426885042688592732946019,"name":"x"}'),
+        400,
+        duplicate,
+      );
+      expectError(await post('{"id":90,"name":"x","n":0.1,"n":0.10000000000000001}'), 400, duplicate);
+      expectError(await post('{"id":90,"name":"x","n":[1e999999999],"n":[2e999999999]}'), 400, duplicate);
+      // The same value written twice, in whatever notation, is one value: the body is judged on it.
+      expectError(await post('{"id":1e999999999,"id":10e999999998,"name":"x"}'), 400, /int64/);
+      expectError(
+        await post('{"id":9007199254740993.5,"id":9007199254740993.5,"name":"x"}'),
+        400,
+        /id must be an integer/,
+      );
+      expectError(await post('{"id":0.5,"id":5e-1,"name":"x"}'), 400, /id must be an integer/);
+      const equal = await post('{"id":91,"id":91.0,"name":"x","n":1.5,"n":15e-1,"m":{"k":1e40},"m":{"k":10e39}}');
+      expect(equal.status).toBe(200);
+      expect(equal.json).toEqual({ name: "x" });
+    });
+
     it("rejects invalid UTF-8 with 400 and accepts a leading byte order mark", async () => {
       const invalid = Buffer.concat([Buffer.from('{"id":12,"name":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]);
       expectError(await post(invalid), 400, /UTF-8/);

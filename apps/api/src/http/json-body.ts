@@ -7,26 +7,57 @@ const JSON_NUMBER = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
 const OUT_OF_RANGE = 2n ** 64n;
 
 /**
- * The exact value of a JSON number: integers (also `1.0`, `1e3`) become a number when they are
- * safe integers and a bigint otherwise; fractions stay numbers. A fraction that a double would
- * round to an integer (9007199254740993.5) becomes NaN, so it can never pass as an integer.
+ * The exact value of a JSON number: integers (also `1.0`, `1e3`) up to 20 digits become a number
+ * when they are safe integers and a bigint otherwise. Any other number (a fraction, or an integer
+ * beyond 20 digits) no JavaScript value holds exactly: it becomes a symbol named by its exact value
+ * (sign, significant digits, power of ten), one symbol per value in `inexact`, so lossless-json's
+ * duplicate-key check, which compares values, tells `1e30` from `2e30` and `0.1` from
+ * `0.10000000000000001` yet sees `1.5` and `15e-1` as one value. `approximate` replaces them after.
  */
-function exactJsonNumber(text: string): number | bigint {
+function exactJsonNumber(text: string, inexact: Map<string, symbol>): number | bigint | symbol {
   const match = JSON_NUMBER.exec(text);
-  if (!match) return Number.NaN;
+  if (!match) throw new SyntaxError(`Invalid number '${text}'`);
   const [, sign = "", whole = "", fraction = "", exponent = "0"] = match;
   const significant = `${whole}${fraction}`.replace(/^0+/, "");
   if (significant === "") return 0;
   const digits = significant.replace(/0+$/, "");
-  const scale = Number(exponent) - fraction.length + (significant.length - digits.length);
-  if (scale < 0) {
-    const approximate = Number(text);
-    return Number.isInteger(approximate) ? Number.NaN : approximate;
+  // A bigint: an exponent of any length is kept exactly.
+  const scale = BigInt(exponent) - BigInt(fraction.length - (significant.length - digits.length));
+  if (scale >= 0n && BigInt(digits.length) + scale <= 20n) {
+    const value = BigInt(`${sign}${digits}`) * 10n ** scale;
+    const asNumber = Number(value);
+    return Number.isSafeInteger(asNumber) ? asNumber : value;
   }
-  if (digits.length + scale > 20) return sign ? -OUT_OF_RANGE : OUT_OF_RANGE;
-  const value = BigInt(`${sign}${digits}`) * 10n ** BigInt(scale);
-  const asNumber = Number(value);
-  return Number.isSafeInteger(asNumber) ? asNumber : value;
+  const exact = `${sign}${digits}e${scale}`;
+  let symbol = inexact.get(exact);
+  if (symbol === undefined) inexact.set(exact, (symbol = Symbol(exact)));
+  return symbol;
+}
+
+/**
+ * What a number no JavaScript value holds exactly is validated as: an integer beyond 20 digits a
+ * stand-in of that sign beyond any int64, a fraction its nearest double — or NaN when that double
+ * is an integer (9007199254740993.5), so it can never pass as one.
+ */
+function approximate(exact: string): number | bigint {
+  if (!exact.includes("e-")) return exact.startsWith("-") ? -OUT_OF_RANGE : OUT_OF_RANGE;
+  const value = Number(exact);
+  return Number.isInteger(value) ? Number.NaN : value;
+}
+
+/** Replaces, in place and without recursion (the body may be deeply nested), the symbols exactJsonNumber left. */
+function replaceInexactNumbers(root: unknown): unknown {
+  const settle = (value: unknown) => (typeof value === "symbol" ? approximate(value.description ?? "") : value);
+  const pending: unknown[] = [root];
+  for (let value = pending.pop(); value !== undefined; value = pending.pop()) {
+    if (typeof value !== "object" || value === null) continue;
+    const container = value as Record<string, unknown>;
+    for (const key of Object.keys(container)) {
+      container[key] = settle(container[key]);
+      pending.push(container[key]);
+    }
+  }
+  return settle(root);
 }
 
 /** An error whose message is meant for the client. */
@@ -47,14 +78,16 @@ function parseJsonBody(raw: Buffer, contentType: string | undefined): unknown {
     throw clientError(400, "The request body is not valid UTF-8");
   }
   if (text.trim() === "") throw clientError(400, "The request body is empty: a JSON object is required");
+  const inexact = new Map<string, symbol>();
   try {
-    return parse(text, null, {
-      parseNumber: exactJsonNumber,
-      // Even with equal values: which one counts is ambiguous, so the body is refused.
+    const body = parse(text, null, {
+      parseNumber: (number) => exactJsonNumber(number, inexact),
+      // lossless-json calls this only for a key repeated with another value (README: 400).
       onDuplicateKey: ({ key }) => {
         throw new SyntaxError(`Duplicate key '${key}'`);
       },
     });
+    return inexact.size === 0 ? body : replaceInexactNumbers(body);
   } catch (error) {
     if (error instanceof RangeError) throw clientError(400, "The request body is nested too deeply");
     throw clientError(400, `The request body is not valid JSON: ${(error as Error).message}`);
