@@ -29,8 +29,10 @@ function exactJsonNumber(text: string, inexact: Map<string, symbol>): number | b
     return Number.isSafeInteger(asNumber) ? asNumber : value;
   }
   const exact = `${sign}${digits}e${scale}`;
-  let symbol = inexact.get(exact);
-  if (symbol === undefined) inexact.set(exact, (symbol = Symbol(exact)));
+  const known = inexact.get(exact);
+  if (known !== undefined) return known;
+  const symbol = Symbol(exact);
+  inexact.set(exact, symbol);
   return symbol;
 }
 
