@@ -68,6 +68,7 @@ export {
   parseEventId,
 } from "./outbox.js";
 export {
+  type CreateAdmission,
   type CreateOutcome,
   type DeleteOutcome,
   type Durability,
