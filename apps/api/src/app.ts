@@ -113,14 +113,12 @@ export async function buildApp(options: AppOptions) {
   });
   const store = createPlantStore(options.redis, options.layout, options.durability, options.storeDeadlineMs ?? 3000);
   app.decorateRequest("auth", null);
-  app.decorateRequest("admission", null);
   const createContext = async ({ req }: { req: FastifyRequest }): Promise<Context> => ({
     auth: await guard.authOf(req, false),
     requestId: req.id,
     store,
     tokens: options.tokens?.store,
     webhooks: options.webhooks,
-    admission: req.admission ?? undefined,
     responseHeaders: {},
     preconditions: { ifMatch: req.headers["if-match"], ifNoneMatch: req.headers["if-none-match"], notModified: false },
   });

@@ -6,7 +6,7 @@ import type { OpenApiMeta } from "trpc-to-openapi";
 import type { ZodType } from "zod";
 import { toApiError } from "./errors.js";
 import { StoreUnavailableError } from "./outage.js";
-import type { DeferredAdmission, PlantStore } from "./plants/store.js";
+import type { PlantStore } from "./plants/store.js";
 import type { WebhookAdmin } from "./webhooks/admin.js";
 
 /** Per-request context, built the same way for REST and native tRPC. */
@@ -17,8 +17,6 @@ export type Context = {
   tokens: TokenStore | undefined;
   /** Webhook subscriptions and the deliveries queue; absent: this server has no webhooks. */
   webhooks: WebhookAdmin | undefined;
-  /** A REST create's rate-limit admission, left to its script by the guard (one node). */
-  admission: DeferredAdmission | undefined;
   /** Headers a procedure adds to its response, e.g. `Link`, or a `WWW-Authenticate` challenge. */
   responseHeaders: Record<string, string>;
   /**

@@ -6,7 +6,7 @@
 
   Returns {count, ms left in the window}.
 
-  Not written to the AOF nor sent to replicas (redis.set_repl), as includes/admitRequest says why.
+  Not written to the AOF nor sent to replicas (redis.set_repl), as rateLimitAdmit-2 says why.
 ]]
 redis.set_repl(redis.REPL_NONE)
 local count = redis.call('INCR', KEYS[1])

@@ -6,7 +6,7 @@
 
   Returns the count left.
 
-  Not written to the AOF nor sent to replicas (redis.set_repl), as includes/admitRequest says why.
+  Not written to the AOF nor sent to replicas (redis.set_repl), as rateLimitAdmit-2 says why.
 ]]
 redis.set_repl(redis.REPL_NONE)
 if tonumber(redis.call('GET', KEYS[1]) or '0') <= 0 then return 0 end

@@ -68,7 +68,6 @@ export {
   parseEventId,
 } from "./outbox.js";
 export {
-  type CreateAdmission,
   type CreateOutcome,
   type DeleteOutcome,
   type Durability,

@@ -9,10 +9,8 @@ import {
   type PartitionKeys,
   partitionKeys,
   partitionOf,
-  storeKeys,
 } from "./keys.js";
 import type { Layout } from "./layout.js";
-import type { RateLimitCount } from "./rate-limit.js";
 import { defineScripts } from "./scripts.js";
 
 declare module "ioredis" {
@@ -23,14 +21,6 @@ declare module "ioredis" {
       outboxKey: string,
       ...args: string[]
     ): Result<[string, string], Context>;
-    admitThenCreatePlant(
-      plantKey: string,
-      clockKey: string,
-      outboxKey: string,
-      peekKey: string,
-      hitKey: string,
-      ...args: (string | number)[]
-    ): Result<[number, number, number, string?, string?, string?], Context>;
     updatePlant(
       plantKey: string,
       clockKey: string,
@@ -66,19 +56,6 @@ export interface VersionedPlant extends StoredPlantRecord {
 }
 
 export type CreateOutcome = "created" | "unchanged" | "conflict";
-
-/**
- * The rate-limit counters a create takes its admission from (see `admitThenCreate`): counted on
- * `hitName` only while `peekName` is under `peekLimit`, created only while `hitName`'s count is
- * within `hitLimit`.
- */
-export interface CreateAdmission {
-  peekName: string;
-  peekLimit: number;
-  hitName: string;
-  hitLimit: number;
-  windowMs: number;
-}
 
 /**
  * What an update changes: `name` when given; `tag` set to a text, removed with null, kept when
@@ -239,52 +216,6 @@ export function plantStore(client: RedisClient, layout: Layout, durability: Dura
         ),
       );
       return { outcome: outcome as CreateOutcome, created: BigInt(created), version: BigInt(version) };
-    },
-
-    /**
-     * `create` behind its request's rate-limit admission, in one script on one node (on a cluster
-     * the counters share no slot with the plant): `admission` as the counters' `admit` gives it,
-     * and the create's result only when it was admitted within `hitLimit`.
-     */
-    async admitThenCreate(
-      counters: CreateAdmission,
-      plant: { id: bigint; name: string; tag?: string | undefined },
-      meta: RequestMeta,
-      at: string,
-    ): Promise<{
-      admission: { admitted: boolean; count: RateLimitCount };
-      created?: { outcome: CreateOutcome; created: bigint; version: bigint };
-    }> {
-      if (isCluster(client)) throw new Error("admitThenCreate needs one node: use the counters' admit, then create");
-      const keys = keysOf(plant.id);
-      const key = keys.plant(plant.id);
-      const [admitted, count, ttlMs, outcome, created, version] = await commit<
-        [number, number, number, string?, string?, string?]
-      >(key, (target) =>
-        target.admitThenCreatePlant(
-          key,
-          keys.clock,
-          keys.outbox,
-          storeKeys.rateLimit(counters.peekName),
-          storeKeys.rateLimit(counters.hitName),
-          plant.id.toString(),
-          plant.name,
-          plant.tag === undefined ? "0" : "1",
-          plant.tag ?? "",
-          meta.actor,
-          meta.requestId,
-          at,
-          counters.peekLimit,
-          counters.windowMs,
-          counters.hitLimit,
-        ),
-      );
-      const admission = { admitted: admitted === 1, count: [count, ttlMs] as RateLimitCount };
-      if (outcome === undefined || created === undefined || version === undefined) return { admission };
-      return {
-        admission,
-        created: { outcome: outcome as CreateOutcome, created: BigInt(created), version: BigInt(version) },
-      };
     },
 
     /** The stored plant, from its hash: visible as soon as its create answered 200. */

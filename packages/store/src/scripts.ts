@@ -8,16 +8,9 @@ import type { RedisClient } from "./connection.js";
  * command it defines and how many of its arguments are keys, so every key a script touches is
  * declared and a cluster can route it (`-n`: as many keys as the call's first argument says).
  * `defineScripts` defines them all on a client (EVALSHA, with EVAL when the server does not have
- * the script yet); nothing else writes Lua. Steps that two scripts share are local functions in
- * `lua/includes/`, pulled in by a `--- @include "<name>"` line (BullMQ's loader does the same).
+ * the script yet); nothing else writes Lua.
  */
 const LUA_DIR = fileURLToPath(new URL("../lua/", import.meta.url));
-
-const INCLUDE = /^--- @include "([a-zA-Z]+)"$/gm;
-
-/** A script's text with each `--- @include "<name>"` line replaced by `lua/includes/<name>.lua`. */
-const withIncludes = (lua: string) =>
-  lua.replace(INCLUDE, (_line, name: string) => readFileSync(`${LUA_DIR}includes/${name}.lua`, "utf8").trimEnd());
 
 export interface ScriptFile {
   command: string;
@@ -39,7 +32,7 @@ export function scriptFiles(): ScriptFile[] {
       return {
         command: match[1] as string,
         numberOfKeys: match[2] === "n" ? undefined : Number(match[2]),
-        lua: withIncludes(readFileSync(`${LUA_DIR}${file}`, "utf8")),
+        lua: readFileSync(new URL(file, `file://${LUA_DIR}`), "utf8"),
       };
     });
   return cached;

@@ -12,15 +12,12 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { basicPassword } from "../auth.js";
 import { apiError } from "../errors.js";
 import { reach, ShardDownError, StoreUnavailableError, shardBreaker } from "../outage.js";
-import type { DeferredAdmission } from "../plants/store.js";
-import type { RateLimiter, Verdict, Window } from "./rate-limit.js";
+import type { RateLimiter, Window } from "./rate-limit.js";
 
 declare module "fastify" {
   interface FastifyRequest {
     /** Result of checking the credentials; computed once per request. */
     auth: Promise<AuthResult> | null;
-    /** The rate-limit admission the guard left to the create (deferAdmission), if it did. */
-    admission: DeferredAdmission | null;
   }
 }
 
@@ -50,12 +47,6 @@ export type GuardCheck = {
   basic?: boolean;
   /** false: leave an authentication failure to the caller (tRPC answers in its own envelope). */
   rejectFailures?: boolean;
-  /**
-   * A REST create: on one node, leave a known token's rate-limit admission to the create script
-   * (`request.admission`), so the request takes one round trip to Redis, not two. Whatever answers
-   * the request before the create must call `settleDeferred` first: the limits still come first.
-   */
-  deferAdmission?: boolean;
 };
 
 const setWindowHeaders = (reply: FastifyReply, window: Window, windowSeconds: number) =>
@@ -65,6 +56,9 @@ const setWindowHeaders = (reply: FastifyReply, window: Window, windowSeconds: nu
     "ratelimit-reset": window.resetSeconds,
     "ratelimit-policy": `${window.limit};w=${windowSeconds}`,
   });
+
+const tooMany = (reply: FastifyReply, window: Window, message: string) =>
+  reply.code(429).header("retry-after", window.resetSeconds).send(apiError(429, message));
 
 /** What the guard tells the metrics (see http/metrics.ts). */
 export type GuardObserver = {
@@ -106,6 +100,12 @@ export function createGuard({
     ]).catch((error: unknown) => request.log.warn({ err: error }, "could not count an authentication failure"));
   }
 
+  /** 429 for an address that failed to authenticate too often. */
+  const throttled = (reply: FastifyReply, window: Window) => {
+    observer?.rateLimited("address");
+    return tooMany(reply, window, "Too many failed authentication attempts from this address; retry later");
+  };
+
   const counterShards = shardBreaker(redis, { deadlineMs: counterDeadlineMs });
   const cluster = isCluster(redis);
   // One node: its command timeout bounds a counter; on a cluster a lost shard could hold it longer.
@@ -135,26 +135,12 @@ export function createGuard({
     return undefined;
   }
 
-  /**
-   * An admission's headers on the reply: the per-token window, or Retry-After for an address that
-   * failed to authenticate too often or a token whose limit is used up; then the 429's message.
-   */
-  function judge(reply: FastifyReply, verdict: Verdict): string | undefined {
-    const refused = verdict.blocked ?? (verdict.window.exceeded ? verdict.window : undefined);
-    if (!verdict.blocked) setWindowHeaders(reply, verdict.window, limiter.windowSeconds);
-    if (!refused) return undefined;
-    observer?.rateLimited(verdict.blocked ? "address" : "token");
-    reply.header("retry-after", refused.resetSeconds);
-    return verdict.blocked
-      ? "Too many failed authentication attempts from this address; retry later"
-      : "Rate limit exceeded for this token; retry later";
-  }
-
-  /** `judge`, answering 429 when refused; whether the request may go on. */
-  const admit = (reply: FastifyReply, verdict: Verdict) => {
-    const refusal = judge(reply, verdict);
-    if (refusal !== undefined) reply.code(429).send(apiError(429, refusal));
-    return refusal === undefined;
+  /** Per-token limit headers, and 429 once it is used up. */
+  const applyWindow = (reply: FastifyReply, window: Window) => {
+    setWindowHeaders(reply, window, limiter.windowSeconds);
+    if (!window.exceeded) return true;
+    observer?.rateLimited("token");
+    return !tooMany(reply, window, "Rate limit exceeded for this token; retry later");
   };
 
   /**
@@ -175,31 +161,19 @@ export function createGuard({
     if (!known.ok || (check.scope && !hasScope(known.principal, check.scope))) return undefined;
     const failures = `auth-failures:${request.ip}`;
     const requests = `token:${known.principal.id}`;
-    if (check.deferAdmission && !cluster) {
-      request.admission = {
-        counters: {
-          peekName: failures,
-          peekLimit: limits.authFailures,
-          hitName: requests,
-          hitLimit: limits.perToken,
-          windowMs: limiter.windowMs,
-        },
-        taken: false,
-        settle: (answer) => judge(reply, limiter.verdict(answer, limits.authFailures, limits.perToken)),
-      };
-      return true;
-    }
     const admitted = await counted(request, [failures, requests], () =>
       limiter.admit(failures, limits.authFailures, requests, limits.perToken),
     );
-    return admitted ? admit(reply, admitted) : true;
+    if (!admitted) return true;
+    if (admitted.blocked) return !throttled(reply, admitted.blocked);
+    return applyWindow(reply, admitted.window);
   }
 
   /** Every other case, step by step: address check, then lookup, failures, scope, token count. */
   async function admitStepwise(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean> {
     const failures = `auth-failures:${request.ip}`;
     const addressWindow = await counted(request, [failures], () => limiter.peek(failures, limits.authFailures));
-    if (addressWindow?.exceeded) return admit(reply, { blocked: addressWindow });
+    if (addressWindow?.exceeded) return !throttled(reply, addressWindow);
     const auth = await reach(() => authOf(request, check.basic === true));
     if (!auth.ok) {
       await recordFailure(request, auth.reason);
@@ -219,31 +193,12 @@ export function createGuard({
     }
     const requests = `token:${auth.principal.id}`;
     const window = await counted(request, [requests], () => limiter.hit(requests, limits.perToken));
-    return window ? admit(reply, { window }) : true;
+    return window ? applyWindow(reply, window) : true;
   }
 
   return {
     /** Resolves the request's credentials (memoized), e.g. for tRPC's context. */
     authOf,
-
-    /**
-     * Takes a deferred admission the create did not take (the request is answered before it, e.g.
-     * with a 400): its headers on the reply, and the 429's message when refused. Fails open, as
-     * every counter does.
-     */
-    async settleDeferred(request: FastifyRequest, reply: FastifyReply): Promise<string | undefined> {
-      const admission = request.admission;
-      if (!admission || admission.taken) return undefined;
-      admission.taken = true;
-      const { peekName, peekLimit, hitName, hitLimit } = admission.counters;
-      const verdict = await counted(request, [peekName, hitName], () =>
-        limiter.admit(peekName, peekLimit, hitName, hitLimit),
-      ).catch((error: unknown) => {
-        request.log.warn({ err: error }, "rate-limit counter unavailable: request answered uncounted");
-        return undefined;
-      });
-      return verdict && judge(reply, verdict);
-    },
 
     async check(request: FastifyRequest, reply: FastifyReply, check: GuardCheck = {}): Promise<boolean> {
       try {

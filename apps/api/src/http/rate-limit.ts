@@ -1,9 +1,6 @@
-import { type RateLimitCount, type RedisClient, rateLimitCounters } from "@plant-store/store";
+import { type RedisClient, rateLimitCounters } from "@plant-store/store";
 
 export type Window = { limit: number; remaining: number; resetSeconds: number; exceeded: boolean };
-
-/** An admission's outcome: `blocked` when the peeked counter was used up, else the hit counter's window. */
-export type Verdict = { blocked: Window } | { blocked?: undefined; window: Window };
 
 /**
  * Fixed-window counters in Redis, shared by every api instance. Hand-written rather than
@@ -19,18 +16,8 @@ export function createRateLimiter(redis: RedisClient, windowMs = 60_000) {
     resetSeconds: Math.max(1, Math.ceil((ttlMs > 0 ? ttlMs : windowMs) / 1000)),
     exceeded,
   });
-  /** What the counters' answer to an admission (admit's, or that of a create which took it) means. */
-  const verdict = (
-    { admitted, count: [value, ttl] }: { admitted: boolean; count: RateLimitCount },
-    peekLimit: number,
-    hitLimit: number,
-  ): Verdict =>
-    admitted
-      ? { window: window(hitLimit, value, ttl, value > hitLimit) }
-      : { blocked: window(peekLimit, value, ttl, true) };
   return {
     windowSeconds: windowMs / 1000,
-    windowMs,
     /** Counts one request against `key`; exceeded once the count passes `limit`. */
     async hit(key: string, limit: number): Promise<Window> {
       const [count, ttl] = await counters.hit(key, windowMs);
@@ -46,10 +33,18 @@ export function createRateLimiter(redis: RedisClient, windowMs = 60_000) {
      * (the store's `admit`: the two keys may be on different shards). `blocked` is set when
      * `peekKey` was exceeded (nothing stays counted); otherwise `window` is the hit's.
      */
-    async admit(peekKey: string, peekLimit: number, hitKey: string, hitLimit: number): Promise<Verdict> {
-      return verdict(await counters.admit(peekKey, peekLimit, hitKey, windowMs), peekLimit, hitLimit);
+    async admit(
+      peekKey: string,
+      peekLimit: number,
+      hitKey: string,
+      hitLimit: number,
+    ): Promise<{ blocked: Window } | { blocked?: undefined; window: Window }> {
+      const { admitted, count } = await counters.admit(peekKey, peekLimit, hitKey, windowMs);
+      const [value, ttl] = count;
+      return admitted
+        ? { window: window(hitLimit, value, ttl, value > hitLimit) }
+        : { blocked: window(peekLimit, value, ttl, true) };
     },
-    verdict,
   };
 }
 

@@ -1,7 +1,7 @@
 import { type ApiError, PlantId, PlantIdParam } from "@plant-store/contracts";
 import type { TRPCError } from "@trpc/server";
 import type { ResponseMetaFn } from "@trpc/server/http";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { stringify } from "lossless-json";
 import { fastifyTRPCOpenApiPlugin } from "trpc-to-openapi";
 import { apiError, describeIssues, JSON_MEDIA_TYPE, toApiError } from "../errors.js";
@@ -23,9 +23,6 @@ declare module "fastify" {
 const takesBody = (method: string) => method === "POST" || method === "PUT" || method === "PATCH";
 
 const MERGE_PATCH = "application/merge-patch+json";
-
-/** The operation whose rate-limit admission the guard leaves to its script on one node (see GuardCheck). */
-const ADMITS_IN_STORE = "plants.create";
 
 /** Why a body's media type does not suit the method: PATCH takes merge patches, the rest JSON. */
 function mediaTypeMismatch(method: string, contentType: string | undefined): string | undefined {
@@ -90,8 +87,7 @@ export async function restApi(
     if (match.kind !== "found") return replyRouteMiss(reply, request.method, match);
     request.restRoute = match.route;
     // Authentication first, always: nothing about the request is judged before it.
-    const deferAdmission = match.route.procedure === ADMITS_IN_STORE;
-    if (!(await guard.check(request, reply, { scope: match.route.scope, deferAdmission }))) return reply;
+    if (!(await guard.check(request, reply, { scope: match.route.scope }))) return reply;
     // Before the body is read: a merge patch only for PATCH, and a PATCH takes nothing else.
     const mismatch = takesBody(request.method)
       ? mediaTypeMismatch(request.method, request.headers["content-type"])
@@ -128,29 +124,16 @@ export async function restApi(
     done();
   });
 
-  /** The payload sent: none for a 304, the Error body for a failed call, else the adapter's. */
-  const finalPayload = (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+  scope.addHook("onSend", (request, reply, payload, done) => {
     if (reply.statusCode === 304) {
       reply.removeHeader("content-type");
       reply.removeHeader("content-length");
-      return "";
+      return done(null, "");
     }
     if (reply.statusCode === 204) reply.removeHeader("content-type");
-    if (request.restError === null) return payload;
+    if (request.restError === null) return done(null, payload);
     reply.header("content-type", JSON_MEDIA_TYPE);
-    return JSON.stringify(request.restError);
-  };
-  scope.addHook("onSend", (request, reply, payload, done) => {
-    if (!request.admission || request.admission.taken) return done(null, finalPayload(request, reply, payload));
-    // Answered before its create took the admission (a 400, 413, 415…): the limits still come
-    // first, so a request over them is a 429 whatever else was wrong with it.
-    guard.settleDeferred(request, reply).then((refusal) => {
-      if (refusal !== undefined) {
-        reply.code(429);
-        request.restError = apiError(429, refusal);
-      }
-      done(null, finalPayload(request, reply, payload));
-    }, done);
+    done(null, JSON.stringify(request.restError));
   });
 
   await scope.register(fastifyTRPCOpenApiPlugin, {

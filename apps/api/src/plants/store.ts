@@ -1,6 +1,5 @@
 import type { NewPlant, Plant, StoredPlant } from "@plant-store/contracts";
 import {
-  type CreateAdmission,
   type CreateOutcome,
   type DeleteOutcome,
   type Durability,
@@ -8,7 +7,6 @@ import {
   type Layout,
   type PlantChange,
   plantStore,
-  type RateLimitCount,
   type RedisClient,
   type StoredPlantRecord,
   type UpdateResult,
@@ -23,18 +21,6 @@ export type Page = { plants: StoredPlant[]; nextCursor: string | undefined };
 
 /** Who made the request, for the outbox entry (and so the audit log). */
 type RequestMeta = { actor: string; requestId: string };
-
-/**
- * A REST create's rate-limit admission, which the guard leaves to the create on one node so that
- * counting and creating take one round trip (see the store's `admitThenCreate`): the counters,
- * whether they were consulted yet, and what their answer does to the response — headers, and the
- * 429's message when refused.
- */
-export type DeferredAdmission = {
-  counters: CreateAdmission;
-  taken: boolean;
-  settle(answer: { admitted: boolean; count: RateLimitCount }): string | undefined;
-};
 
 /** A plant as the read operations return it: id, name and tag (no times). */
 export const storedPlant = ({ id, name, tag }: StoredPlantRecord): StoredPlant =>
@@ -65,26 +51,11 @@ export function createPlantStore(
     : <T>(_id: bigint, call: () => Promise<T>) => reach(call);
 
   return {
-    /**
-     * Creates a plant; with the version of the plant stored under its id (its ETag). With an
-     * admission not yet taken, takes it in the same script: "refused" (and nothing created) when
-     * the rate limit says no.
-     */
-    async create(
-      plant: NewPlant,
-      meta: RequestMeta,
-      admission?: DeferredAdmission,
-    ): Promise<{ outcome: CreateOutcome; version: bigint } | { outcome: "refused"; message: string }> {
-      const at = new Date().toISOString();
-      if (admission && !admission.taken) {
-        admission.taken = true;
-        const answer = await reach(() => store.admitThenCreate(admission.counters, plant, meta, at));
-        const refusal = admission.settle(answer.admission);
-        if (refusal !== undefined) return { outcome: "refused", message: refusal };
-        if (!answer.created) throw new Error("an admitted create created nothing");
-        return { outcome: answer.created.outcome, version: answer.created.version };
-      }
-      const { outcome, version } = await onPlantShard(plant.id, () => store.create(plant, meta, at));
+    /** Creates a plant; with the version of the plant stored under its id (its ETag). */
+    async create(plant: NewPlant, meta: RequestMeta): Promise<{ outcome: CreateOutcome; version: bigint }> {
+      const { outcome, version } = await onPlantShard(plant.id, () =>
+        store.create(plant, meta, new Date().toISOString()),
+      );
       return { outcome, version };
     },
 

@@ -115,13 +115,10 @@ export const plantsRouter = router({
     .input(NewPlant)
     .output(Plant)
     .mutation(async ({ input, ctx }) => {
-      const created = await ctx.store.create(
-        input,
-        { actor: ctx.principal.id, requestId: ctx.requestId },
-        ctx.admission,
-      );
-      if (created.outcome === "refused") throw new TRPCError({ code: "TOO_MANY_REQUESTS", message: created.message });
-      const { outcome, version } = created;
+      const { outcome, version } = await ctx.store.create(input, {
+        actor: ctx.principal.id,
+        requestId: ctx.requestId,
+      });
       if (outcome === "conflict") {
         throw new TRPCError({ code: "CONFLICT", message: `A different plant already has id ${input.id}` });
       }
