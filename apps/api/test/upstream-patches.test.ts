@@ -6,8 +6,10 @@ import { readdirSync, readFileSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
+import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { initTRPC, TRPCError } from "@trpc/server";
 import Fastify, { type FastifyInstance } from "fastify";
+import { type ChainableCommander, Redis } from "ioredis";
 import { stringify } from "lossless-json";
 import { coerceSchema, fastifyTRPCOpenApiPlugin, type OpenApiMeta } from "trpc-to-openapi";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -190,5 +192,49 @@ describe("@trpc/server 11.25.2 patch", () => {
       .query(({ ctx, input }) => ({ text: `${ctx.user}:${ctx.role}:${input.a}:${input.b}` }));
     const caller = t.createCallerFactory(t.router({ procedure }))({ user: "someone" });
     expect(await caller.procedure({ a: "x", b: "2" as unknown as number })).toEqual({ text: "SOMEONE:ADMIN:X:2" });
+  });
+});
+
+describe("ioredis 5.11.1 patch", () => {
+  let server: RedisServer;
+  let redis: Redis;
+  /** A pipeline of `redis`, with the commands the tests define on it. */
+  type Scripted = ChainableCommander & { echoKey(key: string, arg: string): Scripted; later(): Scripted };
+  const pipeline = () => redis.pipeline() as Scripted;
+  beforeAll(async () => {
+    server = await startRedisServer({ appendfsync: "no" });
+    redis = new Redis(server.url, { enableAutoPipelining: true });
+    redis.defineCommand("echoKey", { numberOfKeys: 1, lua: "return KEYS[1] .. ':' .. ARGV[1]" });
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    await server?.stop();
+  });
+
+  it("pipelines share one prototype per client with its custom commands: nothing is copied onto each pipeline", () => {
+    const [a, b] = [pipeline(), pipeline()];
+    expect(typeof a.echoKey).toBe("function");
+    expect(Object.hasOwn(a, "echoKey")).toBe(false);
+    expect(Object.hasOwn(a, "echoKeyBuffer")).toBe(false);
+    expect(Object.hasOwn(a, "length")).toBe(false);
+    expect(Object.getPrototypeOf(a)).toBe(Object.getPrototypeOf(b));
+    a.get("x").set("y", "1");
+    expect([a.length, b.length]).toEqual([2, 0]);
+  });
+
+  it("a command defined later reaches the pipelines made after it, and a redefinition replaces it", async () => {
+    // A pipeline made first, so the client's pipeline prototype exists before the definition.
+    expect(await redis.pipeline().call("PING").exec()).toEqual([[null, "PONG"]]);
+    redis.defineCommand("later", { numberOfKeys: 0, lua: "return 'first'" });
+    expect(await pipeline().later().exec()).toEqual([[null, "first"]]);
+    redis.defineCommand("later", { numberOfKeys: 0, lua: "return 'second'" });
+    expect(await pipeline().later().exec()).toEqual([[null, "second"]]);
+  });
+
+  it("auto-pipelined and pipelined custom commands answer as before", async () => {
+    const client = redis as unknown as { echoKey(key: string, arg: string): Promise<string> };
+    const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => client.echoKey(`k${i}`, String(i))));
+    expect(replies).toEqual(Array.from({ length: 20 }, (_, i) => `k${i}:${i}`));
+    expect(await pipeline().echoKey("a", "1").exec()).toEqual([[null, "a:1"]]);
   });
 });
