@@ -14,10 +14,10 @@ import { isCluster } from "@plant-store/store";
 import autocannon from "autocannon";
 import type { Redis } from "ioredis";
 import { TOKEN } from "./http.js";
-import { type CpuProfile, infoNumber, parseCommandStats, selfTimeByOwner, sumCommandStats } from "./profile-helpers.js";
+import { type CpuProfile, parseCommandStats, selfTimeByOwner, sumCommandStats } from "./profile-helpers.js";
 import { machineLine, table } from "./report.js";
 import { cpuSecondsOf, integerOption, runBench, startApiProcess, startStack, startWorkerProcess } from "./stack.js";
-import { storeCounts } from "./store-counts.js";
+import { type RedisFootprint, redisFootprint, storeCounts } from "./store-counts.js";
 import { createRequest, waitUntil } from "./throughput-helpers.js";
 
 const { values: args } = parseArgs({
@@ -55,24 +55,6 @@ function machineTicks(): { busy: number; total: number } {
   const fields = (readFileSync("/proc/stat", "utf8").split("\n")[0] ?? "").trim().split(/\s+/).slice(1).map(Number);
   const total = fields.reduce((sum, n) => sum + n, 0);
   return { busy: total - (fields[3] ?? 0) - (fields[4] ?? 0), total };
-}
-
-interface RedisFootprint {
-  aofBytes: number;
-  memoryBytes: number;
-  rewrites: number;
-}
-
-/** The masters' AOF size, memory and AOF rewrites so far, summed. */
-async function persistence(masters: readonly Redis[]): Promise<RedisFootprint> {
-  const total: RedisFootprint = { aofBytes: 0, memoryBytes: 0, rewrites: 0 };
-  for (const node of masters) {
-    const info = await node.info();
-    total.aofBytes += infoNumber(info, "aof_current_size");
-    total.memoryBytes += infoNumber(info, "used_memory");
-    total.rewrites += infoNumber(info, "aof_rewrites");
-  }
-  return total;
 }
 
 /** Jobs completed so far per queue, from the worker's own metrics. */
@@ -122,7 +104,7 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
   const processes = { api: api.child.pid, worker: worker.child.pid, redis: stack.redisPids() };
   const cpu = () => Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuSecondsOf(pid) ?? 0]));
   await Promise.all(masters.map((node) => node.config("RESETSTAT")));
-  const persistenceBefore = await persistence(masters);
+  const footprintBefore = await redisFootprint(stack.redis);
   const jobsBefore = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
   const [cpuBefore, machineBefore, loadBefore] = [cpu(), machineTicks(), process.cpuUsage()];
   const run = await autocannon({ url: api.url, connections, duration: durationS, requests: [post()] });
@@ -131,7 +113,7 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
   await sideWorkDone(created);
   const [cpuAfter, machineAfter, load] = [cpu(), machineTicks(), process.cpuUsage(loadBefore)];
   const jobsAfter = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
-  const persistenceAfter = await persistence(masters);
+  const footprintAfter = await redisFootprint(stack.redis);
   const commands = sumCommandStats(
     await Promise.all(masters.map(async (node) => parseCommandStats(await node.info("commandstats")))),
   );
@@ -161,10 +143,10 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
     ),
   );
   const grown = (field: keyof RedisFootprint) =>
-    ((persistenceAfter[field] - persistenceBefore[field]) / Math.max(1, ok)).toFixed(0);
+    ((footprintAfter[field] - footprintBefore[field]) / Math.max(1, ok)).toFixed(0);
   console.log(
     `\nRedis per create (every master): ${grown("aofBytes")} bytes appended to the AOF, ${grown("memoryBytes")} bytes more memory` +
-      (persistenceAfter.rewrites > persistenceBefore.rewrites ? " (an AOF rewrite ran: the AOF figure is off)" : ""),
+      (footprintAfter.rewrites > footprintBefore.rewrites ? " (an AOF rewrite ran: the AOF figure is off)" : ""),
   );
   console.log(`\nRedis commands per create (every master; a script's own commands are counted inside it too)`);
   console.log(

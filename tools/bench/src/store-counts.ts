@@ -1,5 +1,25 @@
 import { indexKeys, isCluster, partitionKeys, type RedisClient } from "@plant-store/store";
 import type { Redis } from "ioredis";
+import { infoNumber } from "./profile-helpers.js";
+
+/** What the store's masters hold and have done so far, summed: AOF size, memory, AOF rewrites. */
+export interface RedisFootprint {
+  aofBytes: number;
+  memoryBytes: number;
+  rewrites: number;
+}
+
+/** The footprint of every master (the one node, or each master of a cluster). */
+export async function redisFootprint(redis: RedisClient): Promise<RedisFootprint> {
+  const nodes: Redis[] = isCluster(redis) ? redis.nodes("master") : [redis];
+  const total: RedisFootprint = { aofBytes: 0, memoryBytes: 0, rewrites: 0 };
+  for (const info of await Promise.all(nodes.map((node) => node.info()))) {
+    total.aofBytes += infoNumber(info, "aof_current_size");
+    total.memoryBytes += infoNumber(info, "used_memory");
+    total.rewrites += infoNumber(info, "aof_rewrites");
+  }
+  return total;
+}
 
 /**
  * What the bench counts in its store (the partitioned layout, one node or a cluster): plants, their side work and

@@ -11,19 +11,9 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import { queueNames, queuePrefix } from "@plant-store/contracts";
-import {
-  connect,
-  disconnect,
-  indexBucketOf,
-  indexKeys,
-  indexMemberParts,
-  isCluster,
-  partitionKeys,
-  type RedisClient,
-} from "@plant-store/store";
+import { connect, disconnect, indexBucketOf, indexKeys, indexMemberParts, partitionKeys } from "@plant-store/store";
 import autocannon from "autocannon";
 import { TOKEN } from "./http.js";
-import { infoNumber } from "./profile-helpers.js";
 import { environment, machineLine, table, writeResult } from "./report.js";
 import {
   cpuSecondsOf,
@@ -37,7 +27,7 @@ import {
   startWorkerProcess,
 } from "./stack.js";
 import { ms, round, roundSummary, type Summary, summarize } from "./stats.js";
-import { storeCounts } from "./store-counts.js";
+import { redisFootprint, storeCounts } from "./store-counts.js";
 import {
   cpuPercent,
   createRequest,
@@ -365,7 +355,7 @@ await runBench("throughput", limitMs(), async () => {
     };
     runs.push(run);
   };
-  const aofRewritesBefore = await aofRewrites(redis);
+  const aofRewritesBefore = (await redisFootprint(redis)).rewrites;
   for (let roundNo = 1; roundNo <= rounds; roundNo++) {
     const roundStarted = performance.now();
     for (const connections of connectionCounts) {
@@ -377,7 +367,7 @@ await runBench("throughput", limitMs(), async () => {
     const elapsed = ((performance.now() - roundStarted) / 1000).toFixed(0);
     console.log(`round ${roundNo}/${rounds} done (${elapsed} s)`);
   }
-  const aofRewritesDuringRounds = (await aofRewrites(redis)) - aofRewritesBefore;
+  const aofRewritesDuringRounds = (await redisFootprint(redis)).rewrites - aofRewritesBefore;
 
   // The same creates with the worker stopped (what the api alone reaches; it also leaves the
   // backlog the drain below measures).
@@ -1077,13 +1067,6 @@ async function failedJobs(stack: Stack) {
     stack.redis.zcard(`${queuePrefix(queueNames.audit)}:${queueNames.audit}:failed`),
   ]);
   return { index, audit };
-}
-
-/** AOF rewrites so far, summed over the masters of a cluster. */
-async function aofRewrites(redis: RedisClient): Promise<number> {
-  const nodes = isCluster(redis) ? redis.nodes("master") : [redis];
-  const infos = await Promise.all(nodes.map((node) => node.info("persistence")));
-  return infos.reduce((sum, info) => sum + infoNumber(info, "aof_rewrites"), 0);
 }
 
 /** The hard time limit: every phase at its bound, plus slack. */
