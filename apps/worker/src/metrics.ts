@@ -218,14 +218,15 @@ export function createWorkerMetrics() {
     /** Counts a BullMQ worker's jobs; `events`: its jobs carry plant events (side-work lag). */
     watch(worker: Worker, options: { events: boolean }) {
       const queue = worker.name;
+      // Bound once: prom-client hashes a label object on every observe otherwise (once per event here).
+      const queueLag = sideWorkLag.labels({ queue });
       worker.on("completed", (job) => {
         completed.inc({ queue });
         const finished = job.finishedOn ?? Date.now();
         if (job.processedOn !== undefined)
           jobDuration.observe({ queue }, Math.max(0, finished - job.processedOn) / 1000);
         if (!options.events) return;
-        for (const committed of commitTimesOf(job))
-          sideWorkLag.observe({ queue }, Math.max(0, finished - committed) / 1000);
+        for (const committed of commitTimesOf(job)) queueLag.observe(Math.max(0, finished - committed) / 1000);
       });
       worker.on("failed", (job, error) => {
         if (willRetry(job, error)) retried.inc({ queue });

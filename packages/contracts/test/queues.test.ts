@@ -23,4 +23,34 @@ describe("jobIdFor", () => {
     }
     expect(() => jobIdFor([])).toThrow(/at least one event/);
   });
+
+  it("digests with 64-bit FNV-1a over UTF-16 code units, as earlier versions did (a redelivery across an upgrade still dedupes)", () => {
+    // The reference: FNV-1a in BigInt, as the digest was first written.
+    const reference = (text: string) => {
+      let hash = 0xcbf29ce484222325n;
+      for (let i = 0; i < text.length; i++) {
+        hash ^= BigInt(text.charCodeAt(i));
+        hash = (hash * 0x100000001b3n) & 0xffffffffffffffffn;
+      }
+      return hash.toString(16).padStart(16, "0");
+    };
+    const digestOf = (ids: string[]) => jobIdFor(ids).split("-").at(-1);
+    // Published FNV-1a 64 test vectors ("a" -> af63dc4c8601ec8c, "foobar" -> 85944171f73967e8).
+    expect(reference("a")).toBe("af63dc4c8601ec8c");
+    expect(reference("foobar")).toBe("85944171f73967e8");
+    let seed = 7;
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    for (let round = 0; round < 300; round++) {
+      const ids = Array.from(
+        { length: 2 + random(150) },
+        () => `p${random(256)}-${1_700_000_000_000 + random(1e9)}-${random(5)}`,
+      );
+      // Any code unit, not only the ASCII of event ids: the limbs must carry every bit.
+      if (round % 3 === 0) ids.push(String.fromCharCode(random(0x10000), random(0x10000)));
+      expect(digestOf(ids)).toBe(reference(ids.join(",")));
+    }
+  });
 });

@@ -67,8 +67,15 @@ export const DEFAULT_AUDIT_RETENTION_MS = 90 * DAY_MS;
 export const auditRecordLifetimeMs = (retentionMs: number, extraMs = 0) =>
   retentionMs + AUDIT_RECORD_MARGIN_MS + extraMs;
 
+/** The last day formatted: a batch's events are nearly all of one day, and Date formatting is not free. */
+let lastDay = { number: Number.NaN, text: "" };
+
 /** The UTC day (`YYYY-MM-DD`) of a time in ms: what a day's records hash is named after. */
-export const auditRecordDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+export function auditRecordDay(ms: number): string {
+  const number = Math.floor(ms / DAY_MS);
+  if (number !== lastDay.number) lastDay = { number, text: new Date(number * DAY_MS).toISOString().slice(0, 10) };
+  return lastDay.text;
+}
 
 /** The hash that holds (or will hold) the exactly-once record of an event. */
 export function auditRecordKey(eventId: string): string {

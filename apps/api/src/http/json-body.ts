@@ -3,6 +3,8 @@ import type { FastifyInstance } from "fastify";
 import { parse } from "lossless-json";
 
 const JSON_NUMBER = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
+/** A plain integer of at most 15 digits (no `-0`): always a safe integer, taken as is. */
+const SHORT_INTEGER = /^(?:-?[1-9]\d{0,14}|0)$/;
 /** Stands for an integer too large for any int64, without computing it (`1e999999999`). */
 const OUT_OF_RANGE = 2n ** 64n;
 
@@ -15,6 +17,7 @@ const OUT_OF_RANGE = 2n ** 64n;
  * `0.10000000000000001` yet sees `1.5` and `15e-1` as one value. `approximate` replaces them after.
  */
 function exactJsonNumber(text: string, inexact: Map<string, symbol>): number | bigint | symbol {
+  if (SHORT_INTEGER.test(text)) return Number(text); // most numbers: no digit-by-digit work
   const match = JSON_NUMBER.exec(text);
   if (!match) throw new SyntaxError(`Invalid number '${text}'`);
   const [, sign = "", whole = "", fraction = "", exponent = "0"] = match;
