@@ -34,6 +34,11 @@ const EnvSchema = z.object({
   LAUNCHER_RESTART_BACKOFF_MS: z.coerce.number().int().min(1).default(DEFAULT_RESTART_POLICY.initialBackoffMs),
   /** Quick failures in a row after which a crash-looping process is given up (and everything stops). */
   LAUNCHER_MAX_RESTARTS: z.coerce.number().int().min(0).default(DEFAULT_RESTART_POLICY.maxRestarts),
+  /**
+   * Niceness of the worker (0–19): on the machine npm start runs everything on, the side work yields
+   * the CPU to the requests and catches up in their gaps (README, Performance).
+   */
+  WORKER_NICENESS: z.coerce.number().int().min(0).max(19).default(10),
   /** Entry points of the services; overridable for tests. */
   PLANT_STORE_API_ENTRY: z.string().optional(),
   PLANT_STORE_WORKER_ENTRY: z.string().optional(),
@@ -52,6 +57,8 @@ export interface LauncherConfig {
   apiEntry: string;
   workerEntry: string;
   restartPolicy: RestartPolicy;
+  /** The worker's niceness (WORKER_NICENESS). */
+  workerNiceness: number;
 }
 
 export type ConfigResult = { ok: true; config: LauncherConfig } | { ok: false; errors: string[] };
@@ -94,6 +101,7 @@ export function parseConfig(env: NodeJS.ProcessEnv): ConfigResult {
         initialBackoffMs: e.LAUNCHER_RESTART_BACKOFF_MS,
         maxRestarts: e.LAUNCHER_MAX_RESTARTS,
       },
+      workerNiceness: e.WORKER_NICENESS,
     },
   };
 }

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { setPriority } from "node:os";
 
 export interface ExitInfo {
   code: number | null;
@@ -21,10 +22,25 @@ export interface Service {
  */
 export const NODE_FLAGS: Record<string, readonly string[]> = { api: ["--max-semi-space-size=16"] };
 
-/** Runs `node <entry>` with inherited output. */
-export function startService(name: string, entry: string, env: NodeJS.ProcessEnv): Service {
+/**
+ * Runs `node <entry>` with inherited output, at `niceness` (0: as the launcher). A niceness the
+ * system refuses leaves the process as it is and is told through `warn`.
+ */
+export function startService(
+  name: string,
+  entry: string,
+  env: NodeJS.ProcessEnv,
+  options: { niceness?: number; warn?: (line: string) => void } = {},
+): Service {
   const args = [...(NODE_FLAGS[name] ?? []), entry];
   const child = spawn(process.execPath, args, { env, stdio: ["ignore", "inherit", "inherit"] });
+  if (options.niceness && child.pid !== undefined) {
+    try {
+      setPriority(child.pid, options.niceness);
+    } catch (error) {
+      options.warn?.(`could not give ${name} niceness ${options.niceness}: ${(error as Error).message}`);
+    }
+  }
   let done = false;
   const exited = new Promise<ExitInfo>((resolve) => {
     child.once("exit", (code, signal) => {

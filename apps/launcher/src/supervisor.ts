@@ -195,7 +195,8 @@ async function main(): Promise<void> {
     ["api", config.apiEntry],
     ["worker", config.workerEntry],
   ] as const) {
-    supervise(name, () => startService(name, entry, env), config.restartPolicy);
+    const niceness = name === "worker" ? config.workerNiceness : 0;
+    supervise(name, () => startService(name, entry, env, { niceness, warn: logError }), config.restartPolicy);
   }
 
   if (await waitForPort(config.host, config.port, 60_000, () => stopping)) {

@@ -2,7 +2,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { getPriority, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { INSTALL_HINT, redisServerBinary } from "@plant-store/redis-server";
@@ -151,9 +151,12 @@ async function probe(port: number): Promise<void> {
 
 describe.skipIf(!hasRedis)("launcher with an embedded Redis", () => {
   it("starts Redis, generates tokens, runs api and worker, and stops everything on SIGTERM", async () => {
-    const run = await runLauncher("ok");
+    const run = await runLauncher("ok", { WORKER_NICENESS: "0" });
     await waitFor(() => run.output().includes("Press Ctrl+C to stop."), "the ready banner", run);
     await waitFor(() => existsSync(join(run.out, "worker.env.json")), "the worker to start", run);
+    const [workerPid] = pidsOf(run, "worker");
+    expect(workerPid).toBeTypeOf("number");
+    expect(getPriority(workerPid)).toBe(getPriority()); // WORKER_NICENESS=0: as the launcher
 
     const apiEnv = readEnv(join(run.out, "api.env.json"));
     const workerEnv = readEnv(join(run.out, "worker.env.json"));
@@ -183,10 +186,14 @@ describe.skipIf(!hasRedis)("launcher with an embedded Redis", () => {
     const [api, worker] = [pidsOf(run, "api"), pidsOf(run, "worker")];
     expect(api).toHaveLength(1);
     expect(worker).toHaveLength(1);
+    // The side work yields the CPU to the requests (WORKER_NICENESS, default 10); the api does not.
+    expect(getPriority(worker[0])).toBe(10);
+    expect(getPriority(api[0])).toBe(getPriority());
 
     process.kill(worker[0] as number, "SIGKILL");
     await waitFor(() => pidsOf(run, "worker").length === 2, "the worker to be restarted", run);
     expect(run.output()).toMatch(/worker was killed by SIGKILL unexpectedly; restarting it in 0\.05 s/);
+    expect(getPriority(pidsOf(run, "worker")[1])).toBe(10); // a restart keeps it
     expect(pidsOf(run, "api")).toEqual(api);
     expect(existsSync(join(run.out, "api.stopped"))).toBe(false);
 

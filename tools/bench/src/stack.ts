@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { setPriority } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import {
@@ -287,6 +288,12 @@ export async function startWorkerProcess(
     },
     nodeFlags,
   );
+  // As npm start runs it: the launcher gives the worker niceness WORKER_NICENESS (default 10).
+  const niceness = Number(process.env.WORKER_NICENESS || "10");
+  if (!Number.isInteger(niceness) || niceness < 0 || niceness > 19) {
+    throw new Error(`WORKER_NICENESS must be an integer 0..19 (got ${process.env.WORKER_NICENESS})`);
+  }
+  if (service.child.pid !== undefined && niceness > 0) setPriority(service.child.pid, niceness);
   stack.worker = service;
   await untilLogged(service, "worker ready", 30_000);
   return service;
