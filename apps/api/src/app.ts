@@ -4,7 +4,7 @@ import { loggerOptions } from "@plant-store/logging";
 import type { Durability, Layout, RedisClient } from "@plant-store/store";
 import { createAuthenticator, type StoredTokenVerifier, type TokenStore } from "@plant-store/tokens";
 import Fastify, { type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
-import { apiError, JSON_MEDIA_TYPE } from "./errors.js";
+import { apiError, JSON_MEDIA_TYPE, RETRY_AFTER_503_SECONDS } from "./errors.js";
 import { refuseContentCodings } from "./http/content-coding.js";
 import { DASHBOARD_PATH, queueDashboard } from "./http/dashboard.js";
 import { docsPage } from "./http/docs.js";
@@ -157,8 +157,10 @@ export async function buildApp(options: AppOptions) {
   app.addHook("preParsing", refuseContentCodings);
   // JSON defines no charset parameter (RFC 8259 §11) but Fastify appends one to every JSON reply:
   // answer with the document's media type exactly, as contract testers (Dredd) compare it.
+  // A 503 says when to come back (tRPC's own answers get it in its responseMeta).
   app.addHook("onSend", (_request, reply, payload, done) => {
     if (reply.getHeader("content-type") === FASTIFY_JSON) reply.header("content-type", JSON_MEDIA_TYPE);
+    if (reply.statusCode === 503) reply.header("retry-after", RETRY_AFTER_503_SECONDS);
     done(null, payload);
   });
 

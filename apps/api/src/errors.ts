@@ -20,6 +20,13 @@ export const statusMessages: Record<number, string> = {
   503: "The service is temporarily unavailable; retry later",
 };
 
+/**
+ * Retry-After of every 503, in seconds (RFC 9110 §10.2.3): Redis unreachable or too slow, a
+ * replica ack missing, a shard down, an instance closing — each worth retrying a second later, here
+ * or on another instance, and retrying is safe.
+ */
+export const RETRY_AFTER_503_SECONDS = "1";
+
 export const apiError = (status: number, message?: string): ApiError => ({
   error: status,
   message: message ?? statusMessages[status] ?? "Request failed",

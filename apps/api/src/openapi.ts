@@ -115,11 +115,13 @@ const RATE_LIMIT = ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
 
 /**
  * The headers a response with this status carries: its request id always; the token's rate-limit
- * window once the token was admitted and counted; the challenge on 401 and 403; Retry-After on 429.
+ * window once the token was admitted and counted; the challenge on 401 and 403; Retry-After on 429
+ * and 503.
  */
 function headersOf(status: number): Json {
   if (status === 401 || status === 403) return headerRefs("X-Request-Id", "WWW-Authenticate");
   if (status === 429) return headerRefs("X-Request-Id", "Retry-After", ...RATE_LIMIT);
+  if (status === 503) return headerRefs("X-Request-Id", "Retry-After");
   if (status < 400) return headerRefs("X-Request-Id", ...RATE_LIMIT);
   return headerRefs("X-Request-Id");
 }

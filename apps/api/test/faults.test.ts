@@ -27,8 +27,13 @@ describe("server faults", () => {
     await stack.redisServer.kill();
     const result = await call(stack.url, { body: { id: 2, name: "x" } });
     expectError(result, 503, /temporarily unavailable/);
+    expect(result.headers.get("retry-after")).toBe("1"); // when to come back (RFC 9110)
     const ready = await call(stack.url, { path: "/readyz", method: "GET", token: null });
     expectError(ready, 503);
+    expect(ready.headers.get("retry-after")).toBe("1");
+    const trpc = await call(stack.url, { path: "/trpc/plants.create", body: { json: { id: 2, name: "x" } } });
+    expect(trpc.status).toBe(503);
+    expect(trpc.headers.get("retry-after")).toBe("1");
     await stack.redisServer.restart();
     const after = await eventually(async () => {
       const retry = await call(stack.url, { body: { id: 2, name: "x" } });

@@ -51,7 +51,9 @@ describe("one shard down (no replica to take over)", { timeout: 60_000 }, () => 
     // The first request for the lost shard finds out: its connection is refused, so it answers 503
     // without waiting for its deadline (the command timeout, 4 s).
     const first = performance.now();
-    expectError(await call(api.url, { method: "GET", path: `/plants/${down[0]}` }), 503);
+    const refused = await call(api.url, { method: "GET", path: `/plants/${down[0]}` });
+    expectError(refused, 503);
+    expect(refused.headers.get("retry-after")).toBe("1");
     expect(performance.now() - first).toBeLessThan(2000);
     for (const id of down.slice(1)) {
       const started = performance.now();

@@ -41,6 +41,7 @@ it("on close, finishes the request in flight and answers later ones with a 503 E
     expect(firstResponse).toContain('{"name":"in flight"}');
     expect(secondResponse).toMatch(/^HTTP\/1\.1 503 /);
     expect(secondResponse?.toLowerCase()).toContain("connection: close");
+    expect(secondResponse?.toLowerCase()).toContain("retry-after: 1\r\n");
     expect(secondResponse).toContain('{"error":503,"message":"The service is shutting down; retry the request"}');
     expect(await redis.hget(plantKey("1"), "name")).toBe("in flight");
     expect(await redis.exists(plantKey("2"))).toBe(0);

@@ -1,6 +1,6 @@
 import { type FastifyTRPCPluginOptions, fastifyTRPCPlugin } from "@trpc/server/adapters/fastify";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { apiError } from "../errors.js";
+import { apiError, RETRY_AFTER_503_SECONDS } from "../errors.js";
 import type { AppRouter } from "../router.js";
 import type { Context } from "../trpc.js";
 import type { Guard } from "./guard.js";
@@ -39,7 +39,12 @@ export async function trpcApi(
     trpcOptions: {
       router: options.router,
       createContext: options.createContext,
-      responseMeta: ({ ctx }) => ({ headers: ctx?.responseHeaders ?? {} }),
+      // The adapter writes its answers itself, past Fastify's onSend: a 503's Retry-After goes here.
+      responseMeta: ({ ctx, errors }) => ({
+        headers: errors.some((error) => error.code === "SERVICE_UNAVAILABLE")
+          ? { ...ctx?.responseHeaders, "retry-after": RETRY_AFTER_503_SECONDS }
+          : (ctx?.responseHeaders ?? {}),
+      }),
       onError: ({ error, req, path }) => {
         if (error.code === "SERVICE_UNAVAILABLE") req.server.outage.report(req, error.cause, path);
         else if (error.code === "INTERNAL_SERVER_ERROR")
