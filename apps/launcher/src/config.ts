@@ -35,10 +35,11 @@ const EnvSchema = z.object({
   /** Quick failures in a row after which a crash-looping process is given up (and everything stops). */
   LAUNCHER_MAX_RESTARTS: z.coerce.number().int().min(0).default(DEFAULT_RESTART_POLICY.maxRestarts),
   /**
-   * Niceness of the worker (0–19): on the machine npm start runs everything on, the side work yields
-   * the CPU to the requests and catches up in their gaps (README, Performance).
+   * Niceness of the worker (0–19): above 0 the side work yields the CPU to the requests on the
+   * machine npm start runs everything on — more creates per second, later side work under bursts
+   * (README, Performance).
    */
-  WORKER_NICENESS: z.coerce.number().int().min(0).max(19).default(10),
+  WORKER_NICENESS: z.coerce.number().int().min(0).max(19).default(0),
   /** Entry points of the services; overridable for tests. */
   PLANT_STORE_API_ENTRY: z.string().optional(),
   PLANT_STORE_WORKER_ENTRY: z.string().optional(),

@@ -151,12 +151,12 @@ async function probe(port: number): Promise<void> {
 
 describe.skipIf(!hasRedis)("launcher with an embedded Redis", () => {
   it("starts Redis, generates tokens, runs api and worker, and stops everything on SIGTERM", async () => {
-    const run = await runLauncher("ok", { WORKER_NICENESS: "0" });
+    const run = await runLauncher("ok");
     await waitFor(() => run.output().includes("Press Ctrl+C to stop."), "the ready banner", run);
     await waitFor(() => existsSync(join(run.out, "worker.env.json")), "the worker to start", run);
     const [workerPid] = pidsOf(run, "worker");
     expect(workerPid).toBeTypeOf("number");
-    expect(getPriority(workerPid)).toBe(getPriority()); // WORKER_NICENESS=0: as the launcher
+    expect(getPriority(workerPid)).toBe(getPriority()); // WORKER_NICENESS 0 (the default): as the launcher
 
     const apiEnv = readEnv(join(run.out, "api.env.json"));
     const workerEnv = readEnv(join(run.out, "worker.env.json"));
@@ -181,12 +181,12 @@ describe.skipIf(!hasRedis)("launcher with an embedded Redis", () => {
   }, 30_000);
 
   it("restarts a service killed with SIGKILL while the other keeps running", async () => {
-    const run = await runLauncher("restart", { LAUNCHER_RESTART_BACKOFF_MS: "50" });
+    const run = await runLauncher("restart", { LAUNCHER_RESTART_BACKOFF_MS: "50", WORKER_NICENESS: "10" });
     await waitFor(() => run.output().includes("Press Ctrl+C to stop."), "the ready banner", run);
     const [api, worker] = [pidsOf(run, "api"), pidsOf(run, "worker")];
     expect(api).toHaveLength(1);
     expect(worker).toHaveLength(1);
-    // The side work yields the CPU to the requests (WORKER_NICENESS, default 10); the api does not.
+    // WORKER_NICENESS: the side work yields the CPU to the requests; the api does not.
     expect(getPriority(worker[0])).toBe(10);
     expect(getPriority(api[0])).toBe(getPriority());
 

@@ -20,8 +20,13 @@ import { loadWorkerFault, type WorkerFault } from "./config.js";
 import type { Logger } from "./logger.js";
 import { isConnectionError } from "./outage.js";
 
-/** Completed jobs are kept a day (the job id dedupes a late redelivery), at most 10 000. */
-const KEEP_COMPLETED = { age: 24 * 3600, count: 10_000 } as const;
+/**
+ * Completed jobs are kept an hour, at most 1,000 per queue: for the dashboard, and so that the job
+ * id dedupes a redelivered batch while its job is kept (a batch run again is harmless: the
+ * processors are idempotent). Not more: a job holds its whole batch (~45 KB at 100 events), and at
+ * 10,000 per queue the completed jobs were most of Redis's memory and of every AOF rewrite.
+ */
+const KEEP_COMPLETED = { age: 3600, count: 1000 } as const;
 
 export interface RelayJobOptions {
   attempts: number;

@@ -18,7 +18,7 @@ import type { Logger } from "./logger.js";
  *   by day: see @plant-store/store's audit.ts; the pass only empties the pre-expiry hash);
  * - dead letters: `DEAD_LETTER_RETENTION_DAYS`;
  * - jobs that failed for good: `FAILED_JOB_RETENTION_DAYS` (webhook deliveries: their own 30 days).
- * Completed jobs are capped by BullMQ itself (a day and 10,000 per queue; deliveries 7 days).
+ * Completed jobs are capped by BullMQ itself (an hour and 1,000 per queue; deliveries 7 days).
  */
 export interface RetentionPolicy {
   auditMs: number;

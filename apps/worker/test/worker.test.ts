@@ -99,6 +99,26 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await t.audit()).toHaveLength(4);
     });
 
+    it("keeps the newest 1,000 completed jobs per queue, not every batch (a job holds its whole batch)", async () => {
+      // One event per job: 1,010 jobs per queue.
+      const created = [];
+      for (let i = 0; i < 1010; i++) created.push(await t.createPlant({ id: String(20_000 + i) }));
+      await start({ RELAY_BATCH_SIZE: "1" });
+      await waitFor("every event audited", async () => (await t.audit()).length === 1010, 60_000);
+      const last = created.at(-1) as CreatedPlant;
+      for (const queue of [indexQueue, auditQueue]) {
+        await waitFor("every job finished", async () => {
+          const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized");
+          return Object.values(counts).every((n) => n === 0);
+        });
+        // The oldest went; the newest stayed.
+        expect(await completedCount(queue)).toBe(1000);
+        expect(await queue.getJobState(jobIdFor([last.eventId]))).toBe("completed");
+        const states = await Promise.all(created.map((plant) => queue.getJobState(jobIdFor([plant.eventId]))));
+        expect(states.filter((state) => state === "unknown")).toHaveLength(10);
+      }
+    }, 90_000);
+
     it("gathers RELAY_LINGER_MS of events into one job per queue while they keep coming", async () => {
       await start({ RELAY_LINGER_MS: "600" });
       // The first create's read returns at once; the next read waits out the linger.

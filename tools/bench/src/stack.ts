@@ -288,8 +288,8 @@ export async function startWorkerProcess(
     },
     nodeFlags,
   );
-  // As npm start runs it: the launcher gives the worker niceness WORKER_NICENESS (default 10).
-  const niceness = Number(process.env.WORKER_NICENESS || "10");
+  // As npm start runs it: the launcher gives the worker niceness WORKER_NICENESS (default 0).
+  const niceness = Number(process.env.WORKER_NICENESS || "0");
   if (!Number.isInteger(niceness) || niceness < 0 || niceness > 19) {
     throw new Error(`WORKER_NICENESS must be an integer 0..19 (got ${process.env.WORKER_NICENESS})`);
   }
