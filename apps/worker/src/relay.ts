@@ -23,7 +23,7 @@ import { isConnectionError } from "./outage.js";
 /**
  * Completed jobs are kept an hour, at most 1,000 per queue: for the dashboard, and so that the job
  * id dedupes a redelivered batch while its job is kept (a batch run again is harmless: the
- * processors are idempotent). Not more: a job holds its whole batch (~45 KB at 100 events), and at
+ * processors are idempotent). Not more: a job holds its whole batch (~43 KB at 100 events), and at
  * 10,000 per queue the completed jobs were most of Redis's memory and of every AOF rewrite.
  */
 const KEEP_COMPLETED = { age: 3600, count: 1000 } as const;

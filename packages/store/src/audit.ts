@@ -28,8 +28,8 @@ declare module "ioredis" {
  *   8 s of backoff: seconds), a stalled job taken up again (its lock, 10 s, and a stalled check,
  *   5 s), a relay that enqueued and died before acknowledging (the entry is claimed after 30 s and
  *   enqueued again: its job id dedupes it while the job is among the completed ones, kept an hour
- *   and at most 1,000 per queue; else the job runs again, a minute later), or an operator retrying a failed job
- *   from the dashboard — possible until the job is removed,
+ *   and at most 1,000 per queue; else the job runs again, a minute later), or an operator
+ *   retrying a failed job from the dashboard — possible until the job is removed,
  *   `FAILED_JOB_RETENTION_DAYS` after it failed, which the worker's configuration keeps at most the
  *   audit retention. That last one is the bound that holds; the retries only add their backoff,
  *   which the margin covers (a day + the whole backoff schedule);
