@@ -2,9 +2,9 @@
  * throughput (`npm run bench`): req/s of POST /plants and GET /plants/{id} on the service as
  * deployed (api and worker running) against a bare node:http + ioredis baseline (src/baseline.ts),
  * and of GET /plants?limit=20, with each process's CPU per answer (a create's up to its side work
- * done); POST again with the worker stopped; what the metrics cost; then how fast the worker drains
- * the side work the worker-stopped creates left in the outbox, and the lag from a create's 200 to
- * its index entry and its audit entry under a load at half the service's create rate.
+ * done). Before those rounds: POST with the worker stopped (the api alone), what the metrics cost,
+ * and how fast the worker drains the side work those creates left in the outbox; after them, the lag
+ * from a create's 200 to its index entry and its audit entry under a load at half the create rate.
  * A private Redis (AOF fsync always, as deployed); api, baseline and worker as their own processes.
  * Run `node tools/bench/dist/throughput.js --help` for the options.
  */
@@ -256,8 +256,7 @@ await runBench("throughput", limitMs(), async () => {
 
   // The list reads the index the worker builds: let a worker index the warm-up plants, then stop it.
   const indexWarmupStarted = performance.now();
-  // It keeps running for the rounds: the service as deployed.
-  const roundsWorker = await startWorkerProcess(stack);
+  const warmupWorker = await startWorkerProcess(stack);
   const warmSeq = await seqNow();
   const indexedWarm = await waitUntil(INDEX_WARMUP_LIMIT_MS, async () => (await sideWorkDone(warmSeq)).done);
   const warm = await sideWorkDone(warmSeq);
@@ -269,10 +268,11 @@ await runBench("throughput", limitMs(), async () => {
   }
   console.log(
     `worker indexed and audited the ${warm.indexed} warm-up plants in ` +
-      `${((performance.now() - indexWarmupStarted) / 1000).toFixed(1)} s (start-up included); it keeps running for the rounds`,
+      `${((performance.now() - indexWarmupStarted) / 1000).toFixed(1)} s (start-up included), then was stopped`,
   );
+  await warmupWorker.stop();
 
-  // The rounds, the worker running.
+  // The measured runs: each operation on the service and on the baseline, CPU per answer.
   const getIds: Record<Target, number[]> = {
     baseline: targets.baseline.created.slice(0, GET_IDS),
     service: targets.service.created.slice(0, GET_IDS),
@@ -355,27 +355,15 @@ await runBench("throughput", limitMs(), async () => {
     };
     runs.push(run);
   };
-  const aofRewritesBefore = (await redisFootprint(redis)).rewrites;
-  for (let roundNo = 1; roundNo <= rounds; roundNo++) {
-    const roundStarted = performance.now();
-    for (const connections of connectionCounts) {
-      for (const operation of operations) {
-        const sides: Target[] = operation === "GET /plants?limit=20" ? ["service"] : pairOrder(roundNo);
-        for (const side of sides) await measure(roundNo, connections, operation, side);
-      }
-    }
-    const elapsed = ((performance.now() - roundStarted) / 1000).toFixed(0);
-    console.log(`round ${roundNo}/${rounds} done (${elapsed} s)`);
-  }
-  const aofRewritesDuringRounds = (await redisFootprint(redis)).rewrites - aofRewritesBefore;
-
-  // The same creates with the worker stopped (what the api alone reaches; it also leaves the
-  // backlog the drain below measures).
-  await roundsWorker.stop();
+  // First the creates with the worker stopped: what the api alone reaches, on a store that holds
+  // little more than the warm-up (as the bench measured before the worker ran in the rounds, so the
+  // two builds compare). They leave the backlog the drain below measures.
   console.log(`POST /plants at ${topConnections} connections with the worker stopped, ${rounds} rounds`);
+  const aofRewritesBeforeStopped = (await redisFootprint(redis)).rewrites;
   for (let roundNo = 1; roundNo <= rounds; roundNo++) {
     for (const side of pairOrder(roundNo)) await measure(roundNo, topConnections, "POST /plants", side);
   }
+  const aofRewritesWorkerStopped = (await redisFootprint(redis)).rewrites - aofRewritesBeforeStopped;
 
   // What the metrics cost: POST /plants on two fresh twin apis, one with METRICS_ENABLED=false,
   // same store, warmed alike, loaded side by side. (The rounds' api has served every operation for
@@ -451,6 +439,71 @@ await runBench("throughput", limitMs(), async () => {
   const metricsCpuCosts = metricsRuns.map((run) => run.onCpuUsPerReq / run.offCpuUsPerReq - 1);
   const metricsCpuCost = median(metricsCpuCosts);
 
+  // Worker drain: everything the service's creates left in the outbox while the worker was stopped.
+  // The worker started here keeps running for the rounds below: the service as deployed.
+  const drainStart = await sideWorkDone(await seqNow());
+  const outboxAtDrain = await counts.outbox();
+  const drainEvents = drainStart.seq - drainStart.indexed;
+  console.log(
+    `\nworker drain: ${drainEvents} events (${2 * drainEvents} index and audit updates) waiting; outbox holds ${outboxAtDrain}; starting the worker`,
+  );
+  const spawnedAt = performance.now();
+  let drainCpu: CpuShares | undefined;
+  let drainWallS = 0;
+  const worker = await startWorkerProcess(stack);
+  const readyAt = performance.now();
+  const atReady = await sideWorkDone(drainStart.seq);
+  {
+    const measured = await withCpu(() =>
+      waitUntil(DRAIN_LIMIT_MS, async () => (await sideWorkDone(drainStart.seq)).done, 20),
+    );
+    drainCpu = measured.cpu;
+    drainWallS = measured.wallS;
+    if (!measured.value) {
+      const now = await sideWorkDone(drainStart.seq);
+      failures.push(
+        `worker drain did not finish within ${DRAIN_LIMIT_MS / 1000} s: ${now.indexed} indexed, ` +
+          `${now.audited} audited of ${now.seq}`,
+      );
+    }
+  }
+  const doneAt = performance.now();
+  const updatesAfterReady = drainStart.seq - atReady.indexed + (drainStart.seq - atReady.audited);
+  const drain = {
+    events: drainEvents,
+    updates: 2 * drainEvents,
+    outboxAtStart: outboxAtDrain,
+    startupS: round((readyAt - spawnedAt) / 1000),
+    totalS: round((doneAt - spawnedAt) / 1000),
+    afterReadyS: round(drainWallS),
+    updatesDoneBeforeReady: 2 * drainEvents - updatesAfterReady,
+    /** From "worker ready" to the last update: the steady rate, start-up excluded (unknown if all was done by then). */
+    updatesPerS: updatesAfterReady > 0 ? updatesAfterReady / drainWallS : Number.NaN,
+    eventsPerS: updatesAfterReady > 0 ? updatesAfterReady / 2 / drainWallS : Number.NaN,
+    /** Including the worker's start-up. */
+    eventsPerSIncludingStartup: drainEvents / ((doneAt - spawnedAt) / 1000),
+    outboxAtEnd: await counts.outbox(),
+    failedJobs: await failedJobs(stack),
+    cpu: drainCpu,
+  };
+  if (drain.failedJobs.index + drain.failedJobs.audit > 0)
+    failures.push(`failed jobs after the drain: ${JSON.stringify(drain.failedJobs)}`);
+
+  // The rounds, the worker running.
+  const aofRewritesBefore = (await redisFootprint(redis)).rewrites;
+  for (let roundNo = 1; roundNo <= rounds; roundNo++) {
+    const roundStarted = performance.now();
+    for (const connections of connectionCounts) {
+      for (const operation of operations) {
+        const sides: Target[] = operation === "GET /plants?limit=20" ? ["service"] : pairOrder(roundNo);
+        for (const side of sides) await measure(roundNo, connections, operation, side);
+      }
+    }
+    const elapsed = ((performance.now() - roundStarted) / 1000).toFixed(0);
+    console.log(`round ${roundNo}/${rounds} done (${elapsed} s)`);
+  }
+  const aofRewritesDuringRounds = (await redisFootprint(redis)).rewrites - aofRewritesBefore;
+
   // Per (operation, connections, worker running or not): the service/baseline ratio of each round,
   // and their median; the CPU per 2xx of each process, median over the rounds.
   const pairFor = (operation: Operation, connections: number, worker: boolean) => {
@@ -507,56 +560,7 @@ await runBench("throughput", limitMs(), async () => {
   /** Worker CPU per event (one create, one event) with the worker running, median over the rounds. */
   const workerMsPerEvent = postTop?.cpuMsPerOk.service.worker ?? Number.NaN;
 
-  // Worker drain: everything the service's creates left in the outbox during the rounds.
-  const drainStart = await sideWorkDone(await seqNow());
-  const outboxAtDrain = await counts.outbox();
-  const drainEvents = drainStart.seq - drainStart.indexed;
-  console.log(
-    `\nworker drain: ${drainEvents} events (${2 * drainEvents} index and audit updates) waiting; outbox holds ${outboxAtDrain}; starting the worker`,
-  );
-  const spawnedAt = performance.now();
-  let drainCpu: CpuShares | undefined;
-  let drainWallS = 0;
-  const worker = await startWorkerProcess(stack);
-  const readyAt = performance.now();
-  const atReady = await sideWorkDone(drainStart.seq);
-  {
-    const measured = await withCpu(() =>
-      waitUntil(DRAIN_LIMIT_MS, async () => (await sideWorkDone(drainStart.seq)).done, 20),
-    );
-    drainCpu = measured.cpu;
-    drainWallS = measured.wallS;
-    if (!measured.value) {
-      const now = await sideWorkDone(drainStart.seq);
-      failures.push(
-        `worker drain did not finish within ${DRAIN_LIMIT_MS / 1000} s: ${now.indexed} indexed, ` +
-          `${now.audited} audited of ${now.seq}`,
-      );
-    }
-  }
-  const doneAt = performance.now();
-  const updatesAfterReady = drainStart.seq - atReady.indexed + (drainStart.seq - atReady.audited);
-  const drain = {
-    events: drainEvents,
-    updates: 2 * drainEvents,
-    outboxAtStart: outboxAtDrain,
-    startupS: round((readyAt - spawnedAt) / 1000),
-    totalS: round((doneAt - spawnedAt) / 1000),
-    afterReadyS: round(drainWallS),
-    updatesDoneBeforeReady: 2 * drainEvents - updatesAfterReady,
-    /** From "worker ready" to the last update: the steady rate, start-up excluded (unknown if all was done by then). */
-    updatesPerS: updatesAfterReady > 0 ? updatesAfterReady / drainWallS : Number.NaN,
-    eventsPerS: updatesAfterReady > 0 ? updatesAfterReady / 2 / drainWallS : Number.NaN,
-    /** Including the worker's start-up. */
-    eventsPerSIncludingStartup: drainEvents / ((doneAt - spawnedAt) / 1000),
-    outboxAtEnd: await counts.outbox(),
-    failedJobs: await failedJobs(stack),
-    cpu: drainCpu,
-    servicePostReqPerS: servicePostRate,
-  };
   const keepsUp = drain.eventsPerS >= servicePostRate;
-  if (drain.failedJobs.index + drain.failedJobs.audit > 0)
-    failures.push(`failed jobs after the drain: ${JSON.stringify(drain.failedJobs)}`);
 
   // Lag under load: creates at half the service's POST rate, the worker running.
   const lagRate = Math.max(1, Math.floor((Number.isFinite(servicePostRate) ? servicePostRate : 2) / 2));
@@ -798,14 +802,17 @@ await runBench("throughput", limitMs(), async () => {
     `  lag at ${lag.offeredPerS} creates/s (half rate): index p99 ${ms(lag.summaries["200 → indexed"]?.p99 ?? Number.NaN)} ms, ` +
       `audit p99 ${ms(lag.summaries["200 → audit entry"]?.p99 ?? Number.NaN)} ms`,
   );
-  if (aofRewritesDuringRounds > 0)
-    console.log(`  note: Redis rewrote its AOF ${aofRewritesDuringRounds} time(s) during the rounds (a forked child)`);
+  if (aofRewritesDuringRounds + aofRewritesWorkerStopped > 0)
+    console.log(
+      `  note: Redis rewrote its AOF (a forked child) ${aofRewritesWorkerStopped} time(s) during the worker-stopped ` +
+        `runs, ${aofRewritesDuringRounds} during the rounds with the worker running`,
+    );
 
   for (const service of [api, baselineProcess]) {
     const expected = service === baselineProcess ? 1 : 0; // the baseline's ready line
     if (service.lines() > expected) console.log(`${service.name} output (tail):\n${service.output.join("\n")}`);
   }
-  const workerProblems = [...roundsWorker.output, ...worker.output].filter((line) =>
+  const workerProblems = [...warmupWorker.output, ...worker.output].filter((line) =>
     /"level":"(warn|error)"/.test(line),
   );
   if (workerProblems.length > 0) console.log(`worker warnings and errors (tail):\n${workerProblems.join("\n")}`);
@@ -849,6 +856,7 @@ await runBench("throughput", limitMs(), async () => {
       medianRatio: round(p.medianRatio),
     })),
     aofRewritesDuringRounds,
+    aofRewritesWorkerStopped,
     metrics: {
       runs: metricsRuns,
       costPerRound: metricsCosts.map(round),
