@@ -135,6 +135,7 @@ export const operationExamples: Record<string, OperationExamples> = {
     response: { ...webhook, secretRotatedAt: "2026-11-24T11:00:00.000Z", secret },
     errors: { ...admin, ...noWebhook },
   },
+  enableWebhook: { parameters: { id: WEBHOOK_ID }, response: webhook, errors: { ...admin, ...noWebhook } },
   listWebhookDeliveries: {
     parameters: { id: WEBHOOK_ID, limit: 50 },
     response: [delivery],

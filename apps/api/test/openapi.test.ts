@@ -186,6 +186,7 @@ describe("GET /openapi.json", () => {
       "/admin/webhooks/{id}",
       "/admin/webhooks/{id}/deliveries",
       "/admin/webhooks/{id}/deliveries/{deliveryId}/replay",
+      "/admin/webhooks/{id}/enable",
       "/admin/webhooks/{id}/rotate-secret",
       "/plants",
       "/plants/{id}",
@@ -222,7 +223,7 @@ describe("GET /openapi.json", () => {
       ...Object.values(document.paths as Record<string, Record<string, any>>),
       ...Object.values(document.webhooks as Record<string, Record<string, any>>),
     ].flatMap((ops) => Object.values(ops));
-    expect(operations.length).toBe(19);
+    expect(operations.length).toBe(20);
     for (const operation of operations) {
       const id = operation.operationId;
       for (const parameter of operation.parameters ?? [])

@@ -670,6 +670,7 @@ const REST_ROUTES: [RegExp, string[]][] = [
   [/^\/admin\/webhooks$/, ["GET", "POST"]],
   [/^\/admin\/webhooks\/[^/]+$/, ["DELETE", "GET"]],
   [/^\/admin\/webhooks\/[^/]+\/rotate-secret$/, ["POST"]],
+  [/^\/admin\/webhooks\/[^/]+\/enable$/, ["POST"]],
   [/^\/admin\/webhooks\/[^/]+\/deliveries$/, ["GET"]],
   [/^\/admin\/webhooks\/[^/]+\/deliveries\/[^/]+\/replay$/, ["POST"]],
   [/^\/$/, ["GET", "HEAD"]],

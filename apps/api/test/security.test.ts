@@ -76,6 +76,7 @@ const REST_OPERATIONS: Record<string, Operation> = {
     path: "/admin/webhooks/{hook}/rotate-secret",
     success: 200,
   },
+  "POST /admin/webhooks/{id}/enable": { scope: "admin", path: "/admin/webhooks/{hook}/enable", success: 200 },
   "GET /admin/webhooks/{id}/deliveries": { scope: "admin", path: "/admin/webhooks/{hook}/deliveries", success: 200 },
   // Authorized, the operation runs: this delivery does not exist.
   "POST /admin/webhooks/{id}/deliveries/{deliveryId}/replay": {
@@ -112,6 +113,7 @@ const PROCEDURES: Record<string, Procedure> = {
   "admin.webhooks.get": { scope: "admin", method: "GET", input: { id: UNKNOWN_HOOK } },
   "admin.webhooks.delete": { scope: "admin", method: "POST", input: { id: UNKNOWN_HOOK } },
   "admin.webhooks.rotateSecret": { scope: "admin", method: "POST", input: { id: UNKNOWN_HOOK } },
+  "admin.webhooks.enable": { scope: "admin", method: "POST", input: { id: UNKNOWN_HOOK } },
   "admin.webhooks.deliveries": { scope: "admin", method: "GET", input: { id: UNKNOWN_HOOK } },
   "admin.webhooks.replay": { scope: "admin", method: "POST", input: { id: UNKNOWN_HOOK, deliveryId: "none" } },
 };

@@ -199,7 +199,7 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
     await admin(stack, "DELETE", `/admin/webhooks/${subscriptionId}`);
   });
 
-  it("disables a subscription whose receiver answers 410 Gone", async () => {
+  it("disables a subscription whose receiver answers 410 Gone, and enables it again on request", async () => {
     const gone = await receiver();
     const { id } = await subscribe(gone, { events: ["plant.created"] });
     gone.answer(() => 410);
@@ -216,7 +216,25 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
     await eventually(async () => (await stack.inspect.auditEntries()).some((entry) => entry.plantId === "7102"));
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(gone.received.length).toBe(attempts);
+
+    // Enabled again (the 410 was a mistake): the next event reaches it.
+    gone.answer(() => 204);
+    const enabled = await admin(stack, "POST", `/admin/webhooks/${id}/enable`);
+    expect(enabled.status).toBe(200);
+    expect(enabled.json).toMatchObject({ id, events: ["plant.created"] });
+    expect(enabled.json).not.toHaveProperty("disabledAt");
+    expect(enabled.json).not.toHaveProperty("disabledReason");
+    expect((await admin(stack, "GET", `/admin/webhooks/${id}`)).json).toEqual(enabled.json);
+    expect((await call(stack.url, { body: { id: 7103, name: "third" } })).status).toBe(200);
+    const about = (plantId: number) => (request: { body: string; verified: boolean }) =>
+      request.verified && request.body.includes(`"id":${plantId},`);
+    await eventually(async () => gone.received.some(about(7103)));
+    expect(gone.received.filter(about(7102))).toEqual([]); // created while it was disabled: not sent
     await admin(stack, "DELETE", `/admin/webhooks/${id}`);
+
+    const missing = await admin(stack, "POST", `/admin/webhooks/${id}/enable`);
+    expect(missing.status).toBe(404);
+    expect(missing.json).toEqual({ error: 404, message: "There is no webhook subscription with this id" });
   });
 
   it("signs with the old and the new secret after a rotation", async () => {

@@ -195,6 +195,8 @@ export function createPlantStoreRestClient(options: PlantStoreRestClientOptions)
     },
     rotateSecret: async (id: string) =>
       (await ok(client.POST("/admin/webhooks/{id}/rotate-secret", { params: { path: { id } } }))).data,
+    enable: async (id: string) =>
+      (await ok(client.POST("/admin/webhooks/{id}/enable", { params: { path: { id } } }))).data,
     deliveries: async (id: string, limit?: number) =>
       (
         await ok(
@@ -233,6 +235,7 @@ export const coveredOperations = [
   "GET /admin/webhooks/{id}",
   "DELETE /admin/webhooks/{id}",
   "POST /admin/webhooks/{id}/rotate-secret",
+  "POST /admin/webhooks/{id}/enable",
   "GET /admin/webhooks/{id}/deliveries",
   "POST /admin/webhooks/{id}/deliveries/{deliveryId}/replay",
 ] as const;

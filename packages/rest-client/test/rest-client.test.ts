@@ -108,6 +108,22 @@ describe("createPlantStoreRestClient", () => {
     expect(seen).toEqual(paged);
   });
 
+  it("manages webhook subscriptions: subscribe, read, enable, rotate, deliveries, unsubscribe", async () => {
+    const webhooks = createPlantStoreRestClient({ url: api.url, token: ADMIN }).webhooks;
+    // A public address as an IP literal: allowed by the default destination policy without DNS.
+    const created = await webhooks.create({ url: "https://93.184.215.14/hooks/sdk", events: ["plant.created"] });
+    expect(created.secret).toMatch(/^whsec_/);
+    const { secret: _secret, ...listed } = created;
+    expect(await webhooks.get(created.id)).toEqual(listed);
+    expect(await webhooks.enable(created.id)).toEqual(listed); // enabled already: unchanged
+    expect((await webhooks.rotateSecret(created.id)).secret).not.toBe(created.secret);
+    expect(await webhooks.deliveries(created.id)).toEqual([]);
+    await webhooks.delete(created.id);
+    const gone = await webhooks.enable(created.id).catch((error: unknown) => error);
+    expect(gone).toBeInstanceOf(PlantStoreApiError);
+    expect(gone).toMatchObject({ status: 404 });
+  });
+
   it("retries a 503 of a repeatable call until the store is back, and not a token issue", async () => {
     const plants = client().plants;
     await plants.create({ id: 88n, name: "survivor" });

@@ -6,6 +6,7 @@ import { defineScripts } from "./scripts.js";
 declare module "ioredis" {
   interface RedisCommander<Context> {
     webhookUpdate(subscriptionKey: string, ...fieldValuePairs: string[]): Result<number, Context>;
+    webhookUnset(subscriptionKey: string, ...fields: string[]): Result<number, Context>;
   }
 }
 
@@ -55,6 +56,11 @@ export function webhookRecords(client: RedisClient) {
     async update(id: string, fields: WebhookFields): Promise<boolean> {
       const pairs = Object.entries(fields).flat();
       return (await client.webhookUpdate(storeKeys.webhook(id), ...pairs)) === 1;
+    },
+
+    /** Removes fields of an existing subscription; false when there is none. */
+    async unset(id: string, fields: readonly string[]): Promise<boolean> {
+      return (await client.webhookUnset(storeKeys.webhook(id), ...fields)) === 1;
     },
 
     /** Deletes the subscription and its delivery list; false when there was none. */

@@ -106,6 +106,21 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
     disable: (id: string, reason: string) =>
       records.update(id, { disabledAt: now().toISOString(), disabledReason: reason }),
 
+    /**
+     * Delivers to a disabled subscription again (a receiver that answered 410 Gone by mistake), its
+     * URL checked against today's destination policy first (a DestinationError when refused).
+     * Events committed while it was disabled were never queued for it; deliveries that failed
+     * because it was disabled stay failed (replayable). Undefined: no such subscription.
+     */
+    async enable(id: string): Promise<Webhook | undefined> {
+      const fields = await records.get(id);
+      if (!fields) return undefined;
+      await checkDestination(fields.url ?? "", options.policy);
+      if (!(await records.unset(id, ["disabledAt", "disabledReason"]))) return undefined;
+      const { disabledAt: _at, disabledReason: _reason, ...enabled } = fields;
+      return webhookOf(id, enabled);
+    },
+
     /** The subscription with its secrets that sign now (opened), for a delivery. */
     async forDelivery(id: string): Promise<{ webhook: Webhook; secrets: string[] } | undefined> {
       const fields = await records.get(id);

@@ -119,7 +119,7 @@ describe("subscriptions in Redis", () => {
     return parts.join("\n");
   }
 
-  it("stores the secret sealed, hands it to deliveries opened, rotates with an overlap, disables and deletes", async () => {
+  it("stores the secret sealed, hands it to deliveries opened, rotates with an overlap, disables, enables and deletes", async () => {
     let now = new Date("2026-11-23T00:00:00Z");
     const subscriptions = webhookSubscriptions(client, {
       policy: open,
@@ -144,10 +144,23 @@ describe("subscriptions in Redis", () => {
     expect((await subscriptions.active()).map((w) => w.id)).not.toContain(created.id);
     expect((await subscriptions.get(created.id))?.disabledReason).toBe("gone");
 
+    // Enabled again only where today's policy still allows its URL; then delivered to again.
+    const stricter = webhookSubscriptions(client, { policy: strict, secretKey: "x".repeat(40) });
+    await expect(stricter.enable(created.id)).rejects.toThrow(DestinationError);
+    expect((await subscriptions.get(created.id))?.disabledAt).toBeDefined();
+    const enabled = await subscriptions.enable(created.id);
+    expect(enabled).toMatchObject({ id: created.id, url: created.url, events: ["plant.deleted"] });
+    expect(enabled).not.toHaveProperty("disabledAt");
+    expect(enabled).not.toHaveProperty("disabledReason");
+    expect(await subscriptions.get(created.id)).toEqual(enabled);
+    expect((await subscriptions.active()).map((w) => w.id)).toContain(created.id);
+    expect(await subscriptions.enable(created.id)).toEqual(enabled); // enabling an enabled one changes nothing
+
     expect(await subscriptions.delete(created.id)).toBe(true);
     expect(await subscriptions.get(created.id)).toBeUndefined();
     expect(await subscriptions.rotateSecret(created.id)).toBeUndefined();
     expect(await subscriptions.disable(created.id, "late")).toBe(false); // not recreated
+    expect(await subscriptions.enable(created.id)).toBeUndefined();
     expect(await client.keys("webhooks:*")).toEqual([]);
   });
 });

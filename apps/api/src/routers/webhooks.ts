@@ -18,7 +18,7 @@ const badId = { 400: "The webhook id in the path is not valid" };
 const notFound = { 404: "There is no webhook subscription with this id" };
 const ById = z.object({ id: WebhookId });
 
-/** Webhook subscriptions (admin scope): subscribe, list, rotate the secret, unsubscribe, and their deliveries. */
+/** Webhook subscriptions (admin scope): subscribe, list, rotate the secret, enable again, unsubscribe, and their deliveries. */
 export const webhooksRouter = router({
   create: authorizedProcedure
     .meta({
@@ -46,16 +46,7 @@ export const webhooksRouter = router({
     })
     .input(NewWebhook)
     .output(WebhookWithSecret)
-    .mutation(async ({ input, ctx }) => {
-      try {
-        return await reach(() => admin(ctx).subscriptions.create(input));
-      } catch (error) {
-        // A URL the destination policy refuses (reach takes every other failure for the store's).
-        const refusal = error instanceof StoreUnavailableError ? error.cause : error;
-        if (refusal instanceof DestinationError) throw new TRPCError({ code: "BAD_REQUEST", message: refusal.message });
-        throw error;
-      }
-    }),
+    .mutation(({ input, ctx }) => reachChecked(() => admin(ctx).subscriptions.create(input))),
 
   list: authorizedProcedure
     .meta({
@@ -134,6 +125,32 @@ export const webhooksRouter = router({
     .output(WebhookWithSecret)
     .mutation(async ({ input, ctx }) => found(await reach(() => admin(ctx).subscriptions.rotateSecret(input.id)))),
 
+  enable: authorizedProcedure
+    .meta({
+      scope: "admin",
+      openapi: {
+        ...common,
+        method: "POST",
+        path: "/admin/webhooks/{id}/enable",
+        operationId: "enableWebhook",
+        summary: "Enable a disabled subscription",
+        description:
+          "Delivers to a subscription disabled after its receiver answered 410 Gone again, from the next event on; " +
+          "its URL is checked against the destination policy first. Events committed while it was disabled were not " +
+          "queued for it; deliveries that failed because it was disabled stay failed (replay them). " +
+          "Enabling an enabled subscription changes nothing.",
+        successDescription: "The subscription, enabled",
+        errorResponses: {
+          ...errors,
+          400: "The webhook id in the path is not valid, or the destination policy no longer allows its url (the message says why)",
+          ...notFound,
+        },
+      },
+    })
+    .input(ById)
+    .output(Webhook)
+    .mutation(async ({ input, ctx }) => found(await reachChecked(() => admin(ctx).subscriptions.enable(input.id)))),
+
   deliveries: authorizedProcedure
     .meta({
       scope: "admin",
@@ -208,6 +225,17 @@ export const webhooksRouter = router({
 function admin(ctx: Context) {
   if (!ctx.webhooks) throw new TRPCError({ code: "NOT_IMPLEMENTED", message: "This server has no webhooks" });
   return ctx.webhooks;
+}
+
+/** `reach` for a call that checks a URL: one the destination policy refuses is a 400, not the store's failure. */
+async function reachChecked<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await reach(call);
+  } catch (error) {
+    const refusal = error instanceof StoreUnavailableError ? error.cause : error;
+    if (refusal instanceof DestinationError) throw new TRPCError({ code: "BAD_REQUEST", message: refusal.message });
+    throw error;
+  }
 }
 
 function found<T>(value: T | undefined): T {

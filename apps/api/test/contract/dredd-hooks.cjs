@@ -71,6 +71,9 @@ const fixtures = {
   async "POST /admin/webhooks/{id}/rotate-secret"(transaction) {
     swap(transaction, [[pathId(transaction, 3), made.webhook]]);
   },
+  async "POST /admin/webhooks/{id}/enable"(transaction) {
+    swap(transaction, [[pathId(transaction, 3), made.webhook]]);
+  },
   async "GET /admin/webhooks/{id}/deliveries"(transaction) {
     // A subscription whose receiver fails, and an event for it: its delivery ends failed.
     const url = `http://127.0.0.1:${receiver.address().port}/plants`;

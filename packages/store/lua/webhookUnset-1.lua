@@ -1,0 +1,12 @@
+--[[
+  Removes fields of a webhook subscription that exists (re-enabling one), never recreating one
+  deleted meanwhile.
+
+  KEYS[1] subscription   webhooks:{webhooks}:<id>
+  ARGV    the fields to remove.
+
+  Returns 0 when there is no such subscription, else 1.
+]]
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HDEL', KEYS[1], unpack(ARGV))
+return 1
