@@ -366,9 +366,9 @@ await runBench("throughput", limitMs(), async () => {
   const aofRewritesWorkerStopped = (await redisFootprint(redis)).rewrites - aofRewritesBeforeStopped;
 
   // What the metrics cost: POST /plants on two fresh twin apis, one with METRICS_ENABLED=false,
-  // same store, warmed alike, loaded side by side. (The rounds' api has served every operation for
-  // minutes: against a fresh twin it measured its own history, not the metrics.) Throughput and
-  // the api's CPU per request, both.
+  // same store, warmed alike, loaded side by side. (The rounds' api has its own history of load:
+  // against a fresh twin it measured that history, not the metrics.) Throughput and the api's CPU
+  // per request, both.
   const twins = {
     on: await startApiProcess(stack, { metrics: true }),
     off: await startApiProcess(stack, { metrics: false }),
