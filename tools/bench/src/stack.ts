@@ -272,6 +272,12 @@ export async function startWorkerProcess(
   env: Record<string, string> = {},
   nodeFlags: string[] = [],
 ): Promise<Service> {
+  // As npm start runs it: the launcher gives the worker niceness WORKER_NICENESS (default 0).
+  // Checked before the spawn, so a bad value leaves no worker process behind.
+  const niceness = Number(process.env.WORKER_NICENESS || "0");
+  if (!Number.isInteger(niceness) || niceness < 0 || niceness > 19) {
+    throw new Error(`WORKER_NICENESS must be an integer 0..19 (got ${process.env.WORKER_NICENESS})`);
+  }
   const tuning = Object.entries(process.env).filter(
     (entry): entry is [string, string] => WORKER_TUNING.test(entry[0]) && entry[1] !== undefined,
   );
@@ -288,11 +294,6 @@ export async function startWorkerProcess(
     },
     nodeFlags,
   );
-  // As npm start runs it: the launcher gives the worker niceness WORKER_NICENESS (default 0).
-  const niceness = Number(process.env.WORKER_NICENESS || "0");
-  if (!Number.isInteger(niceness) || niceness < 0 || niceness > 19) {
-    throw new Error(`WORKER_NICENESS must be an integer 0..19 (got ${process.env.WORKER_NICENESS})`);
-  }
   if (service.child.pid !== undefined && niceness > 0) setPriority(service.child.pid, niceness);
   stack.worker = service;
   await untilLogged(service, "worker ready", 30_000);
