@@ -16,12 +16,14 @@ const hasRedis = redisServerBinary() !== undefined;
 // Redis still answered then (it must be stopped last).
 const STANDIN = `
 import { createServer } from "node:http";
-import { writeFileSync } from "node:fs";
+import { renameSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 const name = process.argv[1].endsWith("api.mjs") ? "api" : "worker";
 const out = process.env.STANDIN_OUT;
 const { REDIS_URL, API_TOKENS, ADMIN_TOKEN } = process.env;
-writeFileSync(out + "/" + name + ".env.json", JSON.stringify({ REDIS_URL, API_TOKENS, ADMIN_TOKEN }));
+// Written then renamed, so a test that sees the file never reads it half-written.
+writeFileSync(out + "/" + name + ".env.tmp", JSON.stringify({ REDIS_URL, API_TOKENS, ADMIN_TOKEN }));
+renameSync(out + "/" + name + ".env.tmp", out + "/" + name + ".env.json");
 let server;
 if (name === "api") server = createServer((_req, res) => res.end("ok")).listen(Number(process.env.PORT), process.env.HOST);
 const keepAlive = setInterval(() => {}, 1000);

@@ -16,10 +16,13 @@ const migrateMain = fileURLToPath(new URL("../dist/migrate.js", import.meta.url)
 // A stand-in api/worker: records the store settings it was given, serves the port (api), stops on SIGTERM.
 const STANDIN = `
 import { createServer } from "node:http";
-import { writeFileSync } from "node:fs";
+import { renameSync, writeFileSync } from "node:fs";
 const name = process.argv[1].endsWith("api.mjs") ? "api" : "worker";
 const { REDIS_URL, REDIS_CLUSTER_NODES } = process.env;
-writeFileSync(process.env.STANDIN_OUT + "/" + name + ".env.json", JSON.stringify({ REDIS_URL, REDIS_CLUSTER_NODES }));
+// Written then renamed, so a test that sees the file never reads it half-written.
+const file = process.env.STANDIN_OUT + "/" + name + ".env";
+writeFileSync(file + ".tmp", JSON.stringify({ REDIS_URL, REDIS_CLUSTER_NODES }));
+renameSync(file + ".tmp", file + ".json");
 const server = name === "api" ? createServer((_req, res) => res.end("ok")).listen(Number(process.env.PORT), process.env.HOST) : undefined;
 const keepAlive = setInterval(() => {}, 1000);
 process.on("SIGTERM", () => { clearInterval(keepAlive); server ? server.close(() => process.exit(0)) : process.exit(0); });
