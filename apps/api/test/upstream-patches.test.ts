@@ -9,10 +9,10 @@ import type { AddressInfo } from "node:net";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { initTRPC, TRPCError } from "@trpc/server";
 import Fastify, { type FastifyInstance } from "fastify";
-import { type ChainableCommander, Redis } from "ioredis";
+import { type ChainableCommander, Command, Redis } from "ioredis";
 import { stringify } from "lossless-json";
 import { coerceSchema, fastifyTRPCOpenApiPlugin, type OpenApiMeta } from "trpc-to-openapi";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { z } from "zod";
 
 type Ctx = { user: string };
@@ -236,5 +236,30 @@ describe("ioredis 5.11.1 patch", () => {
     const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => client.echoKey(`k${i}`, String(i))));
     expect(replies).toEqual(Array.from({ length: 20 }, (_, i) => `k${i}:${i}`));
     expect(await pipeline().echoKey("a", "1").exec()).toEqual([[null, "a:1"]]);
+  });
+
+  it("a command's arguments are flattened one level without Array.prototype.flat when none is an array", () => {
+    const flat = vi.spyOn(Array.prototype, "flat");
+    try {
+      const args = ["k", "v"];
+      const command = new Command("set", args, { keyPrefix: "p:" });
+      expect(flat).not.toHaveBeenCalled();
+      // A copy: the key prefix is written into the command's arguments, not the caller's.
+      expect([command.args, args]).toEqual([
+        ["p:k", "v"],
+        ["k", "v"],
+      ]);
+      expect(new Command("sadd", ["s", ["a", "b"], "c"]).args).toEqual(["s", "a", "b", "c"]);
+      expect(flat).toHaveBeenCalledTimes(1);
+    } finally {
+      flat.mockRestore();
+    }
+  });
+
+  it("array arguments still reach Redis flattened, auto-pipelined and routed by their first key", async () => {
+    expect(await redis.sadd("flattened", ["a", "b"], "c")).toBe(3);
+    const [members, values] = await Promise.all([redis.smembers("flattened"), redis.mget(["flattened", "none"])]);
+    expect(members.sort()).toEqual(["a", "b", "c"]);
+    expect(values).toEqual([null, null]);
   });
 });
