@@ -257,7 +257,7 @@ describe("ioredis 5.11.1 patch", () => {
   });
 
   it("array arguments still reach Redis flattened, auto-pipelined and routed by their first key", async () => {
-    expect(await redis.sadd("flattened", ["a", "b"], "c")).toBe(3);
+    expect(await redis.sadd("flattened", ["a", "b", "c"])).toBe(3);
     const [members, values] = await Promise.all([redis.smembers("flattened"), redis.mget(["flattened", "none"])]);
     expect(members.sort()).toEqual(["a", "b", "c"]);
     expect(values).toEqual([null, null]);
