@@ -85,10 +85,11 @@ const WorkerEnv = z.object({
    * Shortest time between two reads of the outboxes while entries keep coming: under load each
    * round (one job per queue) then carries this long's worth of events instead of one or two.
    * Longer: fewer, larger jobs (less worker and Redis CPU per event), side work later by up to this.
-   * 25 ms: at ~5,500 creates/s on 2 cores, 2.4× fewer jobs than at 2 ms and ~28 % less worker CPU per
-   * event (BENCHMARKS.md), for a side-work lag still well under 100 ms at p99.
+   * 40 ms: a round costs the worker ~2 ms of CPU whatever it carries, so under load 40 ms took
+   * ~20 % off its CPU per event against 25 ms (BENCHMARKS.md), for a side-work lag p99 of
+   * 73–78 ms at half rate on the slowest machine measured (53–63 at 25 ms; the target is 100).
    */
-  RELAY_LINGER_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(1000).default(25)),
+  RELAY_LINGER_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(1000).default(40)),
   /**
    * How long a worker holds a job's lock (renewed every half of it while the job runs). A job of a
    * worker that died is taken up again once its lock has expired and a stalled check has run:

@@ -94,7 +94,7 @@ export interface RelayOptions {
    * Shortest time between two reads of the outboxes while entries keep coming (RELAY_LINGER_MS):
    * under load a round then carries that long's worth of entries (up to `batchSize` per partition)
    * instead of one or two, and every round costs a read, an enqueue per queue (BullMQ's scripts)
-   * and an ack. Default 25 ms.
+   * and an ack. Default 40 ms.
    */
   lingerMs?: number;
   jobOptions: RelayJobOptions;
@@ -180,7 +180,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
   const blockingClient = options.blockingClient;
   const blocking = blockingClient && outbox(blockingClient);
   const blockMs = options.blockMs ?? 250;
-  const lingerMs = options.lingerMs ?? 25;
+  const lingerMs = options.lingerMs ?? 40;
   /** CLIENT ID of the blocking connection while its read waits: CLIENT UNBLOCK ends the wait. */
   let blockedId: number | undefined;
   /**

@@ -24,7 +24,7 @@ describe("loadWorkerConfig", () => {
       relayClaimIdleMs: 30_000,
       relayLeaseMs: 10_000,
       relayPollMs: 100,
-      relayLingerMs: 25,
+      relayLingerMs: 40,
       jobLockMs: 10_000,
       stalledCheckMs: 5_000,
       shutdownTimeoutMs: 30_000,
