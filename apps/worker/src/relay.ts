@@ -94,9 +94,9 @@ export interface RelayOptions {
    * Shortest time between two reads of the outboxes while entries keep coming (RELAY_LINGER_MS):
    * under load a round then carries that long's worth of entries (up to `batchSize` per partition)
    * instead of one or two, and every round costs a read, an enqueue per queue (BullMQ's scripts)
-   * and an ack. Default 40 ms.
+   * and an ack. The worker passes RELAY_LINGER_MS (its default is in config.ts).
    */
-  lingerMs?: number;
+  lingerMs: number;
   jobOptions: RelayJobOptions;
   logger: Logger;
   /** Told of what the relay did (the metrics). */
@@ -171,7 +171,19 @@ interface Sweep {
  *   jobs are idempotent anyway, should a batch be composed differently the second time).
  */
 export async function startRelay(options: RelayOptions): Promise<Relay> {
-  const { client, partitions, queues, batchSize, claimIdleMs, leaseMs, pollMs, jobOptions, logger, observer } = options;
+  const {
+    client,
+    partitions,
+    queues,
+    batchSize,
+    claimIdleMs,
+    leaseMs,
+    pollMs,
+    lingerMs,
+    jobOptions,
+    logger,
+    observer,
+  } = options;
   const consumer = options.consumer ?? relayConsumerName();
   const log = (fields: Record<string, unknown> = {}) => ({ consumer, ...fields });
   const fault = "fault" in options ? options.fault : loadWorkerFault(process.env);
@@ -180,7 +192,6 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
   const blockingClient = options.blockingClient;
   const blocking = blockingClient && outbox(blockingClient);
   const blockMs = options.blockMs ?? 250;
-  const lingerMs = options.lingerMs ?? 40;
   /** CLIENT ID of the blocking connection while its read waits: CLIENT UNBLOCK ends the wait. */
   let blockedId: number | undefined;
   /**
