@@ -119,7 +119,7 @@ describe("launcher with REDIS_CLUSTER_NODES", { timeout: 60_000 }, () => {
       }
     } finally {
       r.child.kill("SIGTERM");
-      expect(await r.exit).toBe(0);
+      expect(await r.exit, `launcher output:\n${r.output()}`).toBe(0); // the output says why, should it not be 0
     }
   });
 
