@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { startRedisServer, startTestStore, type TestStore } from "@plant-store/redis-server";
+import { freePort, startRedisServer, startTestStore, type TestStore } from "@plant-store/redis-server";
 import { embeddedStoreFile, LAYOUT_VERSION, recordEmbeddedStore, storeKeys } from "@plant-store/store";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -43,7 +43,8 @@ interface Run {
   exit: Promise<number | null>;
 }
 
-function run(entry: string, env: Record<string, string>): Run {
+/** Starts `entry` with stand-ins for api and worker; PORT is a free port (a random one could be in use). */
+async function run(entry: string, env: Record<string, string>): Promise<Run> {
   const out = mkdtempSync(join(dir, "run-"));
   const base: NodeJS.ProcessEnv = { ...process.env };
   for (const key of ["REDIS_URL", "REDIS_CLUSTER_NODES", "API_TOKENS", "ADMIN_TOKEN", "HOST", "STORE_PARTITIONS"]) {
@@ -52,7 +53,7 @@ function run(entry: string, env: Record<string, string>): Run {
   const child = spawn(process.execPath, [entry], {
     env: {
       ...base,
-      PORT: String(20_000 + Math.floor(Math.random() * 20_000)),
+      PORT: String(await freePort()),
       DATA_DIR: join(out, "data"),
       PLANT_STORE_API_ENTRY: join(dir, "api.mjs"),
       PLANT_STORE_WORKER_ENTRY: join(dir, "worker.mjs"),
@@ -96,7 +97,7 @@ describe("launcher with REDIS_CLUSTER_NODES", { timeout: 60_000 }, () => {
   afterAll(async () => cluster?.stop());
 
   it("starts no embedded Redis, records the new store's layout, and hands the cluster to api and worker", async () => {
-    const r = run(launcherMain, { ...cluster.env, STORE_PARTITIONS: "16" });
+    const r = await run(launcherMain, { ...cluster.env, STORE_PARTITIONS: "16" });
     try {
       await until(
         () => existsSync(join(r.out, "api.env.json")) && existsSync(join(r.out, "worker.env.json")),
@@ -124,7 +125,7 @@ describe("launcher with REDIS_CLUSTER_NODES", { timeout: 60_000 }, () => {
   });
 
   it("refuses REDIS_URL and REDIS_CLUSTER_NODES together", async () => {
-    const r = run(launcherMain, { ...cluster.env, REDIS_URL: "redis://127.0.0.1:6399" });
+    const r = await run(launcherMain, { ...cluster.env, REDIS_URL: "redis://127.0.0.1:6399" });
     expect(await r.exit).toBe(1);
     expect(r.output()).toMatch(/REDIS_URL .*REDIS_CLUSTER_NODES.*not both/);
     expect(existsSync(join(r.out, "api.env.json"))).toBe(false);
@@ -137,7 +138,7 @@ describe("a store of the single-node layout of earlier versions", { timeout: 60_
     const redis = new Redis(server.url);
     try {
       await seedLayout1(redis);
-      const r = run(launcherMain, { REDIS_URL: server.url });
+      const r = await run(launcherMain, { REDIS_URL: server.url });
       expect(await r.exit).toBe(1);
       expect(r.output()).toContain("npm run migrate");
       expect(r.output().match(/npm run migrate/g)).toHaveLength(1);
@@ -160,12 +161,12 @@ describe("a store of the single-node layout of earlier versions", { timeout: 60_
     redis.disconnect();
     await before.stop(); // a folder we gave it is kept
 
-    const first = run(migrateMain, { DATA_DIR: dataDir, STORE_PARTITIONS: "8" });
+    const first = await run(migrateMain, { DATA_DIR: dataDir, STORE_PARTITIONS: "8" });
     expect(await first.exit, first.output()).toBe(0);
     expect(first.output()).toContain(
       "done: layout 1 → 3: 2 plants and 0 tokens moved, 0 index entries rewritten (8 partitions)",
     );
-    const again = run(migrateMain, { DATA_DIR: dataDir });
+    const again = await run(migrateMain, { DATA_DIR: dataDir });
     expect(await again.exit, again.output()).toBe(0);
     expect(again.output()).toContain("nothing to do");
 
@@ -182,7 +183,7 @@ describe("a store of the single-node layout of earlier versions", { timeout: 60_
   });
 
   it("npm run migrate says so when there is no store, and refuses while npm start runs on it", async () => {
-    const empty = run(migrateMain, { DATA_DIR: join(dir, "nothing-here") });
+    const empty = await run(migrateMain, { DATA_DIR: join(dir, "nothing-here") });
     expect(await empty.exit).toBe(1);
     expect(empty.output()).toMatch(/no store to migrate/);
 
@@ -191,7 +192,7 @@ describe("a store of the single-node layout of earlier versions", { timeout: 60_
     const server = await startRedisServer({ dir: join(dataDir, "redis") });
     try {
       recordEmbeddedStore(dataDir, { url: server.url, pid: process.pid }); // as a running npm start does
-      const busy = run(migrateMain, { DATA_DIR: dataDir });
+      const busy = await run(migrateMain, { DATA_DIR: dataDir });
       expect(await busy.exit).toBe(1);
       expect(busy.output()).toMatch(/npm start is running on this data folder/);
     } finally {
