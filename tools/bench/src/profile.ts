@@ -1,9 +1,9 @@
 /**
  * `npm run bench:profile`: where a create's CPU goes, as deployed. One run of POST /plants at 50
  * connections against a private store with the api and the worker running, then, per process, the
- * CPU per acknowledged create (its side work included), Redis's commands per create, the BullMQ
- * jobs per event, and with --cpu-prof each process's busy time by package and file (the
- * `.cpuprofile` files stay for Chrome DevTools). For finding what to remove; `npm run bench` is the
+ * CPU per acknowledged create (its side work included) and the time it waited for a CPU meanwhile,
+ * Redis's commands per create, the BullMQ jobs per event, and with --cpu-prof each process's busy
+ * time by package and file (the `.cpuprofile` files stay for Chrome DevTools). For finding what to remove; `npm run bench` is the
  * measurement of record. Run `node tools/bench/dist/profile.js --help` for the options.
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -16,7 +16,15 @@ import type { Redis } from "ioredis";
 import { TOKEN } from "./http.js";
 import { type CpuProfile, parseCommandStats, selfTimeByOwner, sumCommandStats } from "./profile-helpers.js";
 import { machineLine, table } from "./report.js";
-import { cpuSecondsOf, integerOption, runBench, startApiProcess, startStack, startWorkerProcess } from "./stack.js";
+import {
+  cpuSecondsOf,
+  cpuWaitSecondsOf,
+  integerOption,
+  runBench,
+  startApiProcess,
+  startStack,
+  startWorkerProcess,
+} from "./stack.js";
 import { type RedisFootprint, redisFootprint, storeCounts } from "./store-counts.js";
 import { createRequest, waitUntil } from "./throughput-helpers.js";
 
@@ -31,7 +39,8 @@ const { values: args } = parseArgs({
   },
 });
 if (args.help) {
-  console.log(`profile: POST /plants with the worker running; CPU per create per process, Redis commands, jobs
+  console.log(`profile: POST /plants with the worker running; CPU per create per process (used and waited for),
+Redis commands, jobs
   --duration 10      seconds of load (after 2 s of warm-up)
   --connections 50   autocannon connections
   --cluster          a private Redis Cluster (3 masters + 3 replicas) instead of one redis-server
@@ -102,16 +111,23 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
   await sideWorkDone(created);
 
   const processes = { api: api.child.pid, worker: worker.child.pid, redis: stack.redisPids() };
-  const cpu = () => Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuSecondsOf(pid) ?? 0]));
+  /** CPU seconds used and seconds spent waiting for a CPU, per process (the load generator is this one). */
+  const cpu = () =>
+    Object.fromEntries(
+      Object.entries({ ...processes, "load generator": process.pid }).map(([name, pid]) => [
+        name,
+        { used: cpuSecondsOf(pid) ?? 0, waited: cpuWaitSecondsOf(pid) ?? Number.NaN },
+      ]),
+    );
   await Promise.all(masters.map((node) => node.config("RESETSTAT")));
   const footprintBefore = await redisFootprint(stack.redis);
   const jobsBefore = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
-  const [cpuBefore, machineBefore, loadBefore] = [cpu(), machineTicks(), process.cpuUsage()];
+  const [cpuBefore, machineBefore] = [cpu(), machineTicks()];
   const run = await autocannon({ url: api.url, connections, duration: durationS, requests: [post()] });
   const ok = run["2xx"];
   created += ok;
   await sideWorkDone(created);
-  const [cpuAfter, machineAfter, load] = [cpu(), machineTicks(), process.cpuUsage(loadBefore)];
+  const [cpuAfter, machineAfter] = [cpu(), machineTicks()];
   const jobsAfter = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
   const footprintAfter = await redisFootprint(stack.redis);
   const commands = sumCommandStats(
@@ -119,18 +135,23 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
   );
   const busy = (machineAfter.busy - machineBefore.busy) / Math.max(1, machineAfter.total - machineBefore.total);
 
-  const perCreate = (seconds: number) => ((seconds * 1000) / Math.max(1, ok)).toFixed(3);
+  const perCreate = (seconds: number) =>
+    Number.isNaN(seconds) ? "-" : ((seconds * 1000) / Math.max(1, ok)).toFixed(3);
   console.log(
     `\nPOST /plants, ${connections} connections, ${durationS} s, ${stack.kind}, worker running: ${Math.round(run.requests.average)} req/s, ` +
       `p50 ${run.latency.p50} ms, p99 ${run.latency.p99} ms, ${run.non2xx} non-2xx; machine ${(busy * 100).toFixed(0)} % busy until the side work was done`,
   );
   console.log(
     table(
-      ["process", "CPU ms per create"],
-      [
-        ...Object.keys(processes).map((name) => [name, perCreate((cpuAfter[name] ?? 0) - (cpuBefore[name] ?? 0))]),
-        ["load generator", perCreate((load.user + load.system) / 1e6)],
-      ],
+      ["process", "CPU ms per create", "waiting for a CPU, ms per create"],
+      Object.keys(cpuAfter).map((name) => {
+        const [before, after] = [cpuBefore[name], cpuAfter[name]];
+        return [
+          name,
+          perCreate((after?.used ?? 0) - (before?.used ?? 0)),
+          perCreate((after?.waited ?? 0) - (before?.waited ?? 0)),
+        ];
+      }),
     ),
   );
   console.log(

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { setPriority } from "node:os";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
@@ -346,6 +346,37 @@ export async function runBench(name: string, limitMs: number, run: () => Promise
   } finally {
     clearTimeout(timer);
     await stopAll();
+  }
+}
+
+/**
+ * Seconds a process's threads (or several processes') have spent so far runnable but waiting for a
+ * CPU (the scheduler's run delay, `/proc/<pid>/task/<tid>/schedstat`; threads that have exited are
+ * not counted). Undefined where Linux keeps no such figure, or with no process. On a saturated
+ * machine it shows whom the others keep waiting: a Redis that waits as long as it runs delays
+ * every request by that much.
+ */
+export function cpuWaitSecondsOf(pid: number | readonly number[] | undefined): number | undefined {
+  if (Array.isArray(pid)) {
+    const each = pid.map((one) => cpuWaitSecondsOf(one));
+    return each.length === 0 || each.some((s) => s === undefined)
+      ? undefined
+      : each.reduce<number>((sum, s) => sum + (s ?? 0), 0);
+  }
+  if (pid === undefined || typeof pid !== "number") return undefined;
+  try {
+    let waitNs = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        // "<ns on a CPU> <ns waiting on a run queue> <time slices>"
+        waitNs += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[1]);
+      } catch {
+        // The thread ended between the listing and the read.
+      }
+    }
+    return waitNs / 1e9;
+  } catch {
+    return undefined;
   }
 }
 

@@ -1,3 +1,5 @@
+import { spawn } from "node:child_process";
+import { setTimeout as sleep } from "node:timers/promises";
 import { type RedisCluster, type RedisServer, startRedisCluster, startRedisServer } from "@plant-store/redis-server";
 import {
   appendAudit,
@@ -10,7 +12,7 @@ import {
   type RedisClient,
 } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpuSecondsOf } from "../src/stack.js";
+import { cpuSecondsOf, cpuWaitSecondsOf } from "../src/stack.js";
 import { storeCounts } from "../src/store-counts.js";
 
 // The bench's counts over a real store, on one node and on a cluster (plants on every master).
@@ -75,5 +77,37 @@ describe("cpuSecondsOf", () => {
     expect(cpuSecondsOf([process.pid, process.pid])).toBeGreaterThanOrEqual(2 * (self ?? 0));
     expect(cpuSecondsOf([])).toBeUndefined();
     expect(cpuSecondsOf(undefined)).toBeUndefined();
+  });
+});
+
+describe("cpuWaitSecondsOf", () => {
+  it("counts the time processes sharing one CPU wait for it", async () => {
+    // Three busy loops pinned to the same CPU: each runs about a third of the time and waits the rest.
+    const spin = () =>
+      spawn(
+        "taskset",
+        ["-c", "0", process.execPath, "-e", "const end = Date.now() + 1500; while (Date.now() < end);"],
+        {
+          stdio: "ignore",
+        },
+      );
+    const children = [spin(), spin(), spin()];
+    try {
+      await sleep(1000);
+      const pids = children.map((child) => child.pid as number);
+      const waited = pids.map((pid) => cpuWaitSecondsOf(pid) ?? 0);
+      const ran = pids.map((pid) => cpuSecondsOf(pid) ?? 0);
+      for (const [i, seconds] of waited.entries()) {
+        expect(seconds).toBeGreaterThan(0.2);
+        expect(seconds).toBeGreaterThan(1.3 * (ran[i] ?? 0)); // waiting, not running: about twice as long
+      }
+      expect(cpuWaitSecondsOf(pids)).toBeGreaterThanOrEqual(waited.reduce((sum, s) => sum + s, 0));
+    } finally {
+      for (const child of children) child.kill("SIGKILL");
+    }
+    expect(cpuWaitSecondsOf(process.pid)).toBeGreaterThanOrEqual(0);
+    expect(cpuWaitSecondsOf([])).toBeUndefined();
+    expect(cpuWaitSecondsOf(undefined)).toBeUndefined();
+    expect(cpuWaitSecondsOf(2 ** 22 + 1)).toBeUndefined(); // above Linux's largest pid: no such process
   });
 });
