@@ -5,8 +5,8 @@
   KEYS[1] subscription   webhooks:{webhooks}:<id>
   ARGV    the fields to remove.
 
-  Returns 0 when there is no such subscription, else 1.
+  Returns 0 when there is no such subscription, else its fields after the change (HGETALL's pairs).
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HDEL', KEYS[1], unpack(ARGV))
-return 1
+return redis.call('HGETALL', KEYS[1])

@@ -5,13 +5,21 @@ import { defineScripts } from "./scripts.js";
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
-    webhookUpdate(subscriptionKey: string, ...fieldValuePairs: string[]): Result<number, Context>;
-    webhookUnset(subscriptionKey: string, ...fields: string[]): Result<number, Context>;
+    /** The guard field ('' for none) and its expected value, then field, value pairs. */
+    webhookUpdate(subscriptionKey: string, ...guardThenPairs: string[]): Result<0 | 1 | string[], Context>;
+    webhookUnset(subscriptionKey: string, ...fields: string[]): Result<0 | string[], Context>;
   }
 }
 
 /** A subscription's hash as stored: every field text (`@plant-store/webhooks` gives them meaning). */
 export type WebhookFields = Record<string, string>;
+
+/** HGETALL's flat pairs, as a script returns them, into fields. */
+function fieldsOf(pairs: readonly string[]): WebhookFields {
+  const fields: WebhookFields = {};
+  for (let i = 0; i + 1 < pairs.length; i += 2) fields[pairs[i] as string] = pairs[i + 1] as string;
+  return fields;
+}
 
 /**
  * The webhook subscriptions in Redis, all under the `{webhooks}` hash tag (one slot: a create or a
@@ -52,15 +60,26 @@ export function webhookRecords(client: RedisClient) {
       });
     },
 
-    /** Sets fields of an existing subscription; false when there is none. */
-    async update(id: string, fields: WebhookFields): Promise<boolean> {
-      const pairs = Object.entries(fields).flat();
-      return (await client.webhookUpdate(storeKeys.webhook(id), ...pairs)) === 1;
+    /**
+     * Sets fields of an existing subscription: its fields after the change, undefined when there is
+     * none. With `unless`, only while that field still holds `value` (a change computed from what
+     * was read); "changed" when it no longer does, and nothing is set.
+     */
+    async update(
+      id: string,
+      fields: WebhookFields,
+      unless?: { field: string; value: string },
+    ): Promise<WebhookFields | "changed" | undefined> {
+      const guard = unless ? [unless.field, unless.value] : ["", ""];
+      const reply = await client.webhookUpdate(storeKeys.webhook(id), ...guard, ...Object.entries(fields).flat());
+      if (reply === 0) return undefined;
+      return reply === 1 ? "changed" : fieldsOf(reply);
     },
 
-    /** Removes fields of an existing subscription; false when there is none. */
-    async unset(id: string, fields: readonly string[]): Promise<boolean> {
-      return (await client.webhookUnset(storeKeys.webhook(id), ...fields)) === 1;
+    /** Removes fields of an existing subscription: its fields after the change, undefined when there is none. */
+    async unset(id: string, fields: readonly string[]): Promise<WebhookFields | undefined> {
+      const reply = await client.webhookUnset(storeKeys.webhook(id), ...fields);
+      return reply === 0 ? undefined : fieldsOf(reply);
     },
 
     /** Deletes the subscription and its delivery list; false when there was none. */

@@ -86,39 +86,46 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
 
     delete: (id: string) => records.delete(id),
 
-    /** A new secret; the previous one still signs for SECRET_ROTATION_OVERLAP_MS. Undefined: no such subscription. */
+    /**
+     * A new secret; the previous one still signs for SECRET_ROTATION_OVERLAP_MS. Undefined: no such
+     * subscription. Two rotations at once both keep their secret: the store sets the secrets only
+     * while they are those the rotation read, so the later one reads again and builds on the first.
+     */
     async rotateSecret(id: string): Promise<WebhookWithSecret | undefined> {
-      const fields = await records.get(id);
-      if (!fields) return undefined;
-      const at = now();
       const secret = generateSecret();
-      const [current] = storedSecrets(fields).filter(
-        (stored) => stored.until === undefined || stored.until > at.getTime(),
-      );
-      const secrets: StoredSecret[] = [{ sealed: sealer.seal(secret) }];
-      if (current) secrets.push({ sealed: current.sealed, until: at.getTime() + SECRET_ROTATION_OVERLAP_MS });
-      const changed = { secrets: JSON.stringify(secrets), secretRotatedAt: at.toISOString() };
-      if (!(await records.update(id, changed))) return undefined;
-      return { ...webhookOf(id, { ...fields, ...changed }), secret };
+      for (;;) {
+        const fields = await records.get(id);
+        if (!fields) return undefined;
+        const at = now();
+        const [current] = storedSecrets(fields).filter(
+          (stored) => stored.until === undefined || stored.until > at.getTime(),
+        );
+        const secrets: StoredSecret[] = [{ sealed: sealer.seal(secret) }];
+        if (current) secrets.push({ sealed: current.sealed, until: at.getTime() + SECRET_ROTATION_OVERLAP_MS });
+        const changed = { secrets: JSON.stringify(secrets), secretRotatedAt: at.toISOString() };
+        const stored = await records.update(id, changed, { field: "secrets", value: fields.secrets ?? "" });
+        if (stored === undefined) return undefined;
+        if (stored !== "changed") return { ...webhookOf(id, stored), secret };
+      }
     },
 
-    /** Stops deliveries to the subscription (it stays listed, with the reason). */
-    disable: (id: string, reason: string) =>
-      records.update(id, { disabledAt: now().toISOString(), disabledReason: reason }),
+    /** Stops deliveries to the subscription (it stays listed, with the reason). False: no such subscription. */
+    disable: async (id: string, reason: string) =>
+      (await records.update(id, { disabledAt: now().toISOString(), disabledReason: reason })) !== undefined,
 
     /**
      * Delivers to a disabled subscription again (a receiver that answered 410 Gone by mistake), its
      * URL checked against today's destination policy first (a DestinationError when refused).
      * Events committed while it was disabled were never queued for it; deliveries that failed
-     * because it was disabled stay failed (replayable). Undefined: no such subscription.
+     * because it was disabled stay failed (replayable). Undefined: no such subscription. The answer
+     * is the subscription as stored after the change.
      */
     async enable(id: string): Promise<Webhook | undefined> {
       const fields = await records.get(id);
       if (!fields) return undefined;
       await checkDestination(fields.url ?? "", options.policy);
-      if (!(await records.unset(id, ["disabledAt", "disabledReason"]))) return undefined;
-      const { disabledAt: _at, disabledReason: _reason, ...enabled } = fields;
-      return webhookOf(id, enabled);
+      const enabled = await records.unset(id, ["disabledAt", "disabledReason"]);
+      return enabled && webhookOf(id, enabled);
     },
 
     /** The subscription with its secrets that sign now (opened), for a delivery. */

@@ -163,6 +163,26 @@ describe("subscriptions in Redis", () => {
     expect(await subscriptions.enable(created.id)).toBeUndefined();
     expect(await client.keys("webhooks:*")).toEqual([]);
   });
+
+  it("keeps both secrets of two rotations at once, and answers with the subscription as stored", async () => {
+    const subscriptions = webhookSubscriptions(client, { policy: open, secretKey: "x".repeat(40) });
+    const created = await subscriptions.create({ url: "http://127.0.0.1:9/hook" });
+    // Both read the same secrets before either writes: the later one must build on the earlier's.
+    const [first, second] = await Promise.all([
+      subscriptions.rotateSecret(created.id),
+      subscriptions.rotateSecret(created.id),
+    ]);
+    const signing = (await subscriptions.forDelivery(created.id))?.secrets ?? [];
+    expect(signing).toHaveLength(2);
+    expect(signing).toEqual(expect.arrayContaining([first?.secret, second?.secret]));
+    const { secret: _secret, ...answered } = second ?? { secret: "" };
+    expect(await subscriptions.get(created.id)).toEqual(answered);
+
+    expect(await subscriptions.disable(created.id, "gone")).toBe(true);
+    const enabled = await subscriptions.enable(created.id);
+    expect(enabled).toEqual(await subscriptions.get(created.id));
+    expect(enabled).not.toHaveProperty("disabledAt");
+  });
 });
 
 describe("the retry schedule", () => {
