@@ -103,6 +103,11 @@ const headers: Record<string, Json> = {
   "RateLimit-Reset": header("Seconds until the current window ends", integer, 42),
   "RateLimit-Policy": header("The token's limit: requests per window (`w`, seconds)", { type: "string" }, "600;w=60"),
   "Retry-After": header("Seconds to wait before retrying", integer, 42),
+  ETag: header(
+    "The plant's current version (its strong entity tag): what If-Match may name now",
+    { type: "string" },
+    '"1764110000123456"',
+  ),
   "WWW-Authenticate": header(
     'The RFC 6750 challenge: bare `Bearer` when no token was sent, else `error="invalid_token"` (401) or `error="insufficient_scope"` with the scope needed (403)',
     { type: "string" },
@@ -116,12 +121,13 @@ const RATE_LIMIT = ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset",
 /**
  * The headers a response with this status carries: its request id always; the token's rate-limit
  * window once the token was admitted and counted; the challenge on 401 and 403; Retry-After on 429
- * and 503.
+ * and 503; the plant's current ETag on 412.
  */
 function headersOf(status: number): Json {
   if (status === 401 || status === 403) return headerRefs("X-Request-Id", "WWW-Authenticate");
   if (status === 429) return headerRefs("X-Request-Id", "Retry-After", ...RATE_LIMIT);
   if (status === 503) return headerRefs("X-Request-Id", "Retry-After");
+  if (status === 412) return headerRefs("X-Request-Id", "ETag");
   if (status < 400) return headerRefs("X-Request-Id", ...RATE_LIMIT);
   return headerRefs("X-Request-Id");
 }

@@ -131,10 +131,18 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       const second = (await patch("7002", { tag: "herb" }, { "if-match": first })).headers.get("etag") as string;
       expect(second).not.toBe(first);
       const before = await lastOutboxId("7002");
-      expectError(await put("7002", { name: "Lost update" }, { "if-match": first }), 412, /changed since it was read/);
-      expectError(await patch("7002", { name: "Lost update" }, { "if-match": first }), 412);
-      expectError(await patch("7002", { name: "Weak" }, { "if-match": `W/${second}` }), 412);
-      expectError(await del("7002", { "if-match": first }), 412);
+      // Each 412 names the current version: what the client may read, or ask for, next.
+      const stale = [
+        await put("7002", { name: "Lost update" }, { "if-match": first }),
+        await patch("7002", { name: "Lost update" }, { "if-match": first }),
+        await patch("7002", { name: "Weak" }, { "if-match": `W/${second}` }),
+        await del("7002", { "if-match": first }),
+      ];
+      expectError(stale[0] as (typeof stale)[number], 412, /changed since it was read/);
+      for (const result of stale) {
+        expectError(result, 412);
+        expect(result.headers.get("etag")).toBe(second);
+      }
       expectError(await put("7002", { name: "x" }, { "if-match": "not-a-tag" }), 400, /If-Match/);
       expect(await lastOutboxId("7002")).toBe(before);
       expect((await get("7002")).json).toEqual({ id: 7002, name: "Mint", tag: "herb" });

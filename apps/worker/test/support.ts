@@ -108,7 +108,7 @@ export async function openTestStore(kind: StoreKind) {
         { actor: "token-fp-test", requestId },
         new Date().toISOString(),
       );
-      if (deleted !== "deleted") return undefined;
+      if (deleted.outcome !== "deleted") return undefined;
       const partition = partitionOf(plantId, layout.partitions);
       return { plantId, partition, eventId: await eventIdOfRequest(partition, requestId) };
     },

@@ -154,6 +154,9 @@ describe("reading and deleting through the client", () => {
     const stale = await failure(client.plants.update.mutate({ id, name: "Lost" }, { context: { ifMatch: etag } }));
     expect(stale.data).toMatchObject({ code: "PRECONDITION_FAILED", httpStatus: 412 });
     expect(stale.data?.apiError?.error).toBe(412);
+    // The 412's response names the current version (the patch's).
+    const patched = await client.plants.getVersioned.query({ id });
+    expect((stale.meta?.response as Response | undefined)?.headers.get("etag")).toBe(patched.etag);
     expect(await client.plants.update.mutate({ id, name: "Saguaro", tag: "desert" })).toEqual({
       id,
       name: "Saguaro",

@@ -9,7 +9,8 @@
   ARGV[5] If-Match: '' (none), '*' (any current version) or versions separated by spaces (see
   updatePlant-3).
 
-  Returns 1, 0 when there is no such plant, -1 when If-Match does not hold (nothing written).
+  Returns 1, 0 when there is no such plant, {-1, the plant's current version} when If-Match does
+  not hold (nothing written: the client learns what to ask for).
 ]]
 local plant = redis.call('HMGET', KEYS[1], 'name', 'tag', 'created', 'version')
 if not plant[1] then return 0 end
@@ -19,7 +20,7 @@ if ARGV[5] and ARGV[5] ~= '' and ARGV[5] ~= '*' then
   for expected in string.gmatch(ARGV[5], '%S+') do
     if expected == version then matched = true end
   end
-  if not matched then return -1 end
+  if not matched then return {-1, version} end
 end
 redis.call('DEL', KEYS[1])
 local fields = {'type', 'plant.deleted', 'plantId', ARGV[1], 'name', plant[1]}

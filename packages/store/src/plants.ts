@@ -27,7 +27,7 @@ declare module "ioredis" {
       outboxKey: string,
       ...args: string[]
     ): Result<[outcome: string, version?: string, created?: string, name?: string, tag?: string | null], Context>;
-    deletePlant(plantKey: string, outboxKey: string, ...args: string[]): Result<number, Context>;
+    deletePlant(plantKey: string, outboxKey: string, ...args: string[]): Result<number | [number, string], Context>;
     applyTagIndexEvents(bucketKey: string, ...memberVersionState: string[]): Result<number, Context>;
     readPlants(numberOfKeys: number, ...keysThenVersions: string[]): Result<string, Context>;
     readPage(
@@ -80,7 +80,8 @@ export type UpdateResult =
   | { outcome: "updated" | "unchanged" | "mismatch"; plant: VersionedPlant }
   | { outcome: "missing" };
 
-export type DeleteOutcome = "deleted" | "missing" | "mismatch";
+/** A delete's outcome; when If-Match does not hold, the plant's current version. */
+export type DeleteOutcome = { outcome: "deleted" | "missing" } | { outcome: "mismatch"; version: bigint };
 
 /** Who asked, for the outbox entry (and so the audit log). */
 export interface RequestMeta {
@@ -268,7 +269,7 @@ export function plantStore(client: RedisClient, layout: Layout, durability: Dura
     /** Deletes a plant with its outbox entry, when it exists and its version meets `condition`. */
     async delete(id: bigint, condition: VersionCondition, meta: RequestMeta, at: string): Promise<DeleteOutcome> {
       const keys = keysOf(id);
-      const deleted = await commit<number>(keys.plant(id), (target) =>
+      const deleted = await commit<number | [number, string]>(keys.plant(id), (target) =>
         target.deletePlant(
           keys.plant(id),
           keys.outbox,
@@ -279,7 +280,8 @@ export function plantStore(client: RedisClient, layout: Layout, durability: Dura
           conditionArgument(condition),
         ),
       );
-      return deleted === 1 ? "deleted" : deleted === -1 ? "mismatch" : "missing";
+      if (Array.isArray(deleted)) return { outcome: "mismatch", version: BigInt(deleted[1]) };
+      return { outcome: deleted === 1 ? "deleted" : "missing" };
     },
 
     /** A page of the read index (all plants, or one tag), oldest first, after `cursor`. */

@@ -94,7 +94,9 @@ describe("the partitioned layout on a Redis Cluster", { timeout: 120_000 }, () =
     );
     for (const p of partitions) expect(await relay.depth(p)).toBe(0);
 
-    expect(await store.delete(ids[0] as bigint, undefined, { actor: "a", requestId: "r" }, at)).toBe("deleted");
+    expect(await store.delete(ids[0] as bigint, undefined, { actor: "a", requestId: "r" }, at)).toEqual({
+      outcome: "deleted",
+    });
     expect(await store.get(ids[0] as bigint)).toBeUndefined();
   });
 

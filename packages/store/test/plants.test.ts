@@ -125,9 +125,9 @@ describe("create, get, delete", () => {
   it("deletes with an outbox entry naming the version removed", async () => {
     const id = -9223372036854775808n;
     const { created } = await create(id, "Cactus", "desert");
-    expect(await store.delete(id, undefined, meta, "2026-11-22T00:00:01.000Z")).toBe("deleted");
+    expect(await store.delete(id, undefined, meta, "2026-11-22T00:00:01.000Z")).toEqual({ outcome: "deleted" });
     expect(await store.get(id)).toBeUndefined();
-    expect(await store.delete(id, undefined, meta, "2026-11-22T00:00:01.000Z")).toBe("missing");
+    expect(await store.delete(id, undefined, meta, "2026-11-22T00:00:01.000Z")).toEqual({ outcome: "missing" });
     const keys = partitionKeys(partitionOf(id, 16));
     const entries = await client.xrange(keys.outbox, "-", "+");
     const last = entries.at(-1)?.[1] ?? [];
@@ -197,9 +197,10 @@ describe("updates", () => {
     // The old version no longer matches: nothing written.
     const entries = await client.xlen(outbox);
     const stale = await store.update(id, { tag: null }, [v1], meta, stamp);
-    expect(stale.outcome).toBe("mismatch");
+    // Both answer with the current version (what the client may ask for next).
+    expect(stale).toMatchObject({ outcome: "mismatch", plant: { version: renamed.plant.version } });
     expect(await store.get(id)).toMatchObject({ name: "Aloe vera", tag: "succulent", version: renamed.plant.version });
-    expect(await store.delete(id, [v1], meta, stamp)).toBe("mismatch");
+    expect(await store.delete(id, [v1], meta, stamp)).toEqual({ outcome: "mismatch", version: renamed.plant.version });
     expect(await client.xlen(outbox)).toBe(entries);
 
     // A change that changes nothing: same version, no entry.
@@ -219,8 +220,8 @@ describe("updates", () => {
     // An identical create repeats the current version; a deleted plant's id can be created again.
     const current = (await store.get(id))?.version as bigint;
     expect(await create(id, "Aloe vera")).toMatchObject({ outcome: "unchanged", version: current });
-    expect(await store.delete(id, [current], meta, stamp)).toBe("deleted");
-    expect(await store.delete(id, undefined, meta, stamp)).toBe("missing");
+    expect(await store.delete(id, [current], meta, stamp)).toEqual({ outcome: "deleted" });
+    expect(await store.delete(id, undefined, meta, stamp)).toEqual({ outcome: "missing" });
     expect((await create(id, "Aloe")).version).toBeGreaterThan(current);
   });
 

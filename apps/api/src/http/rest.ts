@@ -67,15 +67,17 @@ export async function restApi(
   { router, createContext, routes, matchRoute, guard }: RestOptions,
 ) {
   const successStatus = new Map(routes.map((route) => [route.procedure, route.successStatus]));
-  // A success gets its operation's status (204 for deletes) and the headers its procedure set.
+  // A success gets its operation's status (204 for deletes) and the headers its procedure set; an
+  // error keeps its own status and gets those headers too (a 412 names the current ETag).
   // A GET whose If-None-Match holds: 304, its ETag and no body (onSend).
-  const responseMeta: ResponseMetaFn<AppRouter> = ({ ctx, paths, errors }) =>
-    errors.length > 0 || !ctx
-      ? {}
-      : {
-          status: ctx.preconditions.notModified ? 304 : (successStatus.get(paths?.[0] ?? "") ?? 200),
-          headers: ctx.responseHeaders,
-        };
+  const responseMeta: ResponseMetaFn<AppRouter> = ({ ctx, paths, errors }) => {
+    if (!ctx) return {};
+    if (errors.length > 0) return { headers: ctx.responseHeaders };
+    return {
+      status: ctx.preconditions.notModified ? 304 : (successStatus.get(paths?.[0] ?? "") ?? 200),
+      headers: ctx.responseHeaders,
+    };
+  };
   scope.decorateRequest("restError", null);
   scope.decorateRequest("restRoute", null);
   useExactJsonBodies(scope);

@@ -43,6 +43,9 @@ const badIfMatch = { 400: "If-Match is not * or a list of entity tags" } as cons
 type PlantsContext = Context & { principal: { id: string } };
 
 const noSuchPlant = (id: bigint) => new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${id}` });
+/** The 412 of a change whose If-Match names no current version (the caller sets the current ETag first). */
+const staleVersion = (id: bigint) =>
+  new TRPCError({ code: "PRECONDITION_FAILED", message: `${preconditionFailed[412]}; plant ${id}` });
 
 /** The stored plant with its version, or a 404. */
 async function readPlant(ctx: PlantsContext, id: bigint) {
@@ -66,10 +69,8 @@ async function changePlant(ctx: PlantsContext, id: bigint, change: PlantChange) 
   const condition = conditionOf(ctx);
   const result = await ctx.store.update(id, change, condition, { actor: ctx.principal.id, requestId: ctx.requestId });
   if (result.outcome === "missing") throw noSuchPlant(id);
-  if (result.outcome === "mismatch") {
-    throw new TRPCError({ code: "PRECONDITION_FAILED", message: `${preconditionFailed[412]}; plant ${id}` });
-  }
-  ctx.responseHeaders.etag = etagOf(result.plant.version);
+  ctx.responseHeaders.etag = etagOf(result.plant.version); // on a 412 too: what If-Match may name now
+  if (result.outcome === "mismatch") throw staleVersion(id);
   return storedPlant(result.plant);
 }
 
@@ -291,13 +292,14 @@ export const plantsRouter = router({
     .output(z.void())
     .mutation(async ({ input, ctx }) => {
       const condition = conditionOf(ctx);
-      const outcome = await ctx.store.delete(input.id, condition, {
+      const deleted = await ctx.store.delete(input.id, condition, {
         actor: ctx.principal.id,
         requestId: ctx.requestId,
       });
-      if (outcome === "missing") throw noSuchPlant(input.id);
-      if (outcome === "mismatch") {
-        throw new TRPCError({ code: "PRECONDITION_FAILED", message: `${preconditionFailed[412]}; plant ${input.id}` });
+      if (deleted.outcome === "missing") throw noSuchPlant(input.id);
+      if (deleted.outcome === "mismatch") {
+        ctx.responseHeaders.etag = etagOf(deleted.version);
+        throw staleVersion(input.id);
       }
     }),
 });
