@@ -62,15 +62,15 @@ export function webhookRecords(client: RedisClient) {
 
     /**
      * Sets fields of an existing subscription: its fields after the change, undefined when there is
-     * none. With `unless`, only while that field still holds `value` (a change computed from what
-     * was read); "changed" when it no longer does, and nothing is set.
+     * none. With `onlyIf`, only while that field still holds its `value` (a change computed from
+     * what was read); "changed" when it no longer does, and nothing is set.
      */
     async update(
       id: string,
       fields: WebhookFields,
-      unless?: { field: string; value: string },
+      onlyIf?: { field: string; value: string },
     ): Promise<WebhookFields | "changed" | undefined> {
-      const guard = unless ? [unless.field, unless.value] : ["", ""];
+      const guard = onlyIf ? [onlyIf.field, onlyIf.value] : ["", ""];
       const reply = await client.webhookUpdate(storeKeys.webhook(id), ...guard, ...Object.entries(fields).flat());
       if (reply === 0) return undefined;
       return reply === 1 ? "changed" : fieldsOf(reply);
