@@ -350,58 +350,57 @@ export async function runBench(name: string, limitMs: number, run: () => Promise
 }
 
 /**
+ * A per-process figure from /proc for one process, or summed over several (e.g. a cluster's
+ * redis-servers); undefined when there is no process, or when any one of them has no such figure.
+ */
+function perProcess(pid: number | readonly number[] | undefined, one: (pid: number) => number): number | undefined {
+  if (Array.isArray(pid)) {
+    const each = pid.map((p) => perProcess(p, one));
+    return each.length === 0 || each.some((s) => s === undefined)
+      ? undefined
+      : each.reduce<number>((sum, s) => sum + (s ?? 0), 0);
+  }
+  if (pid === undefined || typeof pid !== "number") return undefined;
+  try {
+    return one(pid);
+  } catch {
+    return undefined; // not Linux, or no such process
+  }
+}
+
+/**
  * Seconds a process's threads (or several processes') have spent so far runnable but waiting for a
  * CPU (the scheduler's run delay, `/proc/<pid>/task/<tid>/schedstat`; threads that have exited are
  * not counted). Undefined where Linux keeps no such figure, or with no process. On a saturated
  * machine it shows whom the others keep waiting: a Redis that waits as long as it runs delays
  * every request by that much.
  */
-export function cpuWaitSecondsOf(pid: number | readonly number[] | undefined): number | undefined {
-  if (Array.isArray(pid)) {
-    const each = pid.map((one) => cpuWaitSecondsOf(one));
-    return each.length === 0 || each.some((s) => s === undefined)
-      ? undefined
-      : each.reduce<number>((sum, s) => sum + (s ?? 0), 0);
-  }
-  if (pid === undefined || typeof pid !== "number") return undefined;
-  try {
+export const cpuWaitSecondsOf = (pid: number | readonly number[] | undefined): number | undefined =>
+  perProcess(pid, (one) => {
     let waitNs = 0;
-    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    for (const tid of readdirSync(`/proc/${one}/task`)) {
       try {
         // "<ns on a CPU> <ns waiting on a run queue> <time slices>"
-        waitNs += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[1]);
+        waitNs += Number(readFileSync(`/proc/${one}/task/${tid}/schedstat`, "utf8").split(" ")[1]);
       } catch {
         // The thread ended between the listing and the read.
       }
     }
     return waitNs / 1e9;
-  } catch {
-    return undefined;
-  }
-}
+  });
 
 /**
  * CPU seconds (user + system) a process — or the sum of several, e.g. a cluster's redis-servers —
  * has used so far, from /proc (Linux; undefined elsewhere, or with no process): shows which
  * process a saturated run was waiting for.
  */
-export function cpuSecondsOf(pid: number | readonly number[] | undefined): number | undefined {
-  if (Array.isArray(pid)) {
-    const each = pid.map((one) => cpuSecondsOf(one));
-    return each.length === 0 || each.some((s) => s === undefined)
-      ? undefined
-      : each.reduce<number>((sum, s) => sum + (s ?? 0), 0);
-  }
-  if (pid === undefined || typeof pid !== "number") return undefined;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+export const cpuSecondsOf = (pid: number | readonly number[] | undefined): number | undefined =>
+  perProcess(pid, (one) => {
+    const stat = readFileSync(`/proc/${one}/stat`, "utf8");
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15, in clock ticks (100/s).
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     return (Number(fields[11]) + Number(fields[12])) / 100;
-  } catch {
-    return undefined;
-  }
-}
+  });
 
 /** A command-line option that must be an integer in [min, max]. */
 export function integerOption(name: string, text: string, min: number, max: number): number {
