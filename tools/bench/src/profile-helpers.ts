@@ -77,3 +77,64 @@ export function sumCommandStats(perNode: readonly CommandStat[][]): CommandStat[
   }
   return [...total.values()].sort((a, b) => b.usec - a.usec);
 }
+
+/** One kind of write in the AOF: a command on keys of one shape, how often and how many bytes. */
+export interface AofShare {
+  command: string;
+  key: string;
+  commands: number;
+  bytes: number;
+}
+
+/**
+ * A key with what varies from key to key of one family generalized, so the family reads as one
+ * line: a hash tag becomes `{…}`, a run of 8+ hex digits with a letter among them `X`, a number
+ * `N` (`plant:{17}:9007199254740993` → `plant:{…}:N`).
+ */
+export function keyShape(key: string): string {
+  return key
+    .replace(/\{[^}]*\}/g, "{…}")
+    .replace(/[0-9a-f]{8,}/g, (run) => (/[a-f]/.test(run) ? "X" : run))
+    .replace(/\d+/g, "N");
+}
+
+/** Commands without a key (a script's writes come wrapped in MULTI … EXEC). */
+const KEYLESS = new Set(["multi", "exec", "select"]);
+
+/**
+ * What pieces of append-only files hold (one per master), by command and key shape, most bytes
+ * first. Each piece must start at a command (an AOF's size after a write is at one); a command cut
+ * off at a piece's end is left out.
+ */
+export function aofComposition(pieces: readonly Buffer[]): AofShare[] {
+  const shares = new Map<string, AofShare>();
+  for (const aof of pieces) {
+    /** The number after a one-byte type marker at `at`, and where the next line starts. */
+    const header = (at: number): [number, number] | undefined => {
+      const end = aof.indexOf("\r\n", at);
+      return end < 0 ? undefined : [Number(aof.toString("latin1", at + 1, end)), end + 2];
+    };
+    let at = 0;
+    while (aof[at] === 0x2a /* "*": an array, one command */) {
+      const count = header(at);
+      if (!count) break;
+      let [args, next] = count;
+      const words: string[] = [];
+      for (; args > 0; args--) {
+        const length = header(next);
+        if (!length || length[1] + length[0] + 2 > aof.length) break;
+        if (words.length < 2) words.push(aof.toString("latin1", length[1], length[1] + length[0]));
+        next = length[1] + length[0] + 2;
+      }
+      if (args > 0) break;
+      const command = (words[0] ?? "").toLowerCase();
+      const key = KEYLESS.has(command) ? "" : keyShape(words[1] ?? "");
+      const share = shares.get(`${command} ${key}`) ?? { command, key, commands: 0, bytes: 0 };
+      share.commands += 1;
+      share.bytes += next - at;
+      shares.set(`${command} ${key}`, share);
+      at = next;
+    }
+  }
+  return [...shares.values()].sort((a, b) => b.bytes - a.bytes);
+}

@@ -2,7 +2,7 @@
  * `npm run bench:profile`: where a create's CPU goes, as deployed. One run of POST /plants at 50
  * connections against a private store with the api and the worker running, then, per process, the
  * CPU per acknowledged create (its side work included) and the time it waited for a CPU meanwhile,
- * Redis's commands per create, the BullMQ jobs per event, and with --cpu-prof each process's busy
+ * Redis's commands per create, what its AOF grew by (command and key), the BullMQ jobs per event, and with --cpu-prof each process's busy
  * time by package and file (the `.cpuprofile` files stay for Chrome DevTools). For finding what to remove; `npm run bench` is the
  * measurement of record. Run `node tools/bench/dist/profile.js --help` for the options.
  */
@@ -14,7 +14,13 @@ import { isCluster } from "@plant-store/store";
 import autocannon from "autocannon";
 import type { Redis } from "ioredis";
 import { TOKEN } from "./http.js";
-import { type CpuProfile, parseCommandStats, selfTimeByOwner, sumCommandStats } from "./profile-helpers.js";
+import {
+  aofComposition,
+  type CpuProfile,
+  parseCommandStats,
+  selfTimeByOwner,
+  sumCommandStats,
+} from "./profile-helpers.js";
 import { machineLine, table } from "./report.js";
 import {
   cpuSecondsOf,
@@ -25,7 +31,7 @@ import {
   startStack,
   startWorkerProcess,
 } from "./stack.js";
-import { type RedisFootprint, redisFootprint, storeCounts } from "./store-counts.js";
+import { aofAppendedSince, aofMark, type RedisFootprint, redisFootprint, storeCounts } from "./store-counts.js";
 import { createRequest, waitUntil } from "./throughput-helpers.js";
 
 const { values: args } = parseArgs({
@@ -121,6 +127,7 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
     );
   await Promise.all(masters.map((node) => node.config("RESETSTAT")));
   const footprintBefore = await redisFootprint(stack.redis);
+  const aofMarks = await Promise.all(masters.map(aofMark));
   const jobsBefore = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
   const [cpuBefore, machineBefore] = [cpu(), machineTicks()];
   const run = await autocannon({ url: api.url, connections, duration: durationS, requests: [post()] });
@@ -130,6 +137,7 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
   const [cpuAfter, machineAfter] = [cpu(), machineTicks()];
   const jobsAfter = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
   const footprintAfter = await redisFootprint(stack.redis);
+  const appended = await Promise.all(masters.map((node, i) => aofAppendedSince(node, aofMarks[i])));
   const commands = sumCommandStats(
     await Promise.all(masters.map(async (node) => parseCommandStats(await node.info("commandstats")))),
   );
@@ -169,6 +177,27 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
     `\nRedis per create (every master): ${grown("aofBytes")} bytes appended to the AOF, ${grown("memoryBytes")} bytes more memory` +
       (footprintAfter.rewrites > footprintBefore.rewrites ? " (an AOF rewrite ran: the AOF figure is off)" : ""),
   );
+  if (appended.every((piece) => piece !== undefined)) {
+    const shares = aofComposition(appended);
+    const total = shares.reduce((sum, share) => sum + share.bytes, 0);
+    console.log(`\nWhat the AOF grew by, per create (every master; a script's writes as the commands it ran)`);
+    console.log(
+      table(
+        ["command", "key", "commands", "bytes", "share"],
+        shares
+          .slice(0, 15)
+          .map((share) => [
+            share.command,
+            share.key,
+            (share.commands / ok).toFixed(3),
+            (share.bytes / ok).toFixed(0),
+            `${((share.bytes / Math.max(1, total)) * 100).toFixed(1)} %`,
+          ]),
+      ),
+    );
+  } else {
+    console.log("\n(no AOF breakdown: an AOF rewrite ran, or the AOF files are not readable here)");
+  }
   console.log(`\nRedis commands per create (every master; a script's own commands are counted inside it too)`);
   console.log(
     table(

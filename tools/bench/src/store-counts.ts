@@ -1,3 +1,5 @@
+import { closeSync, openSync, readFileSync, readSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { indexKeys, isCluster, partitionKeys, type RedisClient } from "@plant-store/store";
 import type { Redis } from "ioredis";
 import { infoNumber } from "./profile-helpers.js";
@@ -19,6 +21,48 @@ export async function redisFootprint(redis: RedisClient): Promise<RedisFootprint
     total.rewrites += infoNumber(info, "aof_rewrites");
   }
   return total;
+}
+
+/** Where a master appends its writes (the incremental file of its AOF) and that file's size then. */
+export interface AofMark {
+  path: string;
+  size: number;
+}
+
+/**
+ * The file a Redis on this machine appends to now (Redis 7's multi-part AOF: the manifest's last
+ * incremental file) and its size; undefined when the AOF is off or its folder is not readable here.
+ */
+export async function aofMark(node: Redis): Promise<AofMark | undefined> {
+  const config = async (name: string) => ((await node.config("GET", name)) as string[])[1] ?? "";
+  if ((await config("appendonly")) !== "yes") return undefined;
+  const folder = join(await config("dir"), await config("appenddirname"));
+  try {
+    const manifest = readFileSync(join(folder, `${await config("appendfilename")}.manifest`), "utf8");
+    const file = [...manifest.matchAll(/^file (\S+) seq \d+ type i$/gm)].at(-1)?.[1];
+    if (!file) return undefined;
+    const path = join(folder, file);
+    return { path, size: statSync(path).size };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What the master appended to its AOF since `mark`; undefined when it appends to another file by
+ * now (an AOF rewrite started one) or the mark is missing.
+ */
+export async function aofAppendedSince(node: Redis, mark: AofMark | undefined): Promise<Buffer | undefined> {
+  const now = await aofMark(node);
+  if (!mark || now?.path !== mark.path) return undefined;
+  const appended = Buffer.alloc(now.size - mark.size);
+  const fd = openSync(mark.path, "r");
+  try {
+    readSync(fd, appended, 0, appended.length, mark.size);
+  } finally {
+    closeSync(fd);
+  }
+  return appended;
 }
 
 /**

@@ -11,9 +11,11 @@ import {
   plantStore,
   type RedisClient,
 } from "@plant-store/store";
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { aofComposition } from "../src/profile-helpers.js";
 import { cpuSecondsOf, cpuWaitSecondsOf } from "../src/stack.js";
-import { storeCounts } from "../src/store-counts.js";
+import { aofAppendedSince, aofMark, storeCounts } from "../src/store-counts.js";
 
 // The bench's counts over a real store, on one node and on a cluster (plants on every master).
 const stores: { kind: string; start: () => Promise<{ env: Record<string, string>; stop: () => Promise<void> }> }[] = [
@@ -67,6 +69,56 @@ describe.each(stores)("store counts on $kind", ({ start }) => {
     expect(await counts.indexed()).toBe(15);
     expect(await counts.audited()).toBe(15);
     expect(await counts.outbox()).toBe(20);
+  });
+});
+
+describe("what the AOF grew by", () => {
+  let server: RedisServer | undefined;
+  let node: Redis;
+  beforeAll(async () => {
+    server = await startRedisServer({ appendfsync: "no" });
+    node = new Redis(server.url, { maxRetriesPerRequest: 1 });
+  });
+  afterAll(async () => {
+    node?.disconnect();
+    await server?.stop();
+  });
+
+  it("reads the writes since a mark, by command and key shape, until a rewrite starts another file", async () => {
+    await node.set("before", "not counted");
+    const mark = await aofMark(node);
+    await node.set("plant:{3}:9007199254740993", "a");
+    await node.set("plant:{12}:42", "bb");
+    await node.hset("plants:{7}:audit:recorded:1-2-3", "f", "v");
+    // A script's writes reach the AOF as the commands it ran, between MULTI and EXEC.
+    await node.eval("redis.call('XADD', KEYS[1], '*', 'k', 'v'); return redis.call('INCR', KEYS[2])", 2, "s", "n");
+
+    const appended = await aofAppendedSince(node, mark);
+    expect(appended).toBeDefined();
+    const shares = aofComposition([appended as Buffer]);
+    const share = (command: string, key: string) => shares.find((s) => s.command === command && s.key === key);
+    expect(share("set", "plant:{…}:N")?.commands).toBe(2);
+    expect(share("hset", "plants:{…}:audit:recorded:N-N-N")?.commands).toBe(1);
+    expect(share("xadd", "s")?.commands).toBe(1);
+    expect(share("multi", "")?.commands).toBe(1);
+    expect(share("set", "before")).toBeUndefined();
+    expect(shares.reduce((sum, s) => sum + s.bytes, 0)).toBe(appended?.length);
+    // Two masters' pieces add up; a command cut off at a piece's end is left out.
+    const twice = aofComposition([appended as Buffer, (appended as Buffer).subarray(0, -3)]);
+    expect(twice.find((s) => s.command === "incr")?.commands).toBe(2);
+    expect(twice.find((s) => s.command === "exec")?.commands).toBe(1); // the last command, cut off
+    expect(twice.find((s) => s.command === "set" && s.key === "plant:{…}:N")?.commands).toBe(4);
+
+    // A rewrite moves the appends to a new file: what grew since the mark is no longer in one place.
+    await node.bgrewriteaof();
+    await expect
+      .poll(
+        async () =>
+          (await node.info("persistence")).includes("aof_rewrite_in_progress:0") &&
+          (await aofMark(node))?.path !== mark?.path,
+      )
+      .toBe(true);
+    expect(await aofAppendedSince(node, mark)).toBeUndefined();
   });
 });
 
