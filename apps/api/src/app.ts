@@ -6,6 +6,7 @@ import { createAuthenticator, type StoredTokenVerifier, type TokenStore } from "
 import Fastify, { type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
 import { apiError, JSON_MEDIA_TYPE, RETRY_AFTER_503_SECONDS } from "./errors.js";
 import { refuseContentCodings } from "./http/content-coding.js";
+import { type CorsOrigins, createCors } from "./http/cors.js";
 import { DASHBOARD_PATH, queueDashboard } from "./http/dashboard.js";
 import { docsPage } from "./http/docs.js";
 import { createGuard, type Limits } from "./http/guard.js";
@@ -56,6 +57,8 @@ export type AppOptions = {
   logStream?: NodeJS.WritableStream;
   /** Peers trusted to tell the client's address in X-Forwarded-For (TRUST_PROXY); default none. */
   trustProxy?: boolean | number | string[];
+  /** Browser origins that may call the API (CORS_ORIGINS): "*", a list, or none (default). */
+  corsOrigins?: CorsOrigins;
   /** Serve Prometheus metrics on GET /metrics (METRICS_ENABLED, default on). */
   metrics?: boolean;
 };
@@ -142,6 +145,7 @@ export async function buildApp(options: AppOptions) {
   app.addHook("onRequest", (request, reply, done) => {
     metrics?.started();
     reply.headers(securityHeadersFor(request.url)).header("x-request-id", request.id);
+    if (cors.enabled && cors.apply(request, reply)) return; // a preflight, answered
     if (closing) {
       reply.header("connection", "close").code(503);
       return reply.send(apiError(503, "The service is shutting down; retry the request"));
@@ -186,6 +190,12 @@ export async function buildApp(options: AppOptions) {
 
   const restRoutes = restRoutesOf(appRouter);
   const matchRoute = createRouteMatcher(restRoutes, app.routeList);
+  // OPTIONS is no operation: matching it lists the methods of the path.
+  const cors = createCors(options.corsOrigins ?? [], (url) => {
+    if (url.startsWith("/trpc/")) return ["GET", "POST"];
+    const match = matchRoute("OPTIONS", url);
+    return match.kind === "method-not-allowed" ? match.allow : [];
+  });
   function routeMiss(request: FastifyRequest, reply: FastifyReply) {
     const match = matchRoute(request.method, request.url);
     return replyRouteMiss(reply, request.method, match.kind === "found" ? { kind: "not-found" } : match);

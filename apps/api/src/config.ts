@@ -43,6 +43,28 @@ export const TrustProxy = z
     return entries;
   });
 
+/**
+ * Which browser origins may call the API from their pages (CORS): unset or empty none, `*` any,
+ * or exact origins, comma-separated (`https://app.example.com,http://localhost:5173`).
+ */
+export const CorsOriginsSetting = z
+  .string()
+  .trim()
+  .transform((raw, ctx): "*" | string[] => {
+    if (raw === "*") return "*";
+    const entries = raw === "" ? [] : raw.split(",").map((entry) => entry.trim());
+    const bad = entries.filter((entry) => !(URL.canParse(entry) && new URL(entry).origin === entry));
+    if (bad.length > 0) {
+      ctx.issues.push({
+        code: "custom",
+        input: raw,
+        message: `CORS_ORIGINS must be * or origins such as https://app.example.com, without a path or a trailing slash (not ${bad.map((entry) => entry || "an empty entry").join(", ")})`,
+      });
+      return z.NEVER;
+    }
+    return entries;
+  });
+
 const ApiEnv = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default("127.0.0.1"),
@@ -57,6 +79,7 @@ const ApiEnv = z.object({
   /** A Redis command slower than this fails the request with 503 instead of hanging it. */
   REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().positive().default(2000),
   TRUST_PROXY: TrustProxy.default(false),
+  CORS_ORIGINS: CorsOriginsSetting.default([]),
   /** GET /metrics (Prometheus text, for a token with `metrics:read` or `admin`); `false` turns it off. */
   METRICS_ENABLED: z
     .enum(["true", "false"])
@@ -78,6 +101,7 @@ export type ApiConfig = {
   limits: { perToken: number; authFailures: number };
   logLevel: string;
   trustProxy: boolean | number | string[];
+  corsOrigins: "*" | string[];
   metrics: boolean;
 };
 
@@ -112,6 +136,7 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     limits: { perToken: e.RATE_LIMIT_PER_MINUTE, authFailures: e.AUTH_FAILURES_PER_MINUTE },
     logLevel: e.LOG_LEVEL,
     trustProxy: e.TRUST_PROXY,
+    corsOrigins: e.CORS_ORIGINS,
     metrics: e.METRICS_ENABLED,
   };
 }

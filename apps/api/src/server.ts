@@ -99,6 +99,7 @@ export async function startApi(config: ApiConfig) {
       dashboardConnection,
       logLevel: config.logLevel,
       trustProxy: config.trustProxy,
+      corsOrigins: config.corsOrigins,
       metrics: config.metrics,
     });
     await warnIfTooFewReplicas(redis, durability.minReplicasAck, app.log);
