@@ -145,7 +145,7 @@ export async function buildApp(options: AppOptions) {
   app.addHook("onRequest", (request, reply, done) => {
     metrics?.started();
     reply.headers(securityHeadersFor(request.url)).header("x-request-id", request.id);
-    if (cors.enabled && cors.apply(request, reply)) return; // a preflight, answered
+    if (cors.apply(request, reply)) return; // a preflight, answered
     if (closing) {
       reply.header("connection", "close").code(503);
       return reply.send(apiError(503, "The service is shutting down; retry the request"));

@@ -28,7 +28,6 @@ export function createCors(origins: CorsOrigins, allowedMethods: (url: string) =
   const enabled = anyOrigin || listed.size > 0;
 
   return {
-    enabled,
     /**
      * A preflight (OPTIONS with Origin and Access-Control-Request-Method) cannot carry a token: it
      * is answered here, before authentication, with 204 when the origin may call the method on
