@@ -95,10 +95,11 @@ async function persistence(redis: RedisClient, field: string): Promise<string | 
  * Redis's procedure for copying a multi-part AOF of a running server: no rewrite may start or
  * run meanwhile (it replaces the files), so automatic rewrites are off until the copy is done.
  * The file being appended to may end in a command cut short; Redis drops it on loading
- * (`aof-load-truncated`), so the copy holds every write up to some moment, scripts whole.
+ * (`aof-load-truncated`), so the copy holds every write up to some moment, scripts whole. A backup
+ * killed half-way leaves automatic rewrites off until the embedded Redis restarts.
  */
 async function backup(folder: string, dataDir: string): Promise<void> {
-  if (existsSync(folder) && readdirSync(folder).length > 0) {
+  if (existsSync(folder) && (!statSync(folder).isDirectory() || readdirSync(folder).length > 0)) {
     throw new UsageError(`${folder} is not empty: name a new or empty folder`);
   }
   const target = chooseOperatorTarget("backup", { DATA_DIR: dataDir }, dataDir);
@@ -141,8 +142,7 @@ async function restore(folder: string, dataDir: string): Promise<void> {
   renameSync(incoming, live);
   try {
     const server = await startRedisServer({ dir: storeDir, appendfsync: "always" });
-    const keys = await keyCount(server.url);
-    await server.stop();
+    const keys = await keyCount(server.url).finally(() => server.stop());
     process.stdout.write(
       `backup: restored ${folder} into ${live} (${keys} keys)` +
         (replaced ? `; the replaced store is in ${replaced}` : "") +

@@ -2,9 +2,9 @@
  * `npm run bench:profile`: where a create's CPU goes, as deployed. One run of POST /plants at 50
  * connections against a private store with the api and the worker running, then, per process, the
  * CPU per acknowledged create (its side work included) and the time it waited for a CPU meanwhile,
- * Redis's commands per create, what its AOF grew by (command and key), the BullMQ jobs per event, and with --cpu-prof each process's busy
- * time by package and file (the `.cpuprofile` files stay for Chrome DevTools). For finding what to remove; `npm run bench` is the
- * measurement of record. Run `node tools/bench/dist/profile.js --help` for the options.
+ * Redis's commands per create, what its AOF grew by (command and key), the BullMQ jobs per event,
+ * and with --cpu-prof each process's busy time by package and file (the `.cpuprofile` files stay
+ * for Chrome DevTools). For finding what to remove; `npm run bench` is the measurement of record. Run `node tools/bench/dist/profile.js --help` for the options.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
