@@ -182,7 +182,7 @@ describe("in Chromium", () => {
     }
   }
 
-  it("lets a page of a listed origin create, patch and read errors; a page of another origin cannot read anything", {
+  it("lets a page of a listed origin create, patch, read over tRPC and read errors; a page of another origin cannot read anything", {
     timeout: 60_000,
   }, async () => {
     const auth = { authorization: `Bearer ${TOKEN}` };
@@ -204,6 +204,14 @@ describe("in Chromium", () => {
       body: JSON.stringify({ tag: "tropical" }),
     });
     expect(patched).toMatchObject({ status: 200, body: { name: "Monstera", tag: "tropical" } });
+
+    // tRPC too (what @plant-store/client sends: superjson, the id a bigint).
+    const input = { json: { id: "9007199254740993" }, meta: { values: { id: ["bigint"] } } };
+    const viaTrpc = await fetchFrom(allowed, `/trpc/plants.get?input=${encodeURIComponent(JSON.stringify(input))}`, {
+      method: "GET",
+      headers: auth,
+    });
+    expect(viaTrpc).toMatchObject({ status: 200, body: { result: { data: { json: { tag: "tropical" } } } } });
 
     const unauthenticated = await fetchFrom(allowed, "/plants/9007199254740993", { method: "GET" });
     expect(unauthenticated).toMatchObject({ status: 401, body: { error: 401 } });
