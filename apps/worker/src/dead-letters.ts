@@ -120,9 +120,9 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     }
     let count = 0;
     for (const p of chosen) {
+      let after: string | undefined;
       for (;;) {
-        const page: DeadLetter[] = await ops.deadLetters(p, PAGE);
-        if (page.length === 0) break;
+        const page: DeadLetter[] = await ops.deadLetters(p, PAGE, after);
         for (const letter of page) {
           count++;
           if (options.command === "list") {
@@ -135,8 +135,8 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
             await ops.replayDeadLetter(p, letter.deadLetterId);
           }
         }
-        // A listing reads one page per partition; a replay empties the stream page by page.
-        if (options.command === "list" || page.length < PAGE) break;
+        if (page.length < PAGE) break;
+        after = page.at(-1)?.deadLetterId;
       }
     }
     if (options.command === "replay") process.stdout.write(`Replayed ${count} dead letter(s) into their outboxes.\n`);

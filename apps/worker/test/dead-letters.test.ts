@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { type StoreKind, storeKinds } from "@plant-store/redis-server";
-import { outbox } from "@plant-store/store";
+import { outbox, partitionKeys } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningWorker, startWorker } from "../src/worker.js";
 import { auditCountByPlant, openTestStore, type TestStoreContext, waitFor } from "./support.js";
@@ -84,6 +84,29 @@ describe.each(storeKinds)("dead letters on %s Redis", { timeout: 30_000 }, (kind
       const result = await run(args, t.env);
       expect(result.code, args.join(" ")).toBe(2);
       expect(result.stderr).toContain("Usage: npm run dead-letters");
+    }
+  });
+
+  it("lists and counts every dead letter of a partition, past a page of 500", async () => {
+    const ops = outbox(t.client);
+    const partition = 3;
+    await ops.ensureGroup(partition);
+    for (let i = 1; i <= 501; i++) {
+      await ops.deadLetter({ partition, entryId: `1-${i}`, fields: ["type", "plant.unknown"] }, `test ${i}`);
+    }
+    try {
+      const listed = await run(["list", "--partition", String(partition)], t.env);
+      expect(listed.code, listed.stderr).toBe(0);
+      expect(listed.stdout).toMatch(/^501 dead letter\(s\)\.$/m);
+      const json = await run(["--json", "--partition", String(partition)], t.env);
+      const outboxIds = json.stdout
+        .trim()
+        .split("\n")
+        .map((line) => (JSON.parse(line) as { outboxId: string }).outboxId);
+      expect(new Set(outboxIds).size).toBe(501);
+      expect(outboxIds.at(-1)).toBe("1-501");
+    } finally {
+      await t.client.del(partitionKeys(partition).outboxDead);
     }
   });
 });

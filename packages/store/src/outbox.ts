@@ -232,9 +232,10 @@ export function outbox(client: RedisClient) {
       return { depth, oldestMs: oldestId === undefined ? undefined : entryIdMs(oldestId), deadLetters };
     },
 
-    /** The partition's dead letters, oldest first, at most `count`. */
-    async deadLetters(partition: number, count: number): Promise<DeadLetter[]> {
-      const entries = await client.xrange(partitionKeys(partition).outboxDead, "-", "+", "COUNT", count);
+    /** The partition's dead letters, oldest first, at most `count`, after the one with id `after` if given. */
+    async deadLetters(partition: number, count: number, after?: string): Promise<DeadLetter[]> {
+      const from = after === undefined ? "-" : `(${after}`;
+      const entries = await client.xrange(partitionKeys(partition).outboxDead, from, "+", "COUNT", count);
       return entries.map(([deadLetterId, fields]) => {
         const record: Record<string, string> = {};
         for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;
