@@ -107,6 +107,14 @@ async function backup(folder: string, dataDir: string): Promise<void> {
   const redis = await connectOperator("backup", target);
   if (!redis) throw new BackupError("the store does not answer");
   const [, rewritePercentage = "100"] = (await redis.config("GET", "auto-aof-rewrite-percentage")) as string[];
+  if (rewritePercentage === "0") {
+    // npm start runs Redis with rewrites on: a backup is under way, or one was killed half-way.
+    await disconnect(redis);
+    throw new BackupError(
+      "automatic AOF rewrites are off: another backup is running, or one was stopped half-way " +
+        "(restarting npm start turns them on again)",
+    );
+  }
   await redis.config("SET", "auto-aof-rewrite-percentage", "0");
   try {
     const [, dir = ""] = (await redis.config("GET", "dir")) as string[];

@@ -192,6 +192,24 @@ describe("npm run backup", () => {
     );
   });
 
+  it("refuses to run beside another backup (automatic rewrites already off)", async () => {
+    const dataDir = join(root, "data-busy");
+    const server = await start(join(dataDir, "redis"));
+    recordEmbeddedStore(dataDir, { url: server.url, pid: process.pid });
+    const store = await openStore(server.url);
+    await store.client.config("SET", "auto-aof-rewrite-percentage", "0"); // as a backup under way leaves it
+    const refused = await cli([join(root, "backup-busy")], { DATA_DIR: dataDir });
+    expect(refused.output).toContain("another backup is running");
+    expect(refused.code).toBe(1);
+    // Left as the other backup will restore it, not turned on under its feet.
+    expect(await store.client.config("GET", "auto-aof-rewrite-percentage")).toEqual([
+      "auto-aof-rewrite-percentage",
+      "0",
+    ]);
+    await disconnect(store.client);
+    await stop(server);
+  });
+
   it("leaves a Redis of your own to its own backups", async () => {
     const result = await cli([join(root, "elsewhere")], { REDIS_URL: "redis://127.0.0.1:1", DATA_DIR: root });
     expect(result.output).toContain("back that Redis up with its own means");
