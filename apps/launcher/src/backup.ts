@@ -10,14 +10,13 @@ import {
   mkdirSync,
   openSync,
   readdirSync,
-  readFileSync,
   renameSync,
   rmSync,
   statSync,
 } from "node:fs";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { startRedisServer } from "@plant-store/redis-server";
+import { AOF_FOLDER, AOF_NAME, aofManifest, startRedisServer } from "@plant-store/redis-server";
 import {
   chooseOperatorTarget,
   connect,
@@ -42,24 +41,11 @@ files, your provider's snapshots).
 Exit status: 0 success, 1 failure, 2 bad arguments.
 `;
 
-/** Where Redis keeps the AOF under its dir, and the manifest's name (the launcher's defaults). */
-const AOF_DIR = "appendonlydir";
-const MANIFEST = "appendonly.aof.manifest";
 /** How long a backup waits for an AOF rewrite in progress to finish. */
 const REWRITE_WAIT_MS = 10 * 60_000;
 
 class UsageError extends Error {}
 class BackupError extends Error {}
-
-/** The files a manifest names (`file <name> seq <n> type <b|h|i>`), history files left out. */
-function manifestFiles(manifest: string): string[] {
-  const files: string[] = [];
-  for (const line of manifest.split("\n")) {
-    const match = /^file (\S+) seq \d+ type ([bhi])$/.exec(line.trim());
-    if (match && match[2] !== "h") files.push(match[1] as string);
-  }
-  return files;
-}
 
 function fsyncPath(path: string): void {
   const fd = openSync(path, "r");
@@ -70,14 +56,17 @@ function fsyncPath(path: string): void {
   }
 }
 
-/** Copies the manifest's files, then the manifest itself (a copy without one is visibly unfinished). */
+/**
+ * Copies the files the manifest names (history files, due for deletion, left out), then the
+ * manifest itself (a copy without one is visibly unfinished).
+ */
 function copyAof(from: string, to: string): { files: number; bytes: number } {
-  const manifest = readFileSync(join(from, MANIFEST), "utf8");
-  const files = manifestFiles(manifest);
-  if (files.length === 0) throw new BackupError(`${join(from, MANIFEST)} names no AOF file`);
+  const { manifest, files: all } = aofManifest(from);
+  const files = all.filter((file) => file.type !== "history").map((file) => file.name);
+  if (files.length === 0) throw new BackupError(`${join(from, manifest)} names no AOF file`);
   mkdirSync(to, { recursive: true });
   let bytes = 0;
-  for (const name of [...files, MANIFEST]) {
+  for (const name of [...files, manifest]) {
     if (!existsSync(join(from, name))) throw new BackupError(`${from} is incomplete: ${name} is missing`);
     copyFileSync(join(from, name), join(to, name));
     fsyncPath(join(to, name));
@@ -106,30 +95,32 @@ async function backup(folder: string, dataDir: string): Promise<void> {
   if (!target) throw new BackupError("no running npm start to back up");
   const redis = await connectOperator("backup", target);
   if (!redis) throw new BackupError("the store does not answer");
-  const [, rewritePercentage = "100"] = (await redis.config("GET", "auto-aof-rewrite-percentage")) as string[];
-  if (rewritePercentage === "0") {
-    // npm start runs Redis with rewrites on: a backup is under way, or one was killed half-way.
-    await disconnect(redis);
-    throw new BackupError(
-      "automatic AOF rewrites are off: another backup is running, or one was stopped half-way " +
-        "(restarting npm start turns them on again)",
-    );
-  }
-  await redis.config("SET", "auto-aof-rewrite-percentage", "0");
   try {
-    const [, dir = ""] = (await redis.config("GET", "dir")) as string[];
-    const deadline = Date.now() + REWRITE_WAIT_MS;
-    while ((await persistence(redis, "aof_rewrite_in_progress")) !== "0") {
-      if (Date.now() > deadline) throw new BackupError("an AOF rewrite is still running after 10 minutes");
-      await sleep(100);
+    const [, rewritePercentage = "100"] = (await redis.config("GET", "auto-aof-rewrite-percentage")) as string[];
+    if (rewritePercentage === "0") {
+      // npm start runs Redis with rewrites on: a backup is under way, or one was killed half-way.
+      throw new BackupError(
+        "automatic AOF rewrites are off: another backup is running, or one was stopped half-way " +
+          "(restarting npm start turns them on again)",
+      );
     }
-    const copied = copyAof(join(dir, AOF_DIR), folder);
-    process.stdout.write(
-      `backup: copied the store's AOF (${copied.files} files, ${copied.bytes} bytes) to ${folder}\n` +
-        `Restore it with npm start stopped: npm run backup -- restore ${folder}\n`,
-    );
+    await redis.config("SET", "auto-aof-rewrite-percentage", "0");
+    try {
+      const [, dir = ""] = (await redis.config("GET", "dir")) as string[];
+      const deadline = Date.now() + REWRITE_WAIT_MS;
+      while ((await persistence(redis, "aof_rewrite_in_progress")) !== "0") {
+        if (Date.now() > deadline) throw new BackupError("an AOF rewrite is still running after 10 minutes");
+        await sleep(100);
+      }
+      const copied = copyAof(join(dir, AOF_FOLDER), folder);
+      process.stdout.write(
+        `backup: copied the store's AOF (${copied.files} files, ${copied.bytes} bytes) to ${folder}\n` +
+          `Restore it with npm start stopped: npm run backup -- restore ${folder}\n`,
+      );
+    } finally {
+      await redis.config("SET", "auto-aof-rewrite-percentage", rewritePercentage);
+    }
   } finally {
-    await redis.config("SET", "auto-aof-rewrite-percentage", rewritePercentage);
     await disconnect(redis);
   }
 }
@@ -139,10 +130,11 @@ async function restore(folder: string, dataDir: string): Promise<void> {
   if (findEmbeddedStore(dataDir).ok) {
     throw new BackupError("npm start is running on this data folder: stop it (Ctrl+C) first, then restore");
   }
-  if (!existsSync(join(folder, MANIFEST))) throw new UsageError(`${folder} holds no backup (no ${MANIFEST})`);
+  const manifest = `${AOF_NAME}.manifest`;
+  if (!existsSync(join(folder, manifest))) throw new UsageError(`${folder} holds no backup (no ${manifest})`);
   const storeDir = join(dataDir, "redis");
-  const live = join(storeDir, AOF_DIR);
-  const incoming = join(storeDir, `${AOF_DIR}.restoring`);
+  const live = join(storeDir, AOF_FOLDER);
+  const incoming = join(storeDir, `${AOF_FOLDER}.restoring`);
   rmSync(incoming, { recursive: true, force: true });
   copyAof(folder, incoming);
   const replaced = existsSync(live) ? `${live}.replaced-${new Date().toISOString().replace(/[:.]/g, "-")}` : undefined;

@@ -4,6 +4,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
+export { AOF_FOLDER, AOF_NAME, type AofFile, aofManifest } from "./aof.js";
 export {
   keySlot,
   type RedisCluster,
@@ -12,6 +13,7 @@ export {
   type RespReply,
   startRedisCluster,
 } from "./cluster.js";
+export { parseReply } from "./resp.js";
 export { type StoreKind, startTestStore, storeKinds, type TestStore } from "./test-store.js";
 
 export interface RedisServerOptions {

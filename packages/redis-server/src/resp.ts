@@ -32,8 +32,11 @@ interface Parsed {
   next: number;
 }
 
-/** Parses one reply at `offset`; `undefined` when the buffer does not hold all of it yet. */
-function parse(buffer: Buffer, offset: number): Parsed | undefined {
+/**
+ * Parses one reply at `offset` (or one command: a command is an array of bulk strings, as in an
+ * append-only file); `undefined` when the buffer does not hold all of it yet.
+ */
+export function parseReply(buffer: Buffer, offset: number): Parsed | undefined {
   const lineEnd = buffer.indexOf("\r\n", offset);
   if (lineEnd === -1) return undefined;
   const line = buffer.toString("utf8", offset + 1, lineEnd);
@@ -59,7 +62,7 @@ function parse(buffer: Buffer, offset: number): Parsed | undefined {
       const items: RespReply[] = [];
       let position = next;
       for (let i = 0; i < count; i++) {
-        const item = parse(buffer, position);
+        const item = parseReply(buffer, position);
         if (!item) return undefined;
         items.push(item.value);
         position = item.next;
@@ -110,7 +113,7 @@ export function respCall(
       buffer = buffer.length === offset ? chunk : Buffer.concat([buffer.subarray(offset), chunk]);
       offset = 0;
       try {
-        for (let parsed = parse(buffer, offset); parsed; parsed = parse(buffer, offset)) {
+        for (let parsed = parseReply(buffer, offset); parsed; parsed = parseReply(buffer, offset)) {
           replies.push(parsed.value);
           offset = parsed.next;
           if (replies.length === all.length) return done();

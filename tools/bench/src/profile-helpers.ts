@@ -1,3 +1,4 @@
+import { parseReply } from "@plant-store/redis-server";
 /** A V8 CPU profile as `node --cpu-prof` writes it (the fields read here). */
 export interface CpuProfile {
   nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
@@ -109,31 +110,18 @@ const KEYLESS = new Set(["multi", "exec", "select"]);
 export function aofComposition(pieces: readonly Buffer[]): AofShare[] {
   const shares = new Map<string, AofShare>();
   for (const aof of pieces) {
-    /** The number after a one-byte type marker at `at`, and where the next line starts. */
-    const header = (at: number): [number, number] | undefined => {
-      const end = aof.indexOf("\r\n", at);
-      return end < 0 ? undefined : [Number(aof.toString("latin1", at + 1, end)), end + 2];
-    };
     let at = 0;
     while (aof[at] === 0x2a /* "*": an array, one command */) {
-      const count = header(at);
-      if (!count) break;
-      let [args, next] = count;
-      const words: string[] = [];
-      for (; args > 0; args--) {
-        const length = header(next);
-        if (!length || length[1] + length[0] + 2 > aof.length) break;
-        if (words.length < 2) words.push(aof.toString("latin1", length[1], length[1] + length[0]));
-        next = length[1] + length[0] + 2;
-      }
-      if (args > 0) break;
-      const command = (words[0] ?? "").toLowerCase();
-      const key = KEYLESS.has(command) ? "" : keyShape(words[1] ?? "");
+      const parsed = parseReply(aof, at);
+      if (!parsed) break;
+      const [name = "", firstArgument = ""] = parsed.value as string[];
+      const command = name.toLowerCase();
+      const key = KEYLESS.has(command) ? "" : keyShape(firstArgument);
       const share = shares.get(`${command} ${key}`) ?? { command, key, commands: 0, bytes: 0 };
       share.commands += 1;
-      share.bytes += next - at;
+      share.bytes += parsed.next - at;
       shares.set(`${command} ${key}`, share);
-      at = next;
+      at = parsed.next;
     }
   }
   return [...shares.values()].sort((a, b) => b.bytes - a.bytes);

@@ -1,5 +1,6 @@
-import { closeSync, openSync, readFileSync, readSync, statSync } from "node:fs";
+import { closeSync, openSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
+import { aofManifest } from "@plant-store/redis-server";
 import { indexKeys, isCluster, partitionKeys, type RedisClient } from "@plant-store/store";
 import type { Redis } from "ioredis";
 import { infoNumber } from "./profile-helpers.js";
@@ -37,11 +38,11 @@ export async function aofMark(node: Redis): Promise<AofMark | undefined> {
   const config = async (name: string) => ((await node.config("GET", name)) as string[])[1] ?? "";
   if ((await config("appendonly")) !== "yes") return undefined;
   const folder = join(await config("dir"), await config("appenddirname"));
+  const name = await config("appendfilename");
   try {
-    const manifest = readFileSync(join(folder, `${await config("appendfilename")}.manifest`), "utf8");
-    const file = [...manifest.matchAll(/^file (\S+) seq \d+ type i$/gm)].at(-1)?.[1];
+    const file = aofManifest(folder, name).files.findLast((each) => each.type === "incr");
     if (!file) return undefined;
-    const path = join(folder, file);
+    const path = join(folder, file.name);
     return { path, size: statSync(path).size };
   } catch {
     return undefined;
