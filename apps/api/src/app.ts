@@ -17,7 +17,7 @@ import { OneLineRequestLog } from "./http/request-log.js";
 import { restApi } from "./http/rest.js";
 import { createRouteMatcher, replyRouteMiss, restRoutesOf } from "./http/routes.js";
 import { securityHeadersFor } from "./http/security-headers.js";
-import { trpcApi } from "./http/trpc.js";
+import { TRPC_METHODS, trpcApi } from "./http/trpc.js";
 import { buildOpenApiDocument } from "./openapi.js";
 import { type OutageMonitor, outageMonitor, pingStore, StoreUnavailableError } from "./outage.js";
 import { createPlantStore } from "./plants/store.js";
@@ -192,7 +192,7 @@ export async function buildApp(options: AppOptions) {
   const matchRoute = createRouteMatcher(restRoutes, app.routeList);
   // OPTIONS is no operation: matching it lists the methods of the path.
   const cors = createCors(options.corsOrigins ?? [], (url) => {
-    if (url.startsWith("/trpc/")) return ["GET", "POST"];
+    if (url.startsWith("/trpc/")) return TRPC_METHODS;
     const match = matchRoute("OPTIONS", url);
     return match.kind === "method-not-allowed" ? match.allow : [];
   });

@@ -12,10 +12,18 @@ import { call, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const APP = "https://app.example";
 
-/** A preflight as a browser sends it before a cross-origin request that is not "simple". */
-const preflight = (url: string, origin: string, method: string, headers = "authorization, content-type") =>
-  fetch(url, {
+/** A preflight as a browser sends it before a cross-origin request that is not "simple" (no token). */
+const preflight = (
+  stack: Stack,
+  path: string,
+  origin: string,
+  method: string,
+  headers = "authorization, content-type",
+) =>
+  call(stack.url, {
     method: "OPTIONS",
+    path,
+    token: null,
     headers: { origin, "access-control-request-method": method, "access-control-request-headers": headers },
   });
 
@@ -52,9 +60,9 @@ describe("CORS_ORIGINS unset (the default)", () => {
   afterAll(() => stack?.stop());
 
   it("sends no CORS header and answers a preflight like any OPTIONS: 405 in the Error shape", async () => {
-    const answer = await preflight(`${stack.url}/plants`, APP, "POST");
+    const answer = await preflight(stack, "/plants", APP, "POST");
     expect(answer.status).toBe(405);
-    expect(await answer.json()).toMatchObject({ error: 405 });
+    expect(answer.json).toMatchObject({ error: 405 });
     expect(answer.headers.get("access-control-allow-origin")).toBeNull();
     const created = await call(stack.url, { body: { id: 1, name: "Aloe" }, headers: { origin: APP } });
     expect(created.status).toBe(200);
@@ -71,14 +79,14 @@ describe("CORS_ORIGINS listing origins", () => {
   afterAll(() => stack?.stop());
 
   it("answers a listed origin's preflight before authentication, with the path's methods", async () => {
-    const answer = await preflight(`${stack.url}/plants/7`, APP, "PATCH", "authorization, content-type, if-match");
+    const answer = await preflight(stack, "/plants/7", APP, "PATCH", "authorization, content-type, if-match");
     expect(answer.status).toBe(204);
     expect(answer.headers.get("access-control-allow-origin")).toBe(APP);
     expect(answer.headers.get("access-control-allow-methods")).toBe("DELETE, GET, PATCH, PUT");
     expect(answer.headers.get("access-control-allow-headers")).toContain("if-match");
     expect(answer.headers.get("access-control-allow-credentials")).toBeNull();
     expect(answer.headers.get("vary")).toBe("origin");
-    const trpc = await preflight(`${stack.url}/trpc/plants.create`, "http://localhost:5173", "POST");
+    const trpc = await preflight(stack, "/trpc/plants.create", "http://localhost:5173", "POST");
     expect(trpc.status).toBe(204);
     expect(trpc.headers.get("access-control-allow-methods")).toBe("GET, POST");
   });
@@ -90,9 +98,9 @@ describe("CORS_ORIGINS listing origins", () => {
       ["/nowhere", APP, "GET"],
       ["/admin/queues/api/queues", APP, "GET"],
     ] as const) {
-      const answer = await preflight(`${stack.url}${path}`, origin, method);
+      const answer = await preflight(stack, path, origin, method);
       expect(answer.status, path).toBeGreaterThanOrEqual(400);
-      expect(await answer.json(), path).toHaveProperty("error");
+      expect(answer.json, path).toHaveProperty("error");
       expect(answer.headers.get("access-control-allow-methods"), path).toBeNull();
       if (origin !== APP || path.startsWith("/admin"))
         expect(answer.headers.get("access-control-allow-origin")).toBeNull();
@@ -123,7 +131,7 @@ describe("CORS_ORIGINS=*", () => {
   afterAll(() => stack?.stop());
 
   it("answers every origin with *, never with credentials", async () => {
-    const answer = await preflight(`${stack.url}/plants`, "https://anyone.example", "POST");
+    const answer = await preflight(stack, "/plants", "https://anyone.example", "POST");
     expect(answer.status).toBe(204);
     expect(answer.headers.get("access-control-allow-origin")).toBe("*");
     expect(answer.headers.get("access-control-allow-credentials")).toBeNull();

@@ -12,6 +12,9 @@ declare module "fastify" {
   }
 }
 
+/** tRPC speaks GET (queries) and POST (mutations) on every procedure's path. */
+export const TRPC_METHODS: readonly string[] = ["GET", "POST"];
+
 /** The router as native tRPC (superjson wire format) for TypeScript clients, at /trpc. */
 export async function trpcApi(
   scope: FastifyInstance,
@@ -25,12 +28,13 @@ export async function trpcApi(
     if (!request.url.startsWith("/trpc/")) return;
     const name = request.url.slice("/trpc/".length).split("?", 1)[0] as string;
     request.trpcProcedure = procedures.has(name) ? `trpc:${name}` : "trpc:unknown";
-    // tRPC speaks GET (queries) and POST (mutations); its adapter fails on methods like TRACE.
-    if (request.method !== "GET" && request.method !== "POST") {
+    // Its adapter fails on other methods, like TRACE.
+    if (!TRPC_METHODS.includes(request.method)) {
+      const allow = TRPC_METHODS.join(", ");
       return reply
         .code(405)
-        .header("allow", "GET, POST")
-        .send(apiError(405, `The method ${request.method} is not allowed on this path; allowed: GET, POST`));
+        .header("allow", allow)
+        .send(apiError(405, `The method ${request.method} is not allowed on this path; allowed: ${allow}`));
     }
     if (!(await options.guard.check(request, reply, { rejectFailures: false }))) return reply;
   });
