@@ -91,6 +91,7 @@ export {
 } from "./plants.js";
 export { type RateLimitCount, type RateLimitCounters, rateLimitCounters } from "./rate-limit.js";
 export { type PartitionLeases, type PartitionLeasesOptions, partitionLeases } from "./relay-leases.js";
+export { recordOf } from "./replies.js";
 export { defineScripts, scriptFiles } from "./scripts.js";
 export { type TokenRecords, tokenRecords } from "./tokens.js";
 export { type WebhookFields, type WebhookRecords, webhookRecords } from "./webhooks.js";

@@ -1,6 +1,7 @@
 import { isCluster, type RedisClient } from "./connection.js";
 import { indexKeys, indexMemberParts, partitionKeys, storeKeys } from "./keys.js";
 import type { Layout } from "./layout.js";
+import { recordOf } from "./replies.js";
 
 /**
  * Whole-store reads for tests, chaos verification and operators' scripts: each walks every
@@ -34,9 +35,7 @@ export function inspectStore(client: RedisClient, layout: Layout) {
       const streams = await Promise.all(partitions.map((p) => client.xrange(partitionKeys(p).audit, "-", "+")));
       return streams.flatMap((entries, p) =>
         entries.map(([entryId, fields]) => {
-          const record: Record<string, string> = { partition: String(p), auditEntryId: entryId };
-          for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;
-          return record;
+          return recordOf(fields, { partition: String(p), auditEntryId: entryId });
         }),
       );
     },

@@ -1,6 +1,7 @@
 import type { Result } from "ioredis";
 import { callPerNode, isCluster, type RedisClient } from "./connection.js";
 import { partitionKeys, storeKeys } from "./keys.js";
+import { recordOf } from "./replies.js";
 import { defineScripts } from "./scripts.js";
 
 declare module "ioredis" {
@@ -237,8 +238,7 @@ export function outbox(client: RedisClient) {
       const from = after === undefined ? "-" : `(${after}`;
       const entries = await client.xrange(partitionKeys(partition).outboxDead, from, "+", "COUNT", count);
       return entries.map(([deadLetterId, fields]) => {
-        const record: Record<string, string> = {};
-        for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;
+        const record = recordOf(fields);
         return {
           partition,
           deadLetterId,

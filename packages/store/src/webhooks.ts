@@ -1,6 +1,7 @@
 import type { Result } from "ioredis";
 import type { RedisClient } from "./connection.js";
 import { storeKeys } from "./keys.js";
+import { recordOf } from "./replies.js";
 import { defineScripts } from "./scripts.js";
 
 declare module "ioredis" {
@@ -13,13 +14,6 @@ declare module "ioredis" {
 
 /** A subscription's hash as stored: every field text (`@plant-store/webhooks` gives them meaning). */
 export type WebhookFields = Record<string, string>;
-
-/** HGETALL's flat pairs, as a script returns them, into fields. */
-function fieldsOf(pairs: readonly string[]): WebhookFields {
-  const fields: WebhookFields = {};
-  for (let i = 0; i + 1 < pairs.length; i += 2) fields[pairs[i] as string] = pairs[i + 1] as string;
-  return fields;
-}
 
 /**
  * The webhook subscriptions in Redis, all under the `{webhooks}` hash tag (one slot: a create or a
@@ -73,13 +67,13 @@ export function webhookRecords(client: RedisClient) {
       const guard = onlyIf ? [onlyIf.field, onlyIf.value] : ["", ""];
       const reply = await client.webhookUpdate(storeKeys.webhook(id), ...guard, ...Object.entries(fields).flat());
       if (reply === 0) return undefined;
-      return reply === 1 ? "changed" : fieldsOf(reply);
+      return reply === 1 ? "changed" : recordOf(reply);
     },
 
     /** Removes fields of an existing subscription: its fields after the change, undefined when there is none. */
     async unset(id: string, fields: readonly string[]): Promise<WebhookFields | undefined> {
       const reply = await client.webhookUnset(storeKeys.webhook(id), ...fields);
-      return reply === 0 ? undefined : fieldsOf(reply);
+      return reply === 0 ? undefined : recordOf(reply);
     },
 
     /** Deletes the subscription and its delivery list; false when there was none. */

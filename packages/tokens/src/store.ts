@@ -1,7 +1,7 @@
 import { hash, randomBytes } from "node:crypto";
 import type { CreatedToken } from "@plant-store/contracts";
 import { ALL_SCOPES, NewToken, TOKEN_PREFIX, TokenRecord } from "@plant-store/contracts";
-import { type RedisClient, tokenRecords } from "@plant-store/store";
+import { type RedisClient, recordOf, tokenRecords } from "@plant-store/store";
 
 /** Why a presented token was refused. */
 export type VerifyFailure = "invalid" | "expired" | "revoked";
@@ -52,13 +52,7 @@ const newToken = () => TOKEN_PREFIX + randomBytes(32).toString("base64url");
 const newId = () => `tok_${randomBytes(6).toString("hex")}`;
 /** A record as it leaves the store: from the Redis hash, validated, never with the hash. */
 function toRecord(flat: readonly string[] | Record<string, string>): TokenRecord {
-  let fields: Record<string, string>;
-  if (Array.isArray(flat)) {
-    fields = {};
-    for (let i = 0; i + 1 < flat.length; i += 2) fields[flat[i] as string] = flat[i + 1] as string;
-  } else {
-    fields = flat as Record<string, string>;
-  }
+  const fields = Array.isArray(flat) ? recordOf(flat) : (flat as Record<string, string>);
   const record: Record<string, unknown> = {
     id: fields.id,
     name: fields.name,
