@@ -12,6 +12,8 @@ import { type Receiver, startReceiver } from "./webhook-receiver.js";
 const admin = (stack: Stack, method: string, path: string, body?: object) =>
   call(stack.url, { method, path, token: ADMIN_TOKEN, ...(body ? { body } : {}) });
 
+const MAX_SUBSCRIPTIONS = 6;
+
 describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
   let stack: Stack;
   const receivers: Receiver[] = [];
@@ -35,7 +37,7 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
     stack = await startStack({
       kind,
       worker: true,
-      env: webhookEnv,
+      env: { ...webhookEnv, WEBHOOK_MAX_SUBSCRIPTIONS: String(MAX_SUBSCRIPTIONS) },
       workerEnv: { ...webhookEnv, WEBHOOK_RETRY_SCHEDULE: "100ms,200ms,300ms", WEBHOOK_TIMEOUT_MS: "1000" },
     });
   });
@@ -269,6 +271,45 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
     expect(stuck.received.length).toBeGreaterThan(0);
     await admin(stack, "DELETE", `/admin/webhooks/${stuckSub.id}`);
     await admin(stack, "DELETE", `/admin/webhooks/${healthySub.id}`);
+  });
+
+  it("keeps at most WEBHOOK_MAX_SUBSCRIPTIONS, also when admins subscribe at once, and frees a place on delete", async () => {
+    const listed = async () => (await admin(stack, "GET", "/admin/webhooks")).json as { id: string }[];
+    const before = (await listed()).length;
+    const free = MAX_SUBSCRIPTIONS - before;
+    expect(free).toBeGreaterThan(1);
+    const body = { url: "http://127.0.0.1:9/hook", events: ["plant.deleted"] };
+    const answers = await Promise.all(
+      Array.from({ length: free + 4 }, () => admin(stack, "POST", "/admin/webhooks", body)),
+    );
+    expect(answers.filter((answer) => answer.status === 201)).toHaveLength(free);
+    for (const refused of answers.filter((answer) => answer.status !== 201))
+      expectError(refused, 409, new RegExp(`already ${MAX_SUBSCRIPTIONS} webhook subscriptions`));
+    expect(await listed()).toHaveLength(MAX_SUBSCRIPTIONS);
+
+    const viaTrpc = await call(stack.url, {
+      path: "/trpc/admin.webhooks.create",
+      body: { json: body },
+      token: ADMIN_TOKEN,
+    });
+    expect(viaTrpc.status).toBe(409);
+    expect(JSON.stringify(viaTrpc.json)).toContain("CONFLICT");
+
+    // A disabled subscription still counts; a deleted one frees its place.
+    const mine = answers.flatMap((answer) => (answer.status === 201 ? [(answer.json as { id: string }).id] : []));
+    expect(
+      await webhookSubscriptions(stack.redis, {
+        policy: { allowInsecure: true, allowPrivate: true },
+        secretKey: undefined,
+      }).disable(mine[0] as string, "test"),
+    ).toBe(true);
+    expectError(await admin(stack, "POST", "/admin/webhooks", body), 409);
+    expect((await admin(stack, "DELETE", `/admin/webhooks/${mine[1]}`)).status).toBe(204);
+    const again = await admin(stack, "POST", "/admin/webhooks", body);
+    expect(again.status).toBe(201);
+    for (const id of [...mine.slice(2), mine[0], (again.json as { id: string }).id])
+      expect((await admin(stack, "DELETE", `/admin/webhooks/${id}`)).status).toBe(204);
+    expect(await listed()).toHaveLength(before);
   });
 });
 

@@ -7,6 +7,14 @@ import { defineScripts } from "./scripts.js";
 declare module "ioredis" {
   interface RedisCommander<Context> {
     /** The guard field ('' for none) and its expected value, then field, value pairs. */
+    webhookCreate(
+      subscriptionKey: string,
+      idsKey: string,
+      max: number,
+      id: string,
+      createdMs: number,
+      ...pairs: string[]
+    ): Result<0 | 1, Context>;
     webhookUpdate(subscriptionKey: string, ...guardThenPairs: string[]): Result<0 | 1 | string[], Context>;
     webhookUnset(subscriptionKey: string, ...fields: string[]): Result<0 | string[], Context>;
   }
@@ -24,8 +32,12 @@ export function webhookRecords(client: RedisClient) {
   defineScripts(client);
 
   return {
-    async create(id: string, createdMs: number, fields: WebhookFields): Promise<void> {
-      await client.multi().hset(storeKeys.webhook(id), fields).zadd(storeKeys.webhookIds, createdMs, id).exec();
+    /** Stores a new subscription unless `max` are stored already (then false, nothing written). */
+    async create(id: string, createdMs: number, fields: WebhookFields, max: number): Promise<boolean> {
+      const pairs = Object.entries(fields).flat();
+      return (
+        (await client.webhookCreate(storeKeys.webhook(id), storeKeys.webhookIds, max, id, createdMs, ...pairs)) === 1
+      );
     },
 
     /** The subscription's fields, or undefined when there is none. */

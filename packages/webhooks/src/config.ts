@@ -13,7 +13,12 @@ export interface WebhookConfig {
   retrySchedule: number[];
   /** Deliveries in flight at once per worker: one slow receiver holds one of them, not the others. */
   concurrency: number;
+  /** The most subscriptions stored at once (disabled ones count): each event is matched against all of them. */
+  maxSubscriptions: number;
 }
+
+/** WEBHOOK_MAX_SUBSCRIPTIONS unless set. */
+export const DEFAULT_MAX_SUBSCRIPTIONS = 100;
 
 const unsetIfEmpty = (value: unknown) => (value === "" ? undefined : value);
 const flag = z.preprocess(unsetIfEmpty, z.enum(["0", "1", "true", "false"]).default("0"));
@@ -42,6 +47,10 @@ const WebhookEnv = z.object({
       }),
   ),
   WEBHOOK_CONCURRENCY: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).max(1000).default(50)),
+  WEBHOOK_MAX_SUBSCRIPTIONS: z.preprocess(
+    unsetIfEmpty,
+    z.coerce.number().int().min(1).max(10_000).default(DEFAULT_MAX_SUBSCRIPTIONS),
+  ),
 });
 
 export class WebhookConfigError extends Error {
@@ -63,5 +72,6 @@ export function parseWebhookConfig(env: Record<string, string | undefined>): Web
     timeoutMs: e.WEBHOOK_TIMEOUT_MS,
     retrySchedule: e.WEBHOOK_RETRY_SCHEDULE,
     concurrency: e.WEBHOOK_CONCURRENCY,
+    maxSubscriptions: e.WEBHOOK_MAX_SUBSCRIPTIONS,
   };
 }

@@ -2,7 +2,7 @@
 // an event, one signed delivery attempt and the retry schedule. The api manages subscriptions;
 // the worker fans events out to them and delivers.
 
-export { parseWebhookConfig, type WebhookConfig, WebhookConfigError } from "./config.js";
+export { DEFAULT_MAX_SUBSCRIPTIONS, parseWebhookConfig, type WebhookConfig, WebhookConfigError } from "./config.js";
 export { type DeliveryRequest, type DeliveryResult, deliver } from "./deliver.js";
 export {
   checkDestination,
@@ -16,6 +16,7 @@ export { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, retryDelay } from "./schedu
 export { generateSecret, SecretKeyError, secretSealer } from "./secrets.js";
 export {
   SECRET_ROTATION_OVERLAP_MS,
+  SubscriptionLimitError,
   type SubscriptionsOptions,
   type WebhookSubscriptions,
   webhookSubscriptions,

@@ -7,6 +7,7 @@ import {
   type WebhookWithSecret,
 } from "@plant-store/contracts";
 import { type RedisClient, type WebhookFields, webhookRecords } from "@plant-store/store";
+import { DEFAULT_MAX_SUBSCRIPTIONS } from "./config.js";
 import { checkDestination, type DestinationPolicy } from "./destination.js";
 import { generateSecret, secretSealer } from "./secrets.js";
 
@@ -17,7 +18,17 @@ export interface SubscriptionsOptions {
   policy: DestinationPolicy;
   /** WEBHOOK_SECRET_KEY: seals the signing secrets at rest. */
   secretKey: string | undefined;
+  /** WEBHOOK_MAX_SUBSCRIPTIONS: `create` refuses more (default DEFAULT_MAX_SUBSCRIPTIONS). */
+  maxSubscriptions?: number;
   now?: () => Date;
+}
+
+/** `create` when the most subscriptions allowed are stored already. */
+export class SubscriptionLimitError extends Error {
+  override name = "SubscriptionLimitError";
+  constructor(readonly max: number) {
+    super(`There are already ${max} webhook subscriptions, the most this server keeps: delete one first`);
+  }
 }
 
 /** A stored secret: sealed, and until when it signs (the newest: no end). */
@@ -51,8 +62,10 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
   const records = webhookRecords(client);
   const sealer = secretSealer(options.secretKey);
   const now = options.now ?? (() => new Date());
+  const max = options.maxSubscriptions ?? DEFAULT_MAX_SUBSCRIPTIONS;
 
   return {
+    /** A new subscription; a DestinationError for a URL the policy refuses, a SubscriptionLimitError when full. */
     async create(input: NewWebhook): Promise<WebhookWithSecret> {
       const url = (await checkDestination(input.url, options.policy)).href;
       const id = newId();
@@ -68,7 +81,7 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
         secrets: JSON.stringify([{ sealed: sealer.seal(secret) }] satisfies StoredSecret[]),
       };
       if (input.description !== undefined) fields.description = input.description;
-      await records.create(id, created.getTime(), fields);
+      if (!(await records.create(id, created.getTime(), fields, max))) throw new SubscriptionLimitError(max);
       return { ...webhookOf(id, fields), secret };
     },
 

@@ -6,7 +6,7 @@ import {
   WebhookWithSecret,
   webhookLimits,
 } from "@plant-store/contracts";
-import { DestinationError } from "@plant-store/webhooks";
+import { DestinationError, SubscriptionLimitError } from "@plant-store/webhooks";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { reach, StoreUnavailableError } from "../outage.js";
@@ -39,6 +39,7 @@ export const webhooksRouter = router({
         errorResponses: {
           ...errors,
           400: "The body is not a valid NewWebhook, or its url is not allowed (the message says why)",
+          409: "The most subscriptions this server keeps (WEBHOOK_MAX_SUBSCRIPTIONS, 100 by default) exist already",
           413: "The request body is too large",
           415: "The request body is not application/json",
         },
@@ -227,13 +228,17 @@ function admin(ctx: Context) {
   return ctx.webhooks;
 }
 
-/** `reach` for a call that checks a URL: one the destination policy refuses is a 400, not the store's failure. */
+/**
+ * `reach` for a call that checks a URL or the subscription limit: a URL the destination policy
+ * refuses is a 400 and a full list a 409, not the store's failure.
+ */
 async function reachChecked<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await reach(call);
   } catch (error) {
     const refusal = error instanceof StoreUnavailableError ? error.cause : error;
     if (refusal instanceof DestinationError) throw new TRPCError({ code: "BAD_REQUEST", message: refusal.message });
+    if (refusal instanceof SubscriptionLimitError) throw new TRPCError({ code: "CONFLICT", message: refusal.message });
     throw error;
   }
 }

@@ -54,6 +54,7 @@ export function webhookAdmin(redis: RedisClient, connection: RedisClient, config
   const subscriptions: WebhookSubscriptions = webhookSubscriptions(redis, {
     policy: config.policy,
     secretKey: config.secretKey,
+    maxSubscriptions: config.maxSubscriptions,
   });
   const name = queueNames.webhookDeliveries;
   const queue = new Queue(name, { connection, prefix: queuePrefix(name) });
