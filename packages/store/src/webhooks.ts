@@ -10,13 +10,18 @@ declare module "ioredis" {
     webhookCreate(
       subscriptionKey: string,
       idsKey: string,
+      changesKey: string,
       max: number,
       id: string,
       createdMs: number,
       ...pairs: string[]
     ): Result<0 | 1, Context>;
-    webhookUpdate(subscriptionKey: string, ...guardThenPairs: string[]): Result<0 | 1 | string[], Context>;
-    webhookUnset(subscriptionKey: string, ...fields: string[]): Result<0 | string[], Context>;
+    webhookUpdate(
+      subscriptionKey: string,
+      changesKey: string,
+      ...guardThenPairs: string[]
+    ): Result<0 | 1 | string[], Context>;
+    webhookUnset(subscriptionKey: string, changesKey: string, ...fields: string[]): Result<0 | string[], Context>;
   }
 }
 
@@ -36,7 +41,15 @@ export function webhookRecords(client: RedisClient) {
     async create(id: string, createdMs: number, fields: WebhookFields, max: number): Promise<boolean> {
       const pairs = Object.entries(fields).flat();
       return (
-        (await client.webhookCreate(storeKeys.webhook(id), storeKeys.webhookIds, max, id, createdMs, ...pairs)) === 1
+        (await client.webhookCreate(
+          storeKeys.webhook(id),
+          storeKeys.webhookIds,
+          storeKeys.webhookChanges,
+          max,
+          id,
+          createdMs,
+          ...pairs,
+        )) === 1
       );
     },
 
@@ -50,6 +63,12 @@ export function webhookRecords(client: RedisClient) {
     async any(): Promise<boolean> {
       return (await client.exists(storeKeys.webhookIds)) === 1;
     },
+
+    /**
+     * How often any subscription was created, changed or deleted (null before the first): unchanged,
+     * so is `list()`. Read it before the list, so a change in between is seen by the next read.
+     */
+    changes: (): Promise<string | null> => client.get(storeKeys.webhookChanges),
 
     /** Every subscription, oldest first. */
     async list(): Promise<{ id: string; fields: WebhookFields }[]> {
@@ -77,14 +96,19 @@ export function webhookRecords(client: RedisClient) {
       onlyIf?: { field: string; value: string },
     ): Promise<WebhookFields | "changed" | undefined> {
       const guard = onlyIf ? [onlyIf.field, onlyIf.value] : ["", ""];
-      const reply = await client.webhookUpdate(storeKeys.webhook(id), ...guard, ...Object.entries(fields).flat());
+      const reply = await client.webhookUpdate(
+        storeKeys.webhook(id),
+        storeKeys.webhookChanges,
+        ...guard,
+        ...Object.entries(fields).flat(),
+      );
       if (reply === 0) return undefined;
       return reply === 1 ? "changed" : recordOf(reply);
     },
 
     /** Removes fields of an existing subscription: its fields after the change, undefined when there is none. */
     async unset(id: string, fields: readonly string[]): Promise<WebhookFields | undefined> {
-      const reply = await client.webhookUnset(storeKeys.webhook(id), ...fields);
+      const reply = await client.webhookUnset(storeKeys.webhook(id), storeKeys.webhookChanges, ...fields);
       return reply === 0 ? undefined : recordOf(reply);
     },
 
@@ -95,6 +119,7 @@ export function webhookRecords(client: RedisClient) {
         .del(storeKeys.webhook(id))
         .zrem(storeKeys.webhookIds, id)
         .del(storeKeys.webhookDeliveries(id))
+        .incr(storeKeys.webhookChanges)
         .exec();
       return replies?.[0]?.[1] === 1;
     },

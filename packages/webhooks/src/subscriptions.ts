@@ -63,6 +63,7 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
   const sealer = secretSealer(options.secretKey);
   const now = options.now ?? (() => new Date());
   const max = options.maxSubscriptions ?? DEFAULT_MAX_SUBSCRIPTIONS;
+  let activeCache: { changes: string | null; active: Webhook[] } | undefined;
 
   return {
     /** A new subscription; a DestinationError for a URL the policy refuses, a SubscriptionLimitError when full. */
@@ -152,11 +153,19 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
       return { webhook: webhookOf(id, fields), secrets };
     },
 
-    /** The subscriptions that receive events now (not disabled). */
+    /**
+     * The subscriptions that receive events now (not disabled). Read again only when any
+     * subscription changed since the last call (one GET otherwise): the worker asks for every batch.
+     */
     async active(): Promise<Webhook[]> {
-      return (await records.list())
-        .map(({ id, fields }) => webhookOf(id, fields))
-        .filter((webhook) => !webhook.disabledAt);
+      const changes = await records.changes();
+      if (activeCache?.changes !== changes) {
+        const active = (await records.list())
+          .map(({ id, fields }) => webhookOf(id, fields))
+          .filter((webhook) => !webhook.disabledAt);
+        activeCache = { changes, active };
+      }
+      return activeCache.active;
     },
 
     noteDeliveries: records.noteDeliveries,

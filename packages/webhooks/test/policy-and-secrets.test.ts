@@ -161,7 +161,33 @@ describe("subscriptions in Redis", () => {
     expect(await subscriptions.rotateSecret(created.id)).toBeUndefined();
     expect(await subscriptions.disable(created.id, "late")).toBe(false); // not recreated
     expect(await subscriptions.enable(created.id)).toBeUndefined();
-    expect(await client.keys("webhooks:*")).toEqual([]);
+    // Nothing of it is left; the change count stays (it only ever grows).
+    expect(await client.keys("webhooks:*")).toEqual(["webhooks:{webhooks}:changes"]);
+  });
+
+  it("gives the fan-out every change made by any instance, reading the subscriptions again only after one", async () => {
+    const worker = webhookSubscriptions(client, { policy: open, secretKey: undefined });
+    const api = webhookSubscriptions(client, { policy: open, secretKey: undefined });
+    const activeIds = async () => (await worker.active()).map((webhook) => webhook.id);
+    const calls = async (command: string) =>
+      Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(await client.info("commandstats"))?.[1] ?? 0);
+
+    const first = await api.create({ url: "http://127.0.0.1:9/first" });
+    expect(await activeIds()).toEqual([first.id]);
+    const [hgetall, zrange] = [await calls("hgetall"), await calls("zrange")];
+    for (let i = 0; i < 5; i++) expect(await activeIds()).toEqual([first.id]);
+    expect([await calls("hgetall"), await calls("zrange")]).toEqual([hgetall, zrange]);
+
+    const second = await api.create({ url: "http://127.0.0.1:9/second" });
+    expect(await activeIds()).toEqual([first.id, second.id]);
+    await api.disable(first.id, "gone");
+    expect(await activeIds()).toEqual([second.id]);
+    await api.enable(first.id);
+    expect(await activeIds()).toEqual([first.id, second.id]);
+    await api.delete(second.id);
+    expect(await activeIds()).toEqual([first.id]);
+    await api.delete(first.id);
+    expect(await activeIds()).toEqual([]);
   });
 
   it("keeps both secrets of two rotations at once, and answers with the subscription as stored", async () => {

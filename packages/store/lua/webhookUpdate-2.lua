@@ -5,6 +5,7 @@
   once must not drop each other's secret).
 
   KEYS[1] subscription   webhooks:{webhooks}:<id>
+  KEYS[2] change count   webhooks:{webhooks}:changes
   ARGV[1] the field the change depends on ('' for none), ARGV[2] the value it must still hold (an
   absent field holds ''); then field, value pairs.
 
@@ -14,4 +15,5 @@
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if ARGV[1] ~= '' and (redis.call('HGET', KEYS[1], ARGV[1]) or '') ~= ARGV[2] then return 1 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+redis.call('INCR', KEYS[2])
 return redis.call('HGETALL', KEYS[1])

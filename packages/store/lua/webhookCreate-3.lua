@@ -4,6 +4,7 @@
 
   KEYS[1] subscription   webhooks:{webhooks}:<id>
   KEYS[2] id list        webhooks:{webhooks}:ids
+  KEYS[3] change count   webhooks:{webhooks}:changes
   ARGV[1] the most subscriptions kept; ARGV[2] the id; ARGV[3] created (ms, the list's score);
   then field, value pairs.
 
@@ -12,4 +13,5 @@
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 4))
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+redis.call('INCR', KEYS[3])
 return 1
