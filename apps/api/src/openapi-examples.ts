@@ -115,8 +115,9 @@ export const operationExamples: Record<string, OperationExamples> = {
     errors: { ...admin, 400: "scopes must name at least one scope" },
   },
   listTokens: {
+    parameters: { limit: 100, cursor: TOKEN_ID },
     response: [token],
-    errors: admin,
+    errors: { ...admin, 400: "limit must be an integer from 1 to 1000" },
   },
   revokeToken: {
     parameters: { id: TOKEN_ID },
@@ -125,7 +126,11 @@ export const operationExamples: Record<string, OperationExamples> = {
   createWebhook: {
     request: { url: webhook.url, events: webhook.events, description: webhook.description },
     response: { ...webhook, secret },
-    errors: { ...admin, 400: "url must be https (this server does not allow plain http)" },
+    errors: {
+      ...admin,
+      400: "url must be https (this server does not allow plain http)",
+      409: "There are already 100 webhook subscriptions, the most this server keeps: delete one first",
+    },
   },
   listWebhooks: { response: [webhook], errors: admin },
   getWebhook: { parameters: { id: WEBHOOK_ID }, response: webhook, errors: { ...admin, ...noWebhook } },

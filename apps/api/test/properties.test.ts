@@ -979,6 +979,7 @@ const PROCEDURES = [
   "plants.page",
   "plants.delete",
   "admin.tokens.list",
+  "admin.tokens.page",
   "admin.tokens.revoke",
   "nope",
   "plants",

@@ -107,6 +107,7 @@ const PROCEDURES: Record<string, Procedure> = {
   "plants.patch": { scope: "plants:write", method: "POST", input: { id: 7000 } },
   "admin.tokens.create": { scope: "admin", method: "POST", input: { name: "probe", scopes: ["plants:read"] } },
   "admin.tokens.list": { scope: "admin", method: "GET", input: {} },
+  "admin.tokens.page": { scope: "admin", method: "GET", input: {} },
   "admin.tokens.revoke": { scope: "admin", method: "POST", input: { id: "tok_000000000000" } },
   "admin.webhooks.create": { scope: "admin", method: "POST", input: { url: PUBLIC_HOOK } },
   "admin.webhooks.list": { scope: "admin", method: "GET", input: {} },

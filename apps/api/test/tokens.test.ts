@@ -85,6 +85,46 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       }
     });
 
+    it("lists in pages over REST (Link header) and tRPC (nextCursor), refusing a bad limit or cursor", async () => {
+      for (let i = 0; i < 5; i++)
+        expect((await issue({ name: `paged ${i}`, scopes: ["plants:read"] })).status).toBe(201);
+      const everything = await call(stack.url, { method: "GET", path: "/admin/tokens?limit=1000", token: ADMIN_TOKEN });
+      expect(everything.headers.get("link")).toBeNull();
+      const all = (everything.json as { id: string }[]).map((record) => record.id);
+      expect(all.length).toBeGreaterThanOrEqual(5);
+
+      const walked: string[] = [];
+      let path: string | undefined = "/admin/tokens?limit=2";
+      while (path) {
+        const page = await call(stack.url, { method: "GET", path, token: ADMIN_TOKEN });
+        expect(page.status).toBe(200);
+        const records = page.json as { id: string }[];
+        expect(records.length).toBeLessThanOrEqual(2);
+        walked.push(...records.map((record) => record.id));
+        path = /^<(\/admin\/tokens\?limit=2&cursor=tok_[0-9a-f]{12})>; rel="next"$/.exec(
+          page.headers.get("link") ?? "",
+        )?.[1];
+      }
+      expect(walked).toEqual(all);
+
+      const trpc = await call(stack.url, {
+        method: "GET",
+        path: `/trpc/admin.tokens.page?input=${encodeURIComponent(JSON.stringify({ json: { limit: 2 } }))}`,
+        token: ADMIN_TOKEN,
+      });
+      const body = (trpc.json as { result: { data: { json: { tokens: { id: string }[]; nextCursor: string } } } })
+        .result.data.json;
+      expect(body.tokens.map((record) => record.id)).toEqual(all.slice(0, 2));
+      expect(body.nextCursor).toBe(all[1]);
+
+      const list = (query: string) =>
+        call(stack.url, { method: "GET", path: `/admin/tokens?${query}`, token: ADMIN_TOKEN });
+      for (const limit of ["0", "1001", "2.0", "abc", "-1"])
+        expectError(await list(`limit=${limit}`), 400, /limit must be an integer from 1 to 1000/);
+      expectError(await list("cursor=tok_ffffffffffff"), 400, /cursor is not valid/);
+      expectError(await list("cursor=wh_1"), 400, /cursor is not valid/);
+    });
+
     it("records the last use, and works for exactly its scopes", async () => {
       const { id, token } = (await issue({ name: "reader", scopes: ["plants:read"] })).json as {
         id: string;

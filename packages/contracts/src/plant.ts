@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { pageLimit } from "./paging.js";
 import { openObject, replaceWith } from "./schema-meta.js";
 
 /** Limits the specification leaves open ("not shown"); served as minLength/maxLength in the document. */
@@ -139,30 +140,7 @@ export const PlantIdParam = z
     override: replaceWith({ type: "integer", format: "int64" }),
   });
 
-const pageLimit = z
-  .union([z.number(), z.string()], { error: "limit must be an integer from 1 to 100" })
-  .transform((value, ctx) => {
-    const limit = typeof value === "string" && /^[0-9]{1,3}$/.test(value) ? Number(value) : value;
-    if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > limits.listMaxLimit) {
-      ctx.issues.push({
-        code: "custom",
-        input: value,
-        message: `limit must be an integer from 1 to ${limits.listMaxLimit}`,
-      });
-      return z.NEVER;
-    }
-    return limit;
-  })
-  .meta({
-    description: `How many plants a page holds at most (default ${limits.listDefaultLimit})`,
-    override: replaceWith({
-      type: "integer",
-      format: "int32",
-      minimum: 1,
-      maximum: limits.listMaxLimit,
-      default: limits.listDefaultLimit,
-    }),
-  });
+const plantsPageLimit = pageLimit("plants", limits.listMaxLimit, limits.listDefaultLimit);
 
 /** Opaque position in a listing; the `Link: rel="next"` URL carries it. */
 export const PageCursor = z
@@ -172,7 +150,7 @@ export const PageCursor = z
 
 /** Query of GET /plants (strings on REST; numbers allowed from tRPC). */
 export const ListPlantsQuery = z.object({
-  limit: pageLimit.optional(),
+  limit: plantsPageLimit.optional(),
   tag: text("tag", limits.tagMaxLength).meta({ description: "Only plants with this tag" }).optional(),
   cursor: PageCursor.optional(),
 });

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { pageLimit } from "./paging.js";
 import { replaceWith } from "./schema-meta.js";
 
 /** What a token may do. Configured API_TOKENS have all of them (the bootstrap path). */
@@ -68,3 +69,17 @@ export const CreatedToken = TokenRecord.extend({
   token: z.string().meta({ description: "The bearer token. Shown only in this response; store it now." }),
 }).meta({ id: "CreatedToken" });
 export type CreatedToken = z.output<typeof CreatedToken>;
+
+/** Page size of GET /admin/tokens when `limit` is not given, and its largest value. */
+export const tokenLimits = { listDefaultLimit: 100, listMaxLimit: 1000 } as const;
+
+/** Query of GET /admin/tokens: a page of the records, oldest first. */
+export const ListTokensQuery = z.object({
+  limit: pageLimit("tokens", tokenLimits.listMaxLimit, tokenLimits.listDefaultLimit).optional(),
+  cursor: z
+    .string({ error: "cursor is not valid: follow the Link header's next URL" })
+    .regex(/^tok_[0-9a-f]{12}$/, "cursor is not valid: follow the Link header's next URL")
+    .meta({ description: "Where the page starts: taken from the `Link` header of the previous page" })
+    .optional(),
+});
+export type ListTokensQuery = z.output<typeof ListTokensQuery>;

@@ -179,7 +179,21 @@ export function createPlantStoreRestClient(options: PlantStoreRestClientOptions)
 
   const tokens = {
     create: async (body: components["schemas"]["NewToken"]) => (await ok(client.POST("/admin/tokens", { body }))).data,
-    list: async () => (await ok(client.GET("/admin/tokens"))).data,
+    /** One page of token records, oldest first, and the cursor of the next one when more follow. */
+    async list(query: { limit?: number; cursor?: string } = {}) {
+      const { data, response } = await ok(client.GET("/admin/tokens", { params: { query } }));
+      const cursor = nextLink(response.headers)?.searchParams.get("cursor") ?? undefined;
+      return cursor === undefined ? { tokens: data } : { tokens: data, next: cursor };
+    },
+    /** Every token record, following the `Link` pages. */
+    async *all(): AsyncGenerator<components["schemas"]["TokenRecord"]> {
+      let cursor: string | undefined;
+      do {
+        const page = await tokens.list(cursor === undefined ? {} : { cursor });
+        yield* page.tokens;
+        cursor = page.next;
+      } while (cursor !== undefined);
+    },
     revoke: async (id: string) => {
       await ok(client.DELETE("/admin/tokens/{id}", { params: { path: { id } } }));
     },

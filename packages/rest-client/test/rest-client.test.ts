@@ -108,6 +108,20 @@ describe("createPlantStoreRestClient", () => {
     expect(seen).toEqual(paged);
   });
 
+  it("pages token records, and walks them all", async () => {
+    const tokens = createPlantStoreRestClient({ url: api.url, token: ADMIN }).tokens;
+    for (let i = 0; i < 3; i++) await tokens.create({ name: `paged ${i}`, scopes: ["plants:read"] });
+    const first = await tokens.list({ limit: 2 });
+    expect(first.tokens).toHaveLength(2);
+    expect(first.next).toBe(first.tokens[1]?.id);
+    const rest = await tokens.list({ limit: 1000, cursor: first.next as string });
+    expect(rest.next).toBeUndefined();
+    const walked: string[] = [];
+    for await (const record of tokens.all()) walked.push(record.id);
+    expect(walked).toEqual([...first.tokens, ...rest.tokens].map((record) => record.id));
+    expect(walked.length).toBeGreaterThanOrEqual(3);
+  });
+
   it("manages webhook subscriptions: subscribe, read, enable, rotate, deliveries, unsubscribe", async () => {
     const webhooks = createPlantStoreRestClient({ url: api.url, token: ADMIN }).webhooks;
     // A public address as an IP literal: allowed by the default destination policy without DNS.

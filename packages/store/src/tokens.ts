@@ -16,6 +16,7 @@ declare module "ioredis" {
       granularityMs: string,
     ): Result<string[], Context>;
     tokenRevoke(tokenKey: string, nowIso: string): Result<number, Context>;
+    tokenIdsAfter(idsKey: string, after: string, count: number): Result<string[] | -1, Context>;
   }
 }
 
@@ -61,10 +62,18 @@ export function tokenRecords(client: RedisClient) {
     get: (id: string) => client.hgetall(storeKeys.token(id)),
 
     /** Every record, oldest first (records without fields are left out). */
-    async list(): Promise<Record<string, string>[]> {
-      const ids = await client.zrange(storeKeys.tokenIds, 0, -1);
-      const records = await Promise.all(ids.map((id) => client.hgetall(storeKeys.token(id))));
-      return records.filter((fields) => Object.keys(fields).length > 0);
+    /**
+     * Up to `count` records in creation order after the token `after` (from the first without
+     * one), and whether more follow; undefined when `after` is not an issued token's id.
+     */
+    async page(
+      after: string | undefined,
+      count: number,
+    ): Promise<{ records: Record<string, string>[]; more: boolean } | undefined> {
+      const ids = await client.tokenIdsAfter(storeKeys.tokenIds, after ?? "", count + 1);
+      if (ids === -1) return undefined;
+      const records = await Promise.all(ids.slice(0, count).map((id) => client.hgetall(storeKeys.token(id))));
+      return { records: records.filter((fields) => Object.keys(fields).length > 0), more: ids.length > count };
     },
 
     /** 1: revoked (now or before); 0: no such token. */

@@ -17,6 +17,7 @@ export {
   isTokenId,
   isTokenShaped,
   LAST_USED_GRANULARITY_MS,
+  type TokenPage,
   type TokenStore,
   type TokenStoreOptions,
   tokenHash,

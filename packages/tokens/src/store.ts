@@ -1,12 +1,17 @@
 import { hash, randomBytes } from "node:crypto";
 import type { CreatedToken } from "@plant-store/contracts";
-import { ALL_SCOPES, NewToken, TOKEN_PREFIX, TokenRecord } from "@plant-store/contracts";
+import { ALL_SCOPES, NewToken, TOKEN_PREFIX, TokenRecord, tokenLimits } from "@plant-store/contracts";
 import { type RedisClient, recordOf, tokenRecords } from "@plant-store/store";
 
 /** Why a presented token was refused. */
 export type VerifyFailure = "invalid" | "expired" | "revoked";
 
 export type VerifyResult = { ok: true; record: TokenRecord } | { ok: false; reason: VerifyFailure };
+
+export interface TokenPage {
+  tokens: TokenRecord[];
+  nextCursor?: string;
+}
 
 export interface TokenStoreOptions {
   /** The clock (tests inject one). Default: `() => new Date()`. */
@@ -18,8 +23,13 @@ export interface TokenStore {
   create(input: NewToken): Promise<CreatedToken>;
   /** Checks a presented token (a lookup and a script; notes its use, at most once a minute). */
   verify(token: string): Promise<VerifyResult>;
-  /** Every issued token, revoked ones included (the audit trail), oldest first. */
+  /** Every issued token, revoked ones included (the audit trail), oldest first (read page by page). */
   list(): Promise<TokenRecord[]>;
+  /**
+   * A page of `list`: up to `limit` records after the token `cursor` names, and the cursor of the
+   * next page when more follow; undefined when `cursor` is not an issued token's id.
+   */
+  page(query: { limit: number; cursor?: string | undefined }): Promise<TokenPage | undefined>;
   get(id: string): Promise<TokenRecord | undefined>;
   /** Marks the token revoked (the first revocation time stays). False when there is no such token. */
   revoke(id: string): Promise<boolean>;
@@ -76,6 +86,15 @@ export function createTokenStore(redis: RedisClient, options: TokenStoreOptions 
     return Object.keys(fields).length === 0 ? undefined : toRecord(fields);
   }
 
+  async function page(query: { limit: number; cursor?: string | undefined }): Promise<TokenPage | undefined> {
+    if (query.cursor !== undefined && !isTokenId(query.cursor)) return undefined;
+    const found = await records.page(query.cursor, query.limit);
+    if (!found) return undefined;
+    const tokens = found.records.map(toRecord);
+    const last = tokens.at(-1);
+    return found.more && last ? { tokens, nextCursor: last.id } : { tokens };
+  }
+
   return {
     async create(input) {
       const { name, scopes, expiresInSeconds } = NewToken.parse(input);
@@ -113,8 +132,19 @@ export function createTokenStore(redis: RedisClient, options: TokenStoreOptions 
       return { ok: false, reason: "invalid" };
     },
 
+    page,
+
     async list() {
-      return (await records.list()).map(toRecord);
+      const all: TokenRecord[] = [];
+      let cursor: string | undefined;
+      do {
+        const next = await page({ limit: tokenLimits.listMaxLimit, cursor });
+        // Tokens are never removed from the list (revoked ones stay), so a cursor cannot vanish.
+        if (!next) throw new Error(`token ${cursor} left the token list during the walk`);
+        all.push(...next.tokens);
+        cursor = next.nextCursor;
+      } while (cursor);
+      return all;
     },
 
     get,

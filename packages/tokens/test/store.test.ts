@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { TOKEN_PREFIX } from "@plant-store/contracts";
+import { TOKEN_PREFIX, tokenLimits } from "@plant-store/contracts";
 import { startTestStore, storeKinds, type TestStore } from "@plant-store/redis-server";
 import { connect, isCluster, parseStoreConfig, type RedisClient, storeKeys } from "@plant-store/store";
 import type { Redis } from "ioredis";
@@ -257,6 +257,36 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
 
     it("lists nothing when there are no tokens", async () => {
       expect(await store.list()).toEqual([]);
+    });
+
+    it("lists in pages after a token, and walks every page for the whole list", async () => {
+      // Same-millisecond tokens (the list's ties) and more than a page of the largest size.
+      const count = tokenLimits.listMaxLimit + 5;
+      for (let i = 0; i < count; i++) {
+        clock = at(Math.floor(i / 3));
+        await store.create({ name: `token ${i}`, scopes: ["plants:read"] });
+      }
+      // Oldest first, tokens of the same millisecond by id.
+      const ids = await redis.zrange(storeKeys.tokenIds, 0, -1);
+      expect(ids).toHaveLength(count);
+      const walked: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await store.page({ limit: 400, ...(cursor ? { cursor } : {}) });
+        expect(page).toBeDefined();
+        walked.push(...(page?.tokens ?? []).map((record) => record.id));
+        cursor = page?.nextCursor;
+        if (walked.length === 400) {
+          // A token issued during the walk comes last, and does not shift the pages.
+          clock = at(60_000);
+          ids.push((await store.create({ name: "late", scopes: ["admin"] })).id);
+        }
+      } while (cursor);
+      expect(walked).toEqual(ids);
+      expect((await store.list()).map((record) => record.id)).toEqual(ids);
+      expect(await store.page({ limit: 2, cursor: ids.at(-1) })).toEqual({ tokens: [] });
+      expect(await store.page({ limit: 2, cursor: "tok_ffffffffffff" })).toBeUndefined();
+      expect(await store.page({ limit: 2, cursor: "not-an-id" })).toBeUndefined();
     });
 
     it("gets one record by id, undefined for unknown or malformed ids", async () => {

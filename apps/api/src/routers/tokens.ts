@@ -1,4 +1,4 @@
-import { CreatedToken, NewToken, TokenRecord } from "@plant-store/contracts";
+import { CreatedToken, ListTokensQuery, NewToken, TokenRecord, tokenLimits } from "@plant-store/contracts";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { reach } from "../outage.js";
@@ -41,16 +41,43 @@ export const tokensRouter = router({
         path: "/admin/tokens",
         operationId: "listTokens",
         summary: "List tokens",
-        description: "Every issued token, oldest first, revoked ones included; never a token or its hash.",
+        description:
+          "Issued tokens, oldest first, revoked ones included; never a token or its hash. " +
+          "When more follow, the `Link` header holds the URL of the next page.",
         tags: ["admin"],
         protect: true,
-        successDescription: "The token records",
-        errorResponses: { ...errors, 400: "The request is not valid (this operation takes no parameters)" },
+        successDescription: "A page of token records",
+        responseHeaders: z.object({
+          Link: z.string().optional().meta({
+            description:
+              'RFC 8288 link to the next page, `</admin/tokens?...&cursor=...>; rel="next"`; absent on the last page',
+          }),
+        }),
+        errorResponses: {
+          ...errors,
+          400: `A query parameter is not valid: limit (1–${tokenLimits.listMaxLimit}) or cursor (the message says which)`,
+        },
       },
     })
-    .input(z.object({}))
+    .input(ListTokensQuery)
     .output(z.array(TokenRecord))
-    .query(async ({ ctx }) => reach(() => tokenStore(ctx).list())),
+    .query(async ({ input, ctx }) => {
+      const page = await tokenPage(ctx, input);
+      if (page.nextCursor) {
+        const params = new URLSearchParams();
+        if (input.limit !== undefined) params.set("limit", String(input.limit));
+        params.set("cursor", page.nextCursor);
+        ctx.responseHeaders.link = `</admin/tokens?${params}>; rel="next"`;
+      }
+      return page.tokens;
+    }),
+
+  /** tRPC only: the same pages, with the next cursor in the body (tRPC clients do not see headers). */
+  page: authorizedProcedure
+    .meta({ scope: "admin" })
+    .input(ListTokensQuery)
+    .output(z.object({ tokens: z.array(TokenRecord), nextCursor: z.string().optional() }))
+    .query(async ({ input, ctx }) => tokenPage(ctx, input)),
 
   revoke: authorizedProcedure
     .meta({
@@ -84,4 +111,13 @@ export const tokensRouter = router({
 function tokenStore(ctx: Context) {
   if (!ctx.tokens) throw new TRPCError({ code: "NOT_IMPLEMENTED", message: "This server has no token store" });
   return ctx.tokens;
+}
+
+async function tokenPage(ctx: Context, input: ListTokensQuery) {
+  const page = await reach(() =>
+    tokenStore(ctx).page({ limit: input.limit ?? tokenLimits.listDefaultLimit, cursor: input.cursor }),
+  );
+  if (!page)
+    throw new TRPCError({ code: "BAD_REQUEST", message: "cursor is not valid: follow the Link header's next URL" });
+  return page;
 }

@@ -1,0 +1,16 @@
+--[[
+  A page of token ids in creation order, after a given one: the position is looked up and the page
+  read in one step, so a token issued meanwhile cannot shift the page by one.
+
+  KEYS[1] id list   tokens:{tokens}:ids
+  ARGV[1] the id the page follows ('' for the first page); ARGV[2] how many ids at most.
+
+  Returns the ids, or -1 when ARGV[1] is not a token id of the list.
+]]
+local start = 0
+if ARGV[1] ~= '' then
+  local rank = redis.call('ZRANK', KEYS[1], ARGV[1])
+  if not rank then return -1 end
+  start = rank + 1
+end
+return redis.call('ZRANGE', KEYS[1], start, start + tonumber(ARGV[2]) - 1)
