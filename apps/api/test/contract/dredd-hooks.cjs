@@ -58,6 +58,20 @@ const fixtures = {
   "PUT /plants/{id}": currentEtag,
   "PATCH /plants/{id}": currentEtag,
   "DELETE /plants/{id}": currentEtag,
+  async "GET /admin/tokens"(transaction) {
+    // The example's cursor names a token, and the documented Link needs a next page: three tokens
+    // shaped like the example's (with an expiry), pages of one, the page after the first.
+    const issue = async (name) =>
+      (await call("POST", "/admin/tokens", { name, scopes: ["plants:read"], expiresInSeconds: 86_400 }, tokens.admin))
+        .json.id;
+    const first = await issue("cursor");
+    for (const name of ["second", "third"]) await issue(name);
+    const query = new URL(transaction.fullPath, base).searchParams;
+    swap(transaction, [
+      [`cursor=${query.get("cursor")}`, `cursor=${first}`],
+      [`limit=${query.get("limit")}`, "limit=1"],
+    ]);
+  },
   async "DELETE /admin/tokens/{id}"(transaction) {
     swap(transaction, [[pathId(transaction, 3), made.token]]);
   },
