@@ -134,6 +134,17 @@ export const operationExamples: Record<string, OperationExamples> = {
   },
   listWebhooks: { response: [webhook], errors: admin },
   getWebhook: { parameters: { id: WEBHOOK_ID }, response: webhook, errors: { ...admin, ...noWebhook } },
+  updateWebhook: {
+    parameters: { id: WEBHOOK_ID },
+    request: { events: ["plant.created", "plant.updated", "plant.deleted"] },
+    response: { ...webhook, events: ["plant.created", "plant.updated", "plant.deleted"] },
+    errors: {
+      ...admin,
+      ...noWebhook,
+      400: "events must name at least one event type",
+      415: "The request body must be application/merge-patch+json",
+    },
+  },
   deleteWebhook: { parameters: { id: WEBHOOK_ID }, errors: { ...admin, ...noWebhook } },
   rotateWebhookSecret: {
     parameters: { id: WEBHOOK_ID },

@@ -223,7 +223,7 @@ describe("GET /openapi.json", () => {
       ...Object.values(document.paths as Record<string, Record<string, any>>),
       ...Object.values(document.webhooks as Record<string, Record<string, any>>),
     ].flatMap((ops) => Object.values(ops));
-    expect(operations.length).toBe(20);
+    expect(operations.length).toBe(21);
     for (const operation of operations) {
       const id = operation.operationId;
       for (const parameter of operation.parameters ?? [])

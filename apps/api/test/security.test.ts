@@ -63,6 +63,13 @@ const REST_OPERATIONS: Record<string, Operation> = {
   "POST /admin/webhooks": { scope: "admin", path: "/admin/webhooks", body: { url: PUBLIC_HOOK }, success: 201 },
   "GET /admin/webhooks": { scope: "admin", path: "/admin/webhooks", success: 200 },
   "GET /admin/webhooks/{id}": { scope: "admin", path: "/admin/webhooks/{hook}", success: 200 },
+  "PATCH /admin/webhooks/{id}": {
+    scope: "admin",
+    path: "/admin/webhooks/{hook}",
+    body: { description: "probe" },
+    contentType: "application/merge-patch+json",
+    success: 200,
+  },
   "DELETE /admin/webhooks/{id}": {
     scope: "admin",
     path: "/admin/webhooks/{doomedHook}",
@@ -112,6 +119,7 @@ const PROCEDURES: Record<string, Procedure> = {
   "admin.webhooks.create": { scope: "admin", method: "POST", input: { url: PUBLIC_HOOK } },
   "admin.webhooks.list": { scope: "admin", method: "GET", input: {} },
   "admin.webhooks.get": { scope: "admin", method: "GET", input: { id: UNKNOWN_HOOK } },
+  "admin.webhooks.update": { scope: "admin", method: "POST", input: { id: UNKNOWN_HOOK } },
   "admin.webhooks.delete": { scope: "admin", method: "POST", input: { id: UNKNOWN_HOOK } },
   "admin.webhooks.rotateSecret": { scope: "admin", method: "POST", input: { id: UNKNOWN_HOOK } },
   "admin.webhooks.enable": { scope: "admin", method: "POST", input: { id: UNKNOWN_HOOK } },

@@ -145,6 +145,63 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
     await admin(stack, "DELETE", `/admin/webhooks/${subscriptionId}`);
   });
 
+  it("changes a subscription with a merge patch: the next events go to its new URL, of its new types only", async () => {
+    const before = await receiver();
+    const after = await receiver();
+    const webhook = await subscribe(before, { events: ["plant.created"], description: "v1" });
+    after.setSecrets([webhook.secret]); // the secret stays with the subscription
+    const patch = (body: unknown, contentType = "application/merge-patch+json", id = webhook.id) =>
+      call(stack.url, {
+        method: "PATCH",
+        path: `/admin/webhooks/${id}`,
+        body: body as object,
+        token: ADMIN_TOKEN,
+        contentType,
+      });
+
+    expect((await call(stack.url, { body: { id: 7501, name: "before" } })).status).toBe(200);
+    await eventually(async () => before.eventsById().size === 1);
+
+    const changed = await patch({ url: after.url, events: ["plant.deleted"], description: null });
+    expect(changed.status).toBe(200);
+    expect(changed.json).toEqual({
+      id: webhook.id,
+      url: after.url,
+      events: ["plant.deleted"],
+      createdAt: expect.any(String),
+    });
+    expect((await admin(stack, "GET", `/admin/webhooks/${webhook.id}`)).json).toEqual(changed.json);
+
+    // A create is no longer wanted; the delete goes to the new URL.
+    expect((await call(stack.url, { body: { id: 7502, name: "after" } })).status).toBe(200);
+    expect((await call(stack.url, { method: "DELETE", path: "/plants/7502" })).status).toBe(204);
+    const [deleted] = await eventually(async () => {
+      const events = [...after.eventsById().values()];
+      return events.length > 0 ? events : undefined;
+    });
+    expect(deleted).toContain('"type":"plant.deleted"');
+    expect(after.eventsById().size).toBe(1);
+    expect(before.eventsById().size).toBe(1);
+
+    // Errors: a refused URL, an empty events list, plain JSON, an unknown or malformed id; nothing changes.
+    expectError(await patch({ url: "ftp://example.com/hook" }), 400, /http/);
+    expectError(await patch({ events: [] }), 400, /at least one event type/);
+    expectError(await patch({ description: "x" }, "application/json"), 415);
+    expectError(await patch({ description: "x" }, undefined, "wh_000000000000000000000000"), 404);
+    expectError(await patch({ description: "x" }, undefined, "not-an-id"), 400);
+    expect((await admin(stack, "GET", `/admin/webhooks/${webhook.id}`)).json).toEqual(changed.json);
+
+    // tRPC: the same procedure; an empty patch changes nothing.
+    const viaTrpc = await call(stack.url, {
+      path: "/trpc/admin.webhooks.update",
+      body: { json: { id: webhook.id, description: "v2" } },
+      token: ADMIN_TOKEN,
+    });
+    expect(viaTrpc.status).toBe(200);
+    expect((await patch({})).json).toEqual({ ...(changed.json as object), description: "v2" });
+    await admin(stack, "DELETE", `/admin/webhooks/${webhook.id}`);
+  });
+
   it("retries a failing receiver on the schedule until it recovers; a receiver that keeps failing leaves a failed delivery to replay", async () => {
     const flaky = await receiver();
     const { id: subscriptionId } = await subscribe(flaky, { events: ["plant.created"] });

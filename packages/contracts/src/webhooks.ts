@@ -52,6 +52,18 @@ export const NewWebhook = z
   .meta({ id: "NewWebhook" });
 export type NewWebhook = z.output<typeof NewWebhook>;
 
+/** Request body of a subscription's change (JSON Merge Patch): what it names changes, the rest stays. */
+export const WebhookPatch = z
+  .object({
+    url: NewWebhook.shape.url.optional(),
+    events: NewWebhook.shape.events,
+    description: NewWebhook.shape.description.unwrap().nullable().optional().meta({
+      description: "What the subscription is for; null removes it",
+    }),
+  })
+  .meta({ id: "WebhookPatch" });
+export type WebhookPatch = z.output<typeof WebhookPatch>;
+
 /** A subscription as listed: never its secret. */
 export const Webhook = z
   .object({

@@ -204,6 +204,17 @@ export function createPlantStoreRestClient(options: PlantStoreRestClientOptions)
       (await ok(client.POST("/admin/webhooks", { body }))).data,
     list: async () => (await ok(client.GET("/admin/webhooks"))).data,
     get: async (id: string) => (await ok(client.GET("/admin/webhooks/{id}", { params: { path: { id } } }))).data,
+    /** A JSON Merge Patch: `url`, `events`, or `description` (null removes it). */
+    update: async (id: string, patch: components["schemas"]["WebhookPatch"]) =>
+      (
+        await ok(
+          client.PATCH("/admin/webhooks/{id}", {
+            params: { path: { id } },
+            body: patch as never,
+            headers: { "content-type": "application/merge-patch+json" },
+          }),
+        )
+      ).data,
     delete: async (id: string) => {
       await ok(client.DELETE("/admin/webhooks/{id}", { params: { path: { id } } }));
     },
@@ -247,6 +258,7 @@ export const coveredOperations = [
   "POST /admin/webhooks",
   "GET /admin/webhooks",
   "GET /admin/webhooks/{id}",
+  "PATCH /admin/webhooks/{id}",
   "DELETE /admin/webhooks/{id}",
   "POST /admin/webhooks/{id}/rotate-secret",
   "POST /admin/webhooks/{id}/enable",

@@ -122,7 +122,7 @@ describe("createPlantStoreRestClient", () => {
     expect(walked.length).toBeGreaterThanOrEqual(3);
   });
 
-  it("manages webhook subscriptions: subscribe, read, enable, rotate, deliveries, unsubscribe", async () => {
+  it("manages webhook subscriptions: subscribe, read, change, enable, rotate, deliveries, unsubscribe", async () => {
     const webhooks = createPlantStoreRestClient({ url: api.url, token: ADMIN }).webhooks;
     // A public address as an IP literal: allowed by the default destination policy without DNS.
     const created = await webhooks.create({ url: "https://93.184.215.14/hooks/sdk", events: ["plant.created"] });
@@ -130,6 +130,9 @@ describe("createPlantStoreRestClient", () => {
     const { secret: _secret, ...listed } = created;
     expect(await webhooks.get(created.id)).toEqual(listed);
     expect(await webhooks.enable(created.id)).toEqual(listed); // enabled already: unchanged
+    const changed = await webhooks.update(created.id, { url: "https://93.184.215.14/hooks/v2", description: "sdk" });
+    expect(changed).toEqual({ ...listed, url: "https://93.184.215.14/hooks/v2", description: "sdk" });
+    expect(await webhooks.update(created.id, { description: null })).toEqual({ ...changed, description: undefined });
     expect((await webhooks.rotateSecret(created.id)).secret).not.toBe(created.secret);
     expect(await webhooks.deliveries(created.id)).toEqual([]);
     await webhooks.delete(created.id);

@@ -6,7 +6,7 @@ import { defineScripts } from "./scripts.js";
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
-    /** The guard field ('' for none) and its expected value, then field, value pairs. */
+    /** The most subscriptions kept, the new one's id and creation time (ms), then field, value pairs. */
     webhookCreate(
       subscriptionKey: string,
       idsKey: string,
@@ -16,12 +16,8 @@ declare module "ioredis" {
       createdMs: number,
       ...pairs: string[]
     ): Result<0 | 1, Context>;
-    webhookUpdate(
-      subscriptionKey: string,
-      changesKey: string,
-      ...guardThenPairs: string[]
-    ): Result<0 | 1 | string[], Context>;
-    webhookUnset(subscriptionKey: string, changesKey: string, ...fields: string[]): Result<0 | string[], Context>;
+    /** The guard field ('' for none) and its expected value, the count of fields to remove, those, then field, value pairs. */
+    webhookUpdate(subscriptionKey: string, changesKey: string, ...args: string[]): Result<0 | 1 | string[], Context>;
   }
 }
 
@@ -86,30 +82,28 @@ export function webhookRecords(client: RedisClient) {
     },
 
     /**
-     * Sets fields of an existing subscription: its fields after the change, undefined when there is
-     * none. With `onlyIf`, only while that field still holds its `value` (a change computed from
-     * what was read); "changed" when it no longer does, and nothing is set.
+     * Sets and removes fields of an existing subscription: its fields after the change, undefined
+     * when there is none. With `onlyIf`, only while that field still holds its `value` (a change
+     * computed from what was read); "changed" when it no longer does, and nothing is changed.
      */
     async update(
       id: string,
-      fields: WebhookFields,
+      change: { set?: WebhookFields; remove?: readonly string[] },
       onlyIf?: { field: string; value: string },
     ): Promise<WebhookFields | "changed" | undefined> {
       const guard = onlyIf ? [onlyIf.field, onlyIf.value] : ["", ""];
+      const remove = change.remove ?? [];
+      const pairs = Object.entries(change.set ?? {}).flat();
       const reply = await client.webhookUpdate(
         storeKeys.webhook(id),
         storeKeys.webhookChanges,
         ...guard,
-        ...Object.entries(fields).flat(),
+        String(remove.length),
+        ...remove,
+        ...pairs,
       );
       if (reply === 0) return undefined;
       return reply === 1 ? "changed" : recordOf(reply);
-    },
-
-    /** Removes fields of an existing subscription: its fields after the change, undefined when there is none. */
-    async unset(id: string, fields: readonly string[]): Promise<WebhookFields | undefined> {
-      const reply = await client.webhookUnset(storeKeys.webhook(id), storeKeys.webhookChanges, ...fields);
-      return reply === 0 ? undefined : recordOf(reply);
     },
 
     /** Deletes the subscription and its delivery list; false when there was none. */

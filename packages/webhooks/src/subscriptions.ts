@@ -4,6 +4,7 @@ import {
   WEBHOOK_EVENT_TYPES,
   type Webhook,
   type WebhookEventType,
+  type WebhookPatch,
   type WebhookWithSecret,
 } from "@plant-store/contracts";
 import { type RedisClient, type WebhookFields, webhookRecords } from "@plant-store/store";
@@ -86,6 +87,25 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
       return { ...webhookOf(id, fields), secret };
     },
 
+    /**
+     * Changes what the patch names (RFC 7396: `description: null` removes it): a new URL is checked
+     * against the destination policy first (a DestinationError when refused). The secret, the
+     * deliveries and a disabling stay. Undefined: no such subscription.
+     */
+    async update(id: string, patch: WebhookPatch): Promise<Webhook | undefined> {
+      const set: WebhookFields = {};
+      if (patch.url !== undefined) set.url = (await checkDestination(patch.url, options.policy)).href;
+      if (patch.events !== undefined)
+        set.events = WEBHOOK_EVENT_TYPES.filter((type) => patch.events?.includes(type)).join(",");
+      if (typeof patch.description === "string") set.description = patch.description;
+      const remove = patch.description === null ? ["description"] : [];
+      const updated =
+        Object.keys(set).length === 0 && remove.length === 0
+          ? await records.get(id)
+          : await records.update(id, { set, remove });
+      return updated === undefined || updated === "changed" ? undefined : webhookOf(id, updated);
+    },
+
     async get(id: string): Promise<Webhook | undefined> {
       const fields = await records.get(id);
       return fields && webhookOf(id, fields);
@@ -117,7 +137,7 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
         const secrets: StoredSecret[] = [{ sealed: sealer.seal(secret) }];
         if (current) secrets.push({ sealed: current.sealed, until: at.getTime() + SECRET_ROTATION_OVERLAP_MS });
         const changed = { secrets: JSON.stringify(secrets), secretRotatedAt: at.toISOString() };
-        const stored = await records.update(id, changed, { field: "secrets", value: fields.secrets ?? "" });
+        const stored = await records.update(id, { set: changed }, { field: "secrets", value: fields.secrets ?? "" });
         if (stored === undefined) return undefined;
         if (stored !== "changed") return { ...webhookOf(id, stored), secret };
       }
@@ -125,7 +145,7 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
 
     /** Stops deliveries to the subscription (it stays listed, with the reason). False: no such subscription. */
     disable: async (id: string, reason: string) =>
-      (await records.update(id, { disabledAt: now().toISOString(), disabledReason: reason })) !== undefined,
+      (await records.update(id, { set: { disabledAt: now().toISOString(), disabledReason: reason } })) !== undefined,
 
     /**
      * Delivers to a disabled subscription again (a receiver that answered 410 Gone by mistake), its
@@ -138,8 +158,8 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
       const fields = await records.get(id);
       if (!fields) return undefined;
       await checkDestination(fields.url ?? "", options.policy);
-      const enabled = await records.unset(id, ["disabledAt", "disabledReason"]);
-      return enabled && webhookOf(id, enabled);
+      const enabled = await records.update(id, { remove: ["disabledAt", "disabledReason"] });
+      return enabled === undefined || enabled === "changed" ? undefined : webhookOf(id, enabled);
     },
 
     /** The subscription with its secrets that sign now (opened), for a delivery. */

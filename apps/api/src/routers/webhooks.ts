@@ -3,6 +3,7 @@ import {
   Webhook,
   WebhookDelivery,
   WebhookId,
+  WebhookPatch,
   WebhookWithSecret,
   webhookLimits,
 } from "@plant-store/contracts";
@@ -84,6 +85,36 @@ export const webhooksRouter = router({
     .input(ById)
     .output(Webhook)
     .query(async ({ input, ctx }) => found(await reach(() => admin(ctx).subscriptions.get(input.id)))),
+
+  update: authorizedProcedure
+    .meta({
+      scope: "admin",
+      requestBody: { schema: WebhookPatch, mediaType: "application/merge-patch+json" },
+      openapi: {
+        ...common,
+        method: "PATCH",
+        path: "/admin/webhooks/{id}",
+        operationId: "updateWebhook",
+        summary: "Change a subscription (JSON Merge Patch)",
+        description:
+          "Changes what the RFC 7396 merge patch names: `url` (checked as when subscribing), `events`, `description` (`null` removes it); " +
+          "the rest stays, the secret and a disabling too. Events fanned out from then on use the new URL and types, and " +
+          "deliveries still pending or retrying go to the new URL. The body must be `application/merge-patch+json`.",
+        successDescription: "The subscription as stored",
+        errorResponses: {
+          ...errors,
+          400: "The body is not a valid WebhookPatch, its url is not allowed, or the webhook id in the path is not valid (the message says why)",
+          ...notFound,
+          413: "The request body is too large",
+          415: "The request body is not application/merge-patch+json",
+        },
+      },
+    })
+    .input(WebhookPatch.extend({ id: WebhookId }))
+    .output(Webhook)
+    .mutation(async ({ input: { id, ...patch }, ctx }) =>
+      found(await reachChecked(() => admin(ctx).subscriptions.update(id, patch))),
+    ),
 
   delete: authorizedProcedure
     .meta({

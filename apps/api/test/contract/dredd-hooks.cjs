@@ -78,6 +78,9 @@ const fixtures = {
   async "GET /admin/webhooks/{id}"(transaction) {
     swap(transaction, [[pathId(transaction, 3), made.webhook]]);
   },
+  async "PATCH /admin/webhooks/{id}"(transaction) {
+    swap(transaction, [[pathId(transaction, 3), made.webhook]]);
+  },
   async "DELETE /admin/webhooks/{id}"(transaction) {
     const other = await call("POST", "/admin/webhooks", { url: "https://hooks.example.com/other" }, tokens.admin);
     swap(transaction, [[pathId(transaction, 3), other.json.id]]);
