@@ -2,6 +2,7 @@ import type { Result } from "ioredis";
 import { callPerNode, isCluster, type RedisClient } from "./connection.js";
 import { partitionKeys } from "./keys.js";
 import { entryIdMs, parseEventId } from "./outbox.js";
+import { recordOf } from "./replies.js";
 import { defineScripts } from "./scripts.js";
 
 declare module "ioredis" {
@@ -167,6 +168,75 @@ export async function appendAudit(
 ): Promise<AuditOutcome> {
   const [outcome] = await appendAudits(client, [{ eventId, fields }], options);
   return outcome as AuditOutcome;
+}
+
+/** An audit entry as read back: its partition, its stream entry id (when it was recorded) and its fields. */
+export interface AuditEntry {
+  partition: number;
+  auditEntryId: string;
+  fields: Record<string, string>;
+}
+
+/** Stream entry ids in order: by ms, then sequence; a tie between partitions by partition. */
+function entryIdParts(id: string): [number, number] {
+  const dash = id.indexOf("-");
+  return [Number(id.slice(0, dash)), Number(id.slice(dash + 1))];
+}
+
+/**
+ * The audit log of the given partitions in the order it was recorded (each partition's stream is
+ * in order; the streams are merged by entry id), of the entries recorded between `fromMs` and
+ * `toMs` (inclusive; either open), with `filter` applied. Read in pages of `pageSize` per
+ * partition (XRANGE), so memory holds at most a page per partition whatever the log's size.
+ */
+export async function* readAuditLog(
+  client: RedisClient,
+  options: {
+    partitions: readonly number[];
+    fromMs?: number | undefined;
+    toMs?: number | undefined;
+    filter?: (fields: Record<string, string>) => boolean;
+    pageSize?: number;
+  },
+): AsyncGenerator<AuditEntry> {
+  const pageSize = options.pageSize ?? 500;
+  const end = options.toMs === undefined ? "+" : String(Math.floor(options.toMs));
+  const heads = options.partitions.map((partition) => ({
+    partition,
+    buffered: [] as AuditEntry[],
+    start: options.fromMs === undefined ? "-" : String(Math.max(0, Math.floor(options.fromMs))),
+    done: false,
+  }));
+  const refill = async (head: (typeof heads)[number]) => {
+    while (head.buffered.length === 0 && !head.done) {
+      const page = await client.xrange(partitionKeys(head.partition).audit, head.start, end, "COUNT", pageSize);
+      if (page.length < pageSize) head.done = true;
+      const last = page.at(-1);
+      if (last) head.start = `(${last[0]}`;
+      for (const [auditEntryId, flat] of page) {
+        const fields = recordOf(flat);
+        if (!options.filter || options.filter(fields))
+          head.buffered.push({ partition: head.partition, auditEntryId, fields });
+      }
+    }
+  };
+  await Promise.all(heads.map(refill));
+  for (;;) {
+    let next: (typeof heads)[number] | undefined;
+    let nextId: [number, number] = [Number.POSITIVE_INFINITY, 0];
+    for (const head of heads) {
+      const first = head.buffered[0];
+      if (!first) continue;
+      const id = entryIdParts(first.auditEntryId);
+      if (id[0] < nextId[0] || (id[0] === nextId[0] && id[1] < nextId[1])) {
+        next = head;
+        nextId = id;
+      }
+    }
+    if (!next) return;
+    yield next.buffered.shift() as AuditEntry;
+    if (next.buffered.length === 0) await refill(next);
+  }
 }
 
 /** Entries removed per XTRIM call (whole nodes of up to 100 entries), and calls per trim at most. */

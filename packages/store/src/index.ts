@@ -3,6 +3,7 @@
 export {
   AUDIT_RECORD_MARGIN_MS,
   type AuditAppend,
+  type AuditEntry,
   type AuditOutcome,
   appendAudit,
   appendAudits,
@@ -11,6 +12,7 @@ export {
   auditRecordLifetimeMs,
   DAY_MS,
   DEFAULT_AUDIT_RETENTION_MS,
+  readAuditLog,
   sweepEarlierAuditRecords,
   trimAudit,
   trimDeadLetters,

@@ -1,0 +1,179 @@
+#!/usr/bin/env node
+// The audit log, read back: `npm run audit-log [-- --plant ID] [--actor ID] [--since 24h] …`.
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { type PlantEventType, PlantIdParam } from "@plant-store/contracts";
+import {
+  type AuditEntry,
+  chooseOperatorTarget,
+  connectOperator,
+  disconnect,
+  openLayout,
+  partitionOf,
+  readAuditLog,
+  StoreConfigError,
+} from "@plant-store/store";
+
+const USAGE = `Usage: npm run audit-log [-- [options]]
+       node apps/worker/dist/audit-log.js [options]
+
+Every create, change and delete the worker recorded in the audit log (kept AUDIT_RETENTION_DAYS,
+90 by default), oldest first: when, what, which plant, by which token (its id) and request.
+
+Options:
+  --plant ID      only this plant (reads its partition only)
+  --actor ID      only changes made with this token (tok_…, or a configured token's id)
+  --type TYPE     only plant.created, plant.updated or plant.deleted
+  --since TIME    only entries recorded at or after TIME: ISO 8601 (2026-11-26T10:00:00Z) or an
+                  age (90s, 30m, 24h, 7d)
+  --until TIME    only entries recorded at or before TIME (same forms)
+  --limit N       at most N entries
+  --json          JSON lines: partition, auditEntryId and the entry's fields
+  -h, --help      this text
+
+An entry is recorded when the worker audits the change: within a second of it normally, later
+after the worker was down; --since and --until select by that time, "at" is the change's own.
+
+Environment: REDIS_URL or REDIS_CLUSTER_NODES (and REDIS_PASSWORD), else the embedded Redis of a
+running \`npm start\` (DATA_DIR: its data folder, default ./data).
+
+Exit status: 0 success, 1 failure (Redis unreachable), 2 bad arguments.
+`;
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+
+class UsageError extends Error {}
+
+const AGE_UNITS_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A time given as ISO 8601 or as an age before `now` ("30m"), in ms. */
+function parseTime(option: string, text: string, now: number): number {
+  const age = /^(\d+)([smhd])$/.exec(text);
+  if (age) return now - Number(age[1]) * (AGE_UNITS_MS[age[2] as string] as number);
+  const ms = /^\d{4}-\d\d-\d\d/.test(text) ? Date.parse(text) : Number.NaN;
+  if (Number.isNaN(ms)) throw new UsageError(`${option} must be an ISO 8601 time or an age such as 24h, not "${text}"`);
+  return ms;
+}
+
+const OPTIONS = {
+  plant: { type: "string" },
+  actor: { type: "string" },
+  type: { type: "string" },
+  since: { type: "string" },
+  until: { type: "string" },
+  limit: { type: "string" },
+  json: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+const TYPES: readonly PlantEventType[] = ["plant.created", "plant.updated", "plant.deleted"];
+
+function parseOrUsage(argv: string[]) {
+  try {
+    return parseArgs({ args: argv, options: OPTIONS, allowPositionals: false });
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error));
+  }
+}
+
+function parseOptions(argv: string[], now: number) {
+  const { values } = parseOrUsage(argv);
+  if (values.help) return { help: true as const };
+  let plant: string | undefined;
+  if (values.plant !== undefined) {
+    const id = PlantIdParam.safeParse(values.plant);
+    if (!id.success) throw new UsageError(`--plant must be a plant id (an int64), not "${values.plant}"`);
+    plant = String(id.data);
+  }
+  if (values.type !== undefined && !TYPES.includes(values.type as PlantEventType)) {
+    throw new UsageError(`--type must be one of ${TYPES.join(", ")}, not "${values.type}"`);
+  }
+  const limit = values.limit === undefined ? undefined : Number(values.limit);
+  if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) {
+    throw new UsageError(`--limit must be a positive integer, not "${values.limit}"`);
+  }
+  return {
+    help: false as const,
+    plant,
+    actor: values.actor,
+    type: values.type,
+    sinceMs: values.since === undefined ? undefined : parseTime("--since", values.since, now),
+    untilMs: values.until === undefined ? undefined : parseTime("--until", values.until, now),
+    limit,
+    json: values.json ?? false,
+  };
+}
+
+/** One line per entry: when, what, which plant, by whom; an update's change as before → after. */
+function describeEntry({ fields }: AuditEntry): string {
+  const quoted = (value: string | undefined) => (value === undefined ? "(none)" : JSON.stringify(value));
+  let line = `${fields.at ?? "?"}  ${(fields.type ?? "?").padEnd(13)}  plant ${fields.plantId ?? "?"}  by ${fields.actor ?? "?"}  (request ${fields.requestId ?? "?"})`;
+  if (fields.type === "plant.updated") {
+    const changes: string[] = [];
+    if (fields.previousName !== fields.name)
+      changes.push(`name ${quoted(fields.previousName)} → ${quoted(fields.name)}`);
+    if (fields.previousTag !== fields.tag) changes.push(`tag ${quoted(fields.previousTag)} → ${quoted(fields.tag)}`);
+    if (changes.length > 0) line += `\n  ${changes.join(", ")}`;
+  }
+  return line;
+}
+
+async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  let options: ReturnType<typeof parseOptions>;
+  try {
+    options = parseOptions(argv, Date.now());
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`error: ${error.message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (options.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  let target: ReturnType<typeof chooseOperatorTarget>;
+  try {
+    target = chooseOperatorTarget("audit-log", env, resolve(repoRoot, "data"));
+  } catch (error) {
+    if (!(error instanceof StoreConfigError)) throw error;
+    process.stderr.write(`error: ${error.message}\n`);
+    return 2;
+  }
+  if (!target) return 1;
+  const redis = await connectOperator("audit-log", target);
+  if (!redis) return 1;
+  try {
+    const { partitions } = await openLayout(redis, {});
+    const { plant, actor, type } = options;
+    const entries = readAuditLog(redis, {
+      // A plant's entries all live in its partition.
+      partitions:
+        plant === undefined ? Array.from({ length: partitions }, (_, p) => p) : [partitionOf(plant, partitions)],
+      fromMs: options.sinceMs,
+      toMs: options.untilMs,
+      filter: (fields) =>
+        (plant === undefined || fields.plantId === plant) &&
+        (actor === undefined || fields.actor === actor) &&
+        (type === undefined || fields.type === type),
+    });
+    let count = 0;
+    for await (const entry of entries) {
+      count++;
+      const line = options.json
+        ? JSON.stringify({ partition: entry.partition, auditEntryId: entry.auditEntryId, ...entry.fields })
+        : describeEntry(entry);
+      process.stdout.write(`${line}\n`);
+      if (count === options.limit) break;
+    }
+    if (!options.json) process.stdout.write(`${count} entr${count === 1 ? "y" : "ies"}.\n`);
+    return 0;
+  } catch (error) {
+    process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 1;
+  } finally {
+    await disconnect(redis);
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2), process.env);
