@@ -51,6 +51,10 @@ function webhookOf(id: string, fields: WebhookFields): Webhook {
   return webhook;
 }
 
+/** The event types as stored: each once, in the contracts' order. */
+const eventsField = (types: readonly WebhookEventType[]) =>
+  WEBHOOK_EVENT_TYPES.filter((type) => types.includes(type)).join(",");
+
 const storedSecrets = (fields: WebhookFields): StoredSecret[] => JSON.parse(fields.secrets ?? "[]") as StoredSecret[];
 
 /**
@@ -73,12 +77,9 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
       const id = newId();
       const created = now();
       const secret = generateSecret();
-      const events = input.events
-        ? WEBHOOK_EVENT_TYPES.filter((type) => input.events?.includes(type))
-        : WEBHOOK_EVENT_TYPES;
       const fields: WebhookFields = {
         url,
-        events: events.join(","),
+        events: eventsField(input.events ?? WEBHOOK_EVENT_TYPES),
         createdAt: created.toISOString(),
         secrets: JSON.stringify([{ sealed: sealer.seal(secret) }] satisfies StoredSecret[]),
       };
@@ -95,8 +96,7 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
     async update(id: string, patch: WebhookPatch): Promise<Webhook | undefined> {
       const set: WebhookFields = {};
       if (patch.url !== undefined) set.url = (await checkDestination(patch.url, options.policy)).href;
-      if (patch.events !== undefined)
-        set.events = WEBHOOK_EVENT_TYPES.filter((type) => patch.events?.includes(type)).join(",");
+      if (patch.events !== undefined) set.events = eventsField(patch.events);
       if (typeof patch.description === "string") set.description = patch.description;
       const remove = patch.description === null ? ["description"] : [];
       const updated =
