@@ -4,16 +4,7 @@ import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { type PlantEventType, PlantIdParam } from "@plant-store/contracts";
-import {
-  type AuditEntry,
-  chooseOperatorTarget,
-  connectOperator,
-  disconnect,
-  openLayout,
-  partitionOf,
-  readAuditLog,
-  StoreConfigError,
-} from "@plant-store/store";
+import { type AuditEntry, openLayout, partitionOf, readAuditLog, withOperatorStore } from "@plant-store/store";
 
 const USAGE = `Usage: npm run audit-log [-- [options]]
        node apps/worker/dist/audit-log.js [options]
@@ -132,18 +123,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  let target: ReturnType<typeof chooseOperatorTarget>;
-  try {
-    target = chooseOperatorTarget("audit-log", env, resolve(repoRoot, "data"));
-  } catch (error) {
-    if (!(error instanceof StoreConfigError)) throw error;
-    process.stderr.write(`error: ${error.message}\n`);
-    return 2;
-  }
-  if (!target) return 1;
-  const redis = await connectOperator("audit-log", target);
-  if (!redis) return 1;
-  try {
+  return withOperatorStore("audit-log", env, resolve(repoRoot, "data"), async (redis) => {
     const { partitions } = await openLayout(redis, {});
     const { plant, actor, type } = options;
     const entries = readAuditLog(redis, {
@@ -168,12 +148,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     }
     if (!options.json) process.stdout.write(`${count} entr${count === 1 ? "y" : "ies"}.\n`);
     return 0;
-  } catch (error) {
-    process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
-    return 1;
-  } finally {
-    await disconnect(redis);
-  }
+  });
 }
 
 process.exitCode = await main(process.argv.slice(2), process.env);

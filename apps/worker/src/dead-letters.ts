@@ -3,15 +3,7 @@
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import {
-  chooseOperatorTarget,
-  connectOperator,
-  type DeadLetter,
-  disconnect,
-  openLayout,
-  outbox,
-  StoreConfigError,
-} from "@plant-store/store";
+import { type DeadLetter, openLayout, outbox, withOperatorStore } from "@plant-store/store";
 
 const USAGE = `Usage: npm run dead-letters [-- <command> [options]]
        node apps/worker/dist/dead-letters.js [<command>] [options]
@@ -89,18 +81,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     process.stdout.write(USAGE);
     return 0;
   }
-  let target: ReturnType<typeof chooseOperatorTarget>;
-  try {
-    target = chooseOperatorTarget("dead-letters", env, resolve(repoRoot, "data"));
-  } catch (error) {
-    if (!(error instanceof StoreConfigError)) throw error;
-    process.stderr.write(`error: ${error.message}\n`);
-    return 2;
-  }
-  if (!target) return 1;
-  const redis = await connectOperator("dead-letters", target);
-  if (!redis) return 1;
-  try {
+  return withOperatorStore("dead-letters", env, resolve(repoRoot, "data"), async (redis) => {
     const { partitions } = await openLayout(redis, {});
     if (options.partition !== undefined && options.partition >= partitions) {
       process.stderr.write(`error: the store has partitions 0 to ${partitions - 1}\n`);
@@ -142,12 +123,7 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     if (options.command === "replay") process.stdout.write(`Replayed ${count} dead letter(s) into their outboxes.\n`);
     else if (!options.json) process.stdout.write(`${count} dead letter(s).\n`);
     return 0;
-  } catch (error) {
-    process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
-    return 1;
-  } finally {
-    await disconnect(redis);
-  }
+  });
 }
 
 process.exitCode = await main(process.argv.slice(2), process.env);

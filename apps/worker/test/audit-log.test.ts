@@ -1,32 +1,13 @@
 // `npm run audit-log` (the built CLI) and the store's reader under it, on a real store audited by
 // the real worker: every change in the order it was recorded, filtered by plant, token, type and
 // time, across partitions and pages.
-import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { type StoreKind, storeKinds } from "@plant-store/redis-server";
 import { plantStore, readAuditLog } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningWorker, startWorker } from "../src/worker.js";
-import { openTestStore, type TestStoreContext, waitFor } from "./support.js";
+import { openTestStore, runCli, type TestStoreContext, waitFor } from "./support.js";
 
-const cli = fileURLToPath(new URL("../dist/audit-log.js", import.meta.url));
-
-function run(args: string[], env: Record<string, string>) {
-  if (!existsSync(cli)) throw new Error(`${cli} is missing: build the worker first`);
-  const child = spawn(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH ?? "", ...env } });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr.on("data", (chunk) => {
-    stderr += chunk;
-  });
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
-    child.on("close", (code) => resolve({ code, stdout, stderr })),
-  );
-}
+const run = (args: string[], env: Record<string, string>) => runCli("audit-log", args, env);
 
 const OTHER_TOKEN = "tok_0123456789ab";
 /** Stream entry ids in order, a tie between partitions by partition. */

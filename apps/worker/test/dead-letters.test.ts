@@ -1,32 +1,13 @@
 // `npm run dead-letters` (the built CLI) on a real store with the real worker: an entry an older
 // worker could not read waits in its partition's dead letters; listed, then replayed, it is relayed
 // and its side work done exactly once.
-import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { type StoreKind, storeKinds } from "@plant-store/redis-server";
 import { outbox, partitionKeys } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningWorker, startWorker } from "../src/worker.js";
-import { auditCountByPlant, openTestStore, type TestStoreContext, waitFor } from "./support.js";
+import { auditCountByPlant, openTestStore, runCli, type TestStoreContext, waitFor } from "./support.js";
 
-const cli = fileURLToPath(new URL("../dist/dead-letters.js", import.meta.url));
-
-function run(args: string[], env: Record<string, string>) {
-  if (!existsSync(cli)) throw new Error(`${cli} is missing: build the worker first`);
-  const child = spawn(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH ?? "", ...env } });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk) => {
-    stdout += chunk;
-  });
-  child.stderr.on("data", (chunk) => {
-    stderr += chunk;
-  });
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
-    child.on("close", (code) => resolve({ code, stdout, stderr })),
-  );
-}
+const run = (args: string[], env: Record<string, string>) => runCli("dead-letters", args, env);
 
 describe.each(storeKinds)("dead letters on %s Redis", { timeout: 30_000 }, (kind: StoreKind) => {
   let t: TestStoreContext;

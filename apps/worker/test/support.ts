@@ -272,3 +272,21 @@ export function connectTo(env: Record<string, string>): RedisClient {
   client.on("error", () => {});
   return client;
 }
+
+/** Runs a built CLI of the worker (`dist/<name>.js`) with only PATH and `env`: its exit code and output. */
+export function runCli(name: string, args: string[], env: Record<string, string>) {
+  const cli = fileURLToPath(new URL(`../dist/${name}.js`, import.meta.url));
+  if (!existsSync(cli)) throw new Error(`${cli} is missing: build the worker first`);
+  const child = spawn(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH ?? "", ...env } });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk) => {
+    stdout += chunk;
+  });
+  child.stderr.on("data", (chunk) => {
+    stderr += chunk;
+  });
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on("close", (code) => resolve({ code, stdout, stderr })),
+  );
+}

@@ -59,7 +59,13 @@ export {
 } from "./keys.js";
 export { type Layout, openLayout, StoreLayoutError } from "./layout.js";
 export { MigrationRefused, type MigrationReport, migrateStore } from "./migrate.js";
-export { chooseOperatorTarget, connectOperator, type OperatorTarget, showTarget } from "./operator.js";
+export {
+  chooseOperatorTarget,
+  connectOperator,
+  type OperatorTarget,
+  showTarget,
+  withOperatorStore,
+} from "./operator.js";
 export {
   type DeadLetter,
   entryIdMs,

@@ -1,6 +1,6 @@
 import { relative, resolve } from "node:path";
-import { describeTarget, parseStoreConfig, type RedisTarget } from "./config.js";
-import { connect, type RedisClient } from "./connection.js";
+import { describeTarget, parseStoreConfig, type RedisTarget, StoreConfigError } from "./config.js";
+import { connect, disconnect, type RedisClient } from "./connection.js";
 import { embeddedStoreFile, findEmbeddedStore } from "./embedded.js";
 
 /**
@@ -94,5 +94,36 @@ export async function connectOperator(program: string, target: OperatorTarget): 
             "Is it running? Start it with `npm start`, or set REDIS_URL (REDIS_CLUSTER_NODES) to the store's Redis.\n",
     );
     return undefined;
+  }
+}
+
+/**
+ * An operator command's work on the store it talks to (see `chooseOperatorTarget`), as its exit
+ * status: 2 for invalid Redis settings, 1 when there is no store or it does not answer, 1 when the
+ * work throws (its message on stderr), else what the work returns. The connection is closed after.
+ */
+export async function withOperatorStore(
+  program: string,
+  env: NodeJS.ProcessEnv,
+  defaultDataDir: string,
+  work: (redis: RedisClient) => Promise<number>,
+): Promise<number> {
+  let target: OperatorTarget | undefined;
+  try {
+    target = chooseOperatorTarget(program, env, defaultDataDir);
+  } catch (error) {
+    if (!(error instanceof StoreConfigError)) throw error;
+    process.stderr.write(`error: ${error.message}\n`);
+    return 2;
+  }
+  const redis = target && (await connectOperator(program, target));
+  if (!redis) return 1;
+  try {
+    return await work(redis);
+  } catch (error) {
+    process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 1;
+  } finally {
+    await disconnect(redis);
   }
 }

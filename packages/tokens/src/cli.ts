@@ -4,13 +4,7 @@ import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type ParseArgsConfig, parseArgs } from "node:util";
 import { NewToken, type TokenRecord, TokenScope } from "@plant-store/contracts";
-import {
-  chooseOperatorTarget,
-  connectOperator,
-  disconnect,
-  type OperatorTarget,
-  StoreConfigError,
-} from "@plant-store/store";
+import { withOperatorStore } from "@plant-store/store";
 import { createTokenStore, type TokenStore } from "./store.js";
 
 const USAGE = `Usage: npm run tokens -- <command> [options]
@@ -226,19 +220,6 @@ async function execute(store: TokenStore, command: Exclude<Command, { kind: "hel
   }
 }
 
-async function run(command: Exclude<Command, { kind: "help" }>, target: OperatorTarget): Promise<number> {
-  const redis = await connectOperator("tokens", target);
-  if (!redis) return 1;
-  try {
-    return await execute(createTokenStore(redis), command);
-  } catch (error) {
-    process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
-    return 1;
-  } finally {
-    await disconnect(redis);
-  }
-}
-
 async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
   let command: Command;
   try {
@@ -252,15 +233,9 @@ async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<nu
     process.stdout.write(USAGE);
     return 0;
   }
-  let target: OperatorTarget | undefined;
-  try {
-    target = chooseOperatorTarget("tokens", env, resolve(repoRoot, "data"));
-  } catch (error) {
-    if (!(error instanceof StoreConfigError)) throw error;
-    process.stderr.write(`error: ${error.message}\n`);
-    return 2;
-  }
-  return target === undefined ? 1 : run(command, target);
+  return withOperatorStore("tokens", env, resolve(repoRoot, "data"), (redis) =>
+    execute(createTokenStore(redis), command),
+  );
 }
 
 process.exitCode = await main(process.argv.slice(2), process.env);
