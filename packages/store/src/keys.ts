@@ -132,11 +132,11 @@ export const storeKeys = {
   /**
    * Webhook subscriptions share one hash tag: a subscription's hash (url, events, secrets…), the
    * ids in creation order (sorted set, ms), its latest deliveries (sorted set, ms → delivery id), and
-   * a count of changes to any subscription (so the worker re-reads them only when it moved).
+   * a version that every change to any subscription replaces (so the worker re-reads them only then).
    */
   webhook: (id: string) => `webhooks:{webhooks}:${id}`,
   webhookIds: "webhooks:{webhooks}:ids",
-  webhookChanges: "webhooks:{webhooks}:changes",
+  webhooksVersion: "webhooks:{webhooks}:version",
   webhookDeliveries: (id: string) => `webhooks:{webhooks}:deliveries:${id}`,
   /** A rate-limit window counter, e.g. `token:<id>` or `auth-failures:<address>`; one key, one slot each. */
   rateLimit: (name: string) => `ratelimit:${name}`,

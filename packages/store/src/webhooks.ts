@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import type { Result } from "ioredis";
 import type { RedisClient } from "./connection.js";
 import { storeKeys } from "./keys.js";
@@ -6,23 +7,31 @@ import { defineScripts } from "./scripts.js";
 
 declare module "ioredis" {
   interface RedisCommander<Context> {
-    /** The most subscriptions kept, the new one's id and creation time (ms), then field, value pairs. */
+    /** The most subscriptions kept, the new one's id and creation time (ms), a new version, then field, value pairs. */
     webhookCreate(
       subscriptionKey: string,
       idsKey: string,
-      changesKey: string,
+      versionKey: string,
       max: number,
       id: string,
       createdMs: number,
+      version: string,
       ...pairs: string[]
     ): Result<0 | 1, Context>;
-    /** The guard field ('' for none) and its expected value, the count of fields to remove, those, then field, value pairs. */
-    webhookUpdate(subscriptionKey: string, changesKey: string, ...args: string[]): Result<0 | 1 | string[], Context>;
+    /** The guard field ('' for none) and its expected value, a new version, the count of fields to remove, those, then field, value pairs. */
+    webhookUpdate(subscriptionKey: string, versionKey: string, ...args: string[]): Result<0 | 1 | string[], Context>;
   }
 }
 
 /** A subscription's hash as stored: every field text (`@plant-store/webhooks` gives them meaning). */
 export type WebhookFields = Record<string, string>;
+
+/**
+ * What every change to a subscription writes to `webhooks:{webhooks}:version`: random, not a
+ * count, so a store emptied or restored under a running worker cannot bring back the version the
+ * worker's cached list was read at.
+ */
+const newVersion = () => randomBytes(8).toString("hex");
 
 /**
  * The webhook subscriptions in Redis, all under the `{webhooks}` hash tag (one slot: a create or a
@@ -40,10 +49,11 @@ export function webhookRecords(client: RedisClient) {
         (await client.webhookCreate(
           storeKeys.webhook(id),
           storeKeys.webhookIds,
-          storeKeys.webhookChanges,
+          storeKeys.webhooksVersion,
           max,
           id,
           createdMs,
+          newVersion(),
           ...pairs,
         )) === 1
       );
@@ -61,10 +71,10 @@ export function webhookRecords(client: RedisClient) {
     },
 
     /**
-     * How often any subscription was created, changed or deleted (null before the first): unchanged,
+     * The version of the subscriptions, replaced by every change (null before the first): unchanged,
      * so is `list()`. Read it before the list, so a change in between is seen by the next read.
      */
-    changes: (): Promise<string | null> => client.get(storeKeys.webhookChanges),
+    version: (): Promise<string | null> => client.get(storeKeys.webhooksVersion),
 
     /** Every subscription, oldest first. */
     async list(): Promise<{ id: string; fields: WebhookFields }[]> {
@@ -96,8 +106,9 @@ export function webhookRecords(client: RedisClient) {
       const pairs = Object.entries(change.set ?? {}).flat();
       const reply = await client.webhookUpdate(
         storeKeys.webhook(id),
-        storeKeys.webhookChanges,
+        storeKeys.webhooksVersion,
         ...guard,
+        newVersion(),
         String(remove.length),
         ...remove,
         ...pairs,
@@ -113,7 +124,7 @@ export function webhookRecords(client: RedisClient) {
         .del(storeKeys.webhook(id))
         .zrem(storeKeys.webhookIds, id)
         .del(storeKeys.webhookDeliveries(id))
-        .incr(storeKeys.webhookChanges)
+        .set(storeKeys.webhooksVersion, newVersion())
         .exec();
       return replies?.[0]?.[1] === 1;
     },

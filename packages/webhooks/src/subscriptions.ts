@@ -68,7 +68,7 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
   const sealer = secretSealer(options.secretKey);
   const now = options.now ?? (() => new Date());
   const max = options.maxSubscriptions ?? DEFAULT_MAX_SUBSCRIPTIONS;
-  let activeCache: { changes: string | null; active: Webhook[] } | undefined;
+  let activeCache: { version: string | null; active: Webhook[] } | undefined;
 
   return {
     /** A new subscription; a DestinationError for a URL the policy refuses, a SubscriptionLimitError when full. */
@@ -178,12 +178,12 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
      * subscription changed since the last call (one GET otherwise): the worker asks for every batch.
      */
     async active(): Promise<Webhook[]> {
-      const changes = await records.changes();
-      if (activeCache?.changes !== changes) {
+      const version = await records.version();
+      if (activeCache?.version !== version) {
         const active = (await records.list())
           .map(({ id, fields }) => webhookOf(id, fields))
           .filter((webhook) => !webhook.disabledAt);
-        activeCache = { changes, active };
+        activeCache = { version, active };
       }
       return activeCache.active;
     },
