@@ -1,4 +1,5 @@
 export * from "./events.js";
+export { INVALID_CURSOR } from "./paging.js";
 export * from "./plant.js";
 export * from "./queues.js";
 export * from "./tokens.js";

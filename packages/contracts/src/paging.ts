@@ -23,3 +23,13 @@ export function pageLimit(items: string, max: number, defaultLimit: number) {
       override: replaceWith({ type: "integer", format: "int32", minimum: 1, maximum: max, default: defaultLimit }),
     });
 }
+
+/** What a cursor that did not come from a `Link` header gets: one that does not parse, or names no position. */
+export const INVALID_CURSOR = "cursor is not valid: follow the Link header's next URL";
+
+/** A listing's `cursor`: the opaque position its `Link: rel="next"` URL carries, of the given shape. */
+export const pageCursor = (shape: RegExp) =>
+  z
+    .string({ error: INVALID_CURSOR })
+    .regex(shape, INVALID_CURSOR)
+    .meta({ description: "Where the page starts: taken from the `Link` header of the previous page" });

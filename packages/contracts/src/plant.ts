@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { pageLimit } from "./paging.js";
+import { pageCursor, pageLimit } from "./paging.js";
 import { openObject, replaceWith } from "./schema-meta.js";
 
 /** Limits the specification leaves open ("not shown"); served as minLength/maxLength in the document. */
@@ -143,10 +143,7 @@ export const PlantIdParam = z
 const plantsPageLimit = pageLimit("plants", limits.listMaxLimit, limits.listDefaultLimit);
 
 /** Opaque position in a listing; the `Link: rel="next"` URL carries it. */
-export const PageCursor = z
-  .string({ error: "cursor is not valid: follow the Link header's next URL" })
-  .regex(/^[A-Za-z0-9_-]{22}$/, "cursor is not valid: follow the Link header's next URL")
-  .meta({ description: "Where the page starts: taken from the `Link` header of the previous page" });
+export const PageCursor = pageCursor(/^[A-Za-z0-9_-]{22}$/);
 
 /** Query of GET /plants (strings on REST; numbers allowed from tRPC). */
 export const ListPlantsQuery = z.object({

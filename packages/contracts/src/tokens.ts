@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { pageLimit } from "./paging.js";
+import { pageCursor, pageLimit } from "./paging.js";
 import { replaceWith } from "./schema-meta.js";
 
 /** What a token may do. Configured API_TOKENS have all of them (the bootstrap path). */
@@ -76,10 +76,7 @@ export const tokenLimits = { listDefaultLimit: 100, listMaxLimit: 1000 } as cons
 /** Query of GET /admin/tokens: a page of the records, oldest first. */
 export const ListTokensQuery = z.object({
   limit: pageLimit("tokens", tokenLimits.listMaxLimit, tokenLimits.listDefaultLimit).optional(),
-  cursor: z
-    .string({ error: "cursor is not valid: follow the Link header's next URL" })
-    .regex(/^tok_[0-9a-f]{12}$/, "cursor is not valid: follow the Link header's next URL")
-    .meta({ description: "Where the page starts: taken from the `Link` header of the previous page" })
-    .optional(),
+  // The id of the previous page's last token.
+  cursor: pageCursor(/^tok_[0-9a-f]{12}$/).optional(),
 });
 export type ListTokensQuery = z.output<typeof ListTokensQuery>;

@@ -15,6 +15,7 @@ import { etagOf, ifMatchCondition, noneMatchHolds } from "../http/conditional.js
 import { type PlantChange, storedPlant, toPlantResponse } from "../plants/store.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
 import { errors } from "./errors.js";
+import { nextPageLink, pageHeaders } from "./paging.js";
 
 const common = { tags: ["plants"], protect: true };
 const notFound = { 404: "There is no plant with this id" } as const;
@@ -73,20 +74,6 @@ async function changePlant(ctx: PlantsContext, id: bigint, change: PlantChange) 
   if (result.outcome === "mismatch") throw staleVersion(id);
   return storedPlant(result.plant);
 }
-
-const nextPageUrl = (query: { limit?: number; tag?: string }, cursor: string) => {
-  const params = new URLSearchParams();
-  if (query.limit !== undefined) params.set("limit", String(query.limit));
-  if (query.tag !== undefined) params.set("tag", query.tag);
-  params.set("cursor", cursor);
-  return `/plants?${params}`;
-};
-
-const PageHeaders = z.object({
-  Link: z.string().optional().meta({
-    description: 'RFC 8288 link to the next page, `</plants?...&cursor=...>; rel="next"`; absent on the last page',
-  }),
-});
 
 /** The plants: create, read, list and delete, over REST and tRPC. */
 export const plantsRouter = router({
@@ -244,7 +231,7 @@ export const plantsRouter = router({
           "after its create answered 200). A plant listed when a walk starts and not deleted during it " +
           "appears exactly once in the walk, whatever is created or deleted meanwhile.",
         successDescription: "A page of plants",
-        responseHeaders: PageHeaders,
+        responseHeaders: pageHeaders("/plants"),
         errorResponses: {
           ...errors,
           400: "A query parameter is not valid: limit (1–100), tag (1–100 characters) or cursor (the message says which)",
@@ -255,7 +242,8 @@ export const plantsRouter = router({
     .output(z.array(StoredPlant))
     .query(async ({ input, ctx }) => {
       const page = await ctx.store.list({ ...input, limit: input.limit ?? limits.listDefaultLimit });
-      if (page.nextCursor) ctx.responseHeaders.link = `<${nextPageUrl(input, page.nextCursor)}>; rel="next"`;
+      if (page.nextCursor)
+        ctx.responseHeaders.link = nextPageLink("/plants", { limit: input.limit, tag: input.tag }, page.nextCursor);
       return page.plants;
     }),
 

@@ -1,9 +1,17 @@
-import { CreatedToken, ListTokensQuery, NewToken, TokenRecord, tokenLimits } from "@plant-store/contracts";
+import {
+  CreatedToken,
+  INVALID_CURSOR,
+  ListTokensQuery,
+  NewToken,
+  TokenRecord,
+  tokenLimits,
+} from "@plant-store/contracts";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { reach } from "../outage.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
 import { errors } from "./errors.js";
+import { nextPageLink, pageHeaders } from "./paging.js";
 
 /** Token administration (admin scope): issue, list and revoke bearer tokens. */
 export const tokensRouter = router({
@@ -47,12 +55,7 @@ export const tokensRouter = router({
         tags: ["admin"],
         protect: true,
         successDescription: "A page of token records",
-        responseHeaders: z.object({
-          Link: z.string().optional().meta({
-            description:
-              'RFC 8288 link to the next page, `</admin/tokens?...&cursor=...>; rel="next"`; absent on the last page',
-          }),
-        }),
+        responseHeaders: pageHeaders("/admin/tokens"),
         errorResponses: {
           ...errors,
           400: `A query parameter is not valid: limit (1–${tokenLimits.listMaxLimit}) or cursor (the message says which)`,
@@ -63,12 +66,8 @@ export const tokensRouter = router({
     .output(z.array(TokenRecord))
     .query(async ({ input, ctx }) => {
       const page = await tokenPage(ctx, input);
-      if (page.nextCursor) {
-        const params = new URLSearchParams();
-        if (input.limit !== undefined) params.set("limit", String(input.limit));
-        params.set("cursor", page.nextCursor);
-        ctx.responseHeaders.link = `</admin/tokens?${params}>; rel="next"`;
-      }
+      if (page.nextCursor)
+        ctx.responseHeaders.link = nextPageLink("/admin/tokens", { limit: input.limit }, page.nextCursor);
       return page.tokens;
     }),
 
@@ -117,7 +116,6 @@ async function tokenPage(ctx: Context, input: ListTokensQuery) {
   const page = await reach(() =>
     tokenStore(ctx).page({ limit: input.limit ?? tokenLimits.listDefaultLimit, cursor: input.cursor }),
   );
-  if (!page)
-    throw new TRPCError({ code: "BAD_REQUEST", message: "cursor is not valid: follow the Link header's next URL" });
+  if (!page) throw new TRPCError({ code: "BAD_REQUEST", message: INVALID_CURSOR });
   return page;
 }
