@@ -3,7 +3,7 @@
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { type PlantEventType, PlantIdParam } from "@plant-store/contracts";
+import { PLANT_EVENT_TYPES, type PlantEventType, PlantIdParam } from "@plant-store/contracts";
 import { type AuditEntry, openLayout, partitionOf, readAuditLog, withOperatorStore } from "@plant-store/store";
 
 const USAGE = `Usage: npm run audit-log [-- [options]]
@@ -58,8 +58,6 @@ const OPTIONS = {
   help: { type: "boolean", short: "h" },
 } as const;
 
-const TYPES: readonly PlantEventType[] = ["plant.created", "plant.updated", "plant.deleted"];
-
 function parseOrUsage(argv: string[]) {
   try {
     return parseArgs({ args: argv, options: OPTIONS, allowPositionals: false });
@@ -77,8 +75,8 @@ function parseOptions(argv: string[], now: number) {
     if (!id.success) throw new UsageError(`--plant must be a plant id (an int64), not "${values.plant}"`);
     plant = String(id.data);
   }
-  if (values.type !== undefined && !TYPES.includes(values.type as PlantEventType)) {
-    throw new UsageError(`--type must be one of ${TYPES.join(", ")}, not "${values.type}"`);
+  if (values.type !== undefined && !PLANT_EVENT_TYPES.includes(values.type as PlantEventType)) {
+    throw new UsageError(`--type must be one of ${PLANT_EVENT_TYPES.join(", ")}, not "${values.type}"`);
   }
   const limit = values.limit === undefined ? undefined : Number(values.limit);
   if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) {

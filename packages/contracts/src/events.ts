@@ -63,6 +63,8 @@ export type PlantEvent = z.output<typeof PlantEvent>;
 export const PlantEventBatch = z.object({ events: z.array(PlantEvent).min(1) });
 export type PlantEventBatch = z.output<typeof PlantEventBatch>;
 export type PlantEventType = PlantEvent["type"];
+/** Every event type the outbox carries, from the union above. */
+export const PLANT_EVENT_TYPES: readonly PlantEventType[] = PlantEvent.options.map((event) => event.shape.type.value);
 
 /** Reads an outbox entry (its event id plus XREAD's flat field list) back into an event. */
 export function parseOutboxEntry(eventId: string, fields: string[]): PlantEvent {
