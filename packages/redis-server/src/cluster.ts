@@ -55,6 +55,14 @@ export interface RedisClusterNode {
   readonly running: boolean;
 }
 
+/** A slot on its way from one master to another (`RedisCluster.moveSlot`). */
+export interface SlotMove {
+  /** Moves these keys of the slot to the target now (keys already there or absent are skipped). */
+  migrate(keys: readonly string[]): Promise<void>;
+  /** Moves the slot's remaining keys and hands the slot to the target; resolves once every node agrees. */
+  finish(): Promise<void>;
+}
+
 export interface RedisCluster {
   /** Every node as of the last `refreshTopology()` (run by start, `waitForFailover`, `restartNode`). */
   readonly nodes: readonly RedisClusterNode[];
@@ -79,6 +87,27 @@ export interface RedisCluster {
   waitForFailover(oldMasterPort: number, timeoutMs?: number): Promise<RedisClusterNode>;
   /** Starts a killed node again on its port and folder; resolves once it has rejoined and synced. */
   restartNode(port: number): Promise<RedisClusterNode>;
+  /**
+   * Grows the cluster by one shard, as an operator does: starts a master and its replicas (as many
+   * as each shard was started with) and joins them (`redis-cli --cluster add-node`, the replicas
+   * with `--cluster-slave`). The master has no slots until `rebalance`. Resolves with the master
+   * once every node knows them and the replicas are in sync.
+   */
+  addShard(): Promise<RedisClusterNode>;
+  /**
+   * Moves slots between masters until each serves its share, as an operator does when a cluster
+   * grows (`redis-cli --cluster rebalance --cluster-use-empty-masters`): live, each slot's keys
+   * migrating while clients go on using them. Resolves once the cluster is healthy again, with
+   * the number of slots moved.
+   */
+  rebalance(): Promise<number>;
+  /**
+   * Starts moving one slot to the master on `toPort` by the resharding protocol redis-cli follows
+   * (CLUSTER SETSLOT … IMPORTING on the target, MIGRATING on the source), for tests that need a
+   * slot caught half-way: until `finish`, its keys are on either side. `migrate(keys)` moves some
+   * of them (MIGRATE); `finish()` moves the rest and gives the slot to the target on every master.
+   */
+  moveSlot(slot: number, toPort: number): Promise<SlotMove>;
   /**
    * Waits until every running node reports cluster_state:ok and all 16384 slots, every replica's
    * link to its master is up, and all running nodes agree on who serves which slot.
@@ -266,7 +295,7 @@ function launchNode(binary: string, conf: string, pidfile: string, log: string[]
   });
 }
 
-function runCli(cli: string, args: string[], password: string | undefined): Promise<string> {
+function runCli(cli: string, args: string[], password: string | undefined, timeoutMs = 60_000): Promise<string> {
   const env = { ...process.env };
   // The password through the environment, not the command line (`ps`); no "-a is insecure" warning.
   if (password !== undefined) env.REDISCLI_AUTH = password;
@@ -280,7 +309,7 @@ function runCli(cli: string, args: string[], password: string | undefined): Prom
     output += chunk.toString();
   });
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
     child.once("error", reject);
     child.once("exit", (code, signal) => {
       clearTimeout(timer);
@@ -655,6 +684,86 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       const node = nodes.find((candidate) => candidate.port === port);
       if (!node) throw new Error(`${port} is missing from CLUSTER NODES after its restart`);
       return node;
+    },
+    async addShard() {
+      const seed = states.find((state) => isRunning(state.child));
+      if (!seed) throw new Error("no running node to join the new shard to");
+      const added = await Promise.all(Array.from({ length: 1 + replicasPerMaster }, startNode));
+      const [master, ...replicas] = added as [NodeState, ...NodeState[]];
+      // A node counts as the cluster's (health checks, `stop`) from its join on.
+      const join = (state: NodeState, ...extra: string[]) => {
+        states.push(state);
+        byPort.set(state.port, state);
+        return runCli(
+          cli,
+          ["--cluster", "add-node", `127.0.0.1:${state.port}`, `127.0.0.1:${seed.port}`, ...extra],
+          password,
+        );
+      };
+      try {
+        await join(master);
+      } catch (error) {
+        for (const replica of replicas) replica.child.kill("SIGKILL");
+        throw error;
+      }
+      // Gossip spreads a new node: until every node knows it, a replica cannot be attached to it and
+      // a slot moved to it is refused by the nodes that do not ("I don't know about node …").
+      await waitUntilHealthy();
+      const masterId = String(await call(master.port, "CLUSTER", "MYID"));
+      for (const replica of replicas) await join(replica, "--cluster-slave", "--cluster-master-id", masterId);
+      await waitUntilHealthy();
+      await refreshTopology();
+      const node = nodes.find((candidate) => candidate.port === master.port);
+      if (!node) throw new Error(`${master.port} is missing from CLUSTER NODES after add-node`);
+      return node;
+    },
+    async rebalance() {
+      const seed = states.find((state) => isRunning(state.child));
+      if (!seed) throw new Error("no running node to rebalance from");
+      const output = await runCli(
+        cli,
+        ["--cluster", "rebalance", `127.0.0.1:${seed.port}`, "--cluster-use-empty-masters"],
+        password,
+        600_000, // a slot's keys migrate in batches of 10: a large store takes minutes
+      );
+      await waitUntilHealthy();
+      await refreshTopology();
+      // "Moving 1365 slots from 127.0.0.1:7000 to 127.0.0.1:7003", once per move.
+      return [...output.matchAll(/Moving (\d+) slots from/g)].reduce((sum, match) => sum + Number(match[1]), 0);
+    },
+    async moveSlot(slot, toPort) {
+      const source = masterForSlot(slot);
+      const target = nodes.find((node) => node.port === toPort && node.role === "master");
+      if (!target) throw new Error(`no master listens on port ${toPort}`);
+      if (target.port === source.port) throw new Error(`slot ${slot} is on ${toPort} already`);
+      await call(target.port, "CLUSTER", "SETSLOT", slot, "IMPORTING", source.id);
+      await call(source.port, "CLUSTER", "SETSLOT", slot, "MIGRATING", target.id);
+      const auth = password === undefined ? [] : ["AUTH", password];
+      const migrate = async (keys: readonly string[]) => {
+        if (keys.length === 0) return;
+        // NOKEY (none of them left on the source) is a success.
+        await call(source.port, "MIGRATE", target.host, target.port, "", 0, 5000, ...auth, "KEYS", ...keys);
+      };
+      return {
+        migrate,
+        async finish() {
+          for (;;) {
+            const keys = (await call(source.port, "CLUSTER", "GETKEYSINSLOT", slot, 100)) as string[];
+            if (keys.length === 0) break;
+            await migrate(keys);
+          }
+          // The target first: once the source lets go, the slot must already be the target's.
+          await call(target.port, "CLUSTER", "SETSLOT", slot, "NODE", target.id);
+          await call(source.port, "CLUSTER", "SETSLOT", slot, "NODE", target.id);
+          for (const master of nodes.filter((node) => node.role === "master" && node.running)) {
+            if (master.port !== source.port && master.port !== target.port) {
+              await call(master.port, "CLUSTER", "SETSLOT", slot, "NODE", target.id);
+            }
+          }
+          await waitUntilHealthy();
+          await refreshTopology();
+        },
+      };
     },
     waitUntilHealthy: (timeoutMs) => waitUntilHealthy(timeoutMs),
     stop,

@@ -11,6 +11,7 @@ export {
   type RedisClusterNode,
   type RedisClusterOptions,
   type RespReply,
+  type SlotMove,
   startRedisCluster,
 } from "./cluster.js";
 export { parseReply } from "./resp.js";

@@ -224,10 +224,41 @@ describe("a 3 masters + 3 replicas cluster", () => {
     expect(cluster.nodes.filter((node) => node.role === "master")).toHaveLength(3);
   });
 
+  it("grows by a shard: the new master and its replica join, and a rebalance moves a quarter of the slots with their keys", async () => {
+    const keys = Array.from({ length: 400 }, (_, i) => `grow:${i}`);
+    for (const key of keys) expect(await cluster.call(cluster.masterForKey(key).port, "SET", key, key)).toBe("OK");
+
+    const added = await cluster.addShard();
+    expect(added.role).toBe("master");
+    expect(added.slots).toEqual([]);
+    const replica = cluster.nodes.find((node) => node.masterPort === added.port);
+    expect(replica?.role).toBe("replica");
+    expect(cluster.nodes).toHaveLength(8);
+
+    const moved = await cluster.rebalance();
+    const served = (node: { slots: readonly (readonly [number, number])[] }) =>
+      node.slots.reduce((sum, [from, to]) => sum + to - from + 1, 0);
+    const now = cluster.nodes.find((node) => node.port === added.port);
+    expect(now?.role).toBe("master");
+    expect(moved).toBe(served(now ?? added));
+    // Even shares of 16384 over 4 masters, within rebalance's 2 % threshold.
+    for (const master of cluster.nodes.filter((node) => node.role === "master")) {
+      expect(Math.abs(served(master) - 4096)).toBeLessThan(100);
+    }
+    // Every key stayed, and the ones whose slots moved are on the new master (and its replica).
+    const onNew = keys.filter((key) => cluster.masterForKey(key).port === added.port);
+    expect(onNew.length).toBeGreaterThan(50);
+    for (const key of keys) expect(await cluster.call(cluster.masterForKey(key).port, "GET", key)).toBe(key);
+    expect(await cluster.call(added.port, "WAIT", 1, 5000)).toBe(1);
+    const size = Number(await cluster.call(added.port, "DBSIZE"));
+    expect(size).toBeGreaterThanOrEqual(onNew.length); // earlier tests' keys may have moved too
+    expect(await cluster.call(replica?.port ?? 0, "DBSIZE")).toBe(size);
+  });
+
   it("stop() ends every process of the cluster and removes its folder", async () => {
     const pids = cluster.nodes.map((node) => node.process.pid ?? 0);
     const ports = cluster.nodes.map((node) => node.port);
-    expect(clusterProcesses(cluster.dir, ports)).toHaveLength(7); // 6 nodes + the watchdog
+    expect(clusterProcesses(cluster.dir, ports)).toHaveLength(9); // 8 nodes + the watchdog
     await cluster.stop();
     expect(existsSync(cluster.dir)).toBe(false);
     expect(pids.filter(alive)).toEqual([]);
