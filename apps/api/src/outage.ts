@@ -1,4 +1,4 @@
-import { isCluster, nodeOfKey, type RedisClient } from "@plant-store/store";
+import { isCluster, isSlotMoving, nodeOfKey, type RedisClient } from "@plant-store/store";
 import type { FastifyBaseLogger, FastifyRequest } from "fastify";
 import { ReplyError } from "ioredis";
 
@@ -186,9 +186,12 @@ export function shardBreaker(client: RedisClient, options: { probeMs?: number; d
       const node = nodeOfKey(client, key);
       return node !== "?" && !down.has(node);
     },
-    /** A request for `key` found its node unavailable. */
-    failed(key: string) {
-      if (cluster) markDown(nodeOfKey(client, key), key);
+    /**
+     * A request for `key` found its node unavailable: the node is down, unless it refused the
+     * command because the key's slot is being moved (a resharding), which only an up node does.
+     */
+    failed(key: string, error: StoreUnavailableError) {
+      if (cluster && !isSlotMoving(error.cause)) markDown(nodeOfKey(client, key), key);
     },
     /**
      * Runs `call` (commands on `keys`), failing it with ShardDownError as soon as one of their nodes
@@ -235,7 +238,7 @@ export async function reachShard<T>(
   try {
     return await breaker.run([key], () => reach(call, deadlineMs));
   } catch (error) {
-    if (error instanceof StoreUnavailableError) breaker.failed(key);
+    if (error instanceof StoreUnavailableError) breaker.failed(key, error);
     throw error;
   }
 }

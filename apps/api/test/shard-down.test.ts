@@ -3,10 +3,12 @@
 // no client is refused because its rate-limit counter happened to live on the lost shard.
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { freePort, type RedisCluster, startRedisCluster } from "@plant-store/redis-server";
-import { partitionKeys, partitionOf } from "@plant-store/store";
+import { freePort, keySlot, type RedisCluster, startRedisCluster } from "@plant-store/redis-server";
+import { connect, parseStoreConfig, partitionKeys, partitionOf } from "@plant-store/store";
+import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadApiConfig } from "../src/config.js";
+import { reachShard, StoreUnavailableError, shardBreaker } from "../src/outage.js";
 import { startApi } from "../src/server.js";
 import { call, eventually, expectError, TOKEN } from "./stack.js";
 
@@ -77,6 +79,48 @@ describe("one shard down (no replica to take over)", { timeout: 60_000 }, () => 
     await eventually(async () => (await call(api.url, { method: "GET", path: `/plants/${down[0]}` })).status === 200);
     for (const id of down) {
       expect((await call(api.url, { method: "GET", path: `/plants/${id}` })).json).toEqual({ id, name: `p${id}` });
+    }
+  });
+});
+
+describe("a resharding (slots moving between masters)", { timeout: 30_000 }, () => {
+  it("is not taken for a shard down: a node that answers MOVED or TRYAGAIN is up", async () => {
+    const client = connect(parseStoreConfig({ REDIS_CLUSTER_NODES: cluster.seeds }).redis, {
+      name: "breaker-test",
+      maxRetriesPerRequest: 1,
+    });
+    // One that gives up on the first TRYAGAIN, as any client does once its redirections are spent.
+    const impatient = new Cluster(cluster.seeds.split(","), { maxRedirections: 1, retryDelayOnTryAgain: 10 });
+    for (const connection of [client, impatient]) connection.on("error", () => {});
+    try {
+      await Promise.all([client.ping(), impatient.ping()]); // both know the slots
+      const breaker = shardBreaker(client, { probeMs: 60_000 });
+      const [a, b] = ["{moving}:a", "{moving}:b"];
+      await client.mset(a, "1", b, "2");
+      const source = cluster.masterForKey(a);
+      const target = cluster.nodes.find((node) => node.role === "master" && node.port !== source.port);
+      const wrong = new Redis(target?.port ?? 0, "127.0.0.1", { lazyConnect: true });
+      // MOVED, from a node that does not serve the key, through the api's path for a request:
+      const moved = await reachShard(breaker, a, () => wrong.get(a), 2000).catch((error: unknown) => error);
+      expect(moved).toBeInstanceOf(StoreUnavailableError);
+      expect(String((moved as StoreUnavailableError).cause)).toMatch(/^ReplyError: MOVED/);
+      expect(breaker.admit(a)).toBe(true);
+      // TRYAGAIN, half-way through moving the slot: one key on each side.
+      const move = await cluster.moveSlot(keySlot(a), target?.port ?? 0);
+      await move.migrate([a]);
+      const split = await reachShard(breaker, b, () => impatient.mget(a, b), 2000).catch((error: unknown) => error);
+      expect(split).toBeInstanceOf(StoreUnavailableError);
+      expect(String((split as StoreUnavailableError).cause)).toMatch(/Too many Cluster redirections.*TRYAGAIN/);
+      expect(breaker.admit(b)).toBe(true);
+      await move.finish();
+      expect(await client.mget(a, b)).toEqual(["1", "2"]);
+      wrong.disconnect();
+      // A node whose connection fails is taken for down (what the breaker is for).
+      breaker.failed(a, new StoreUnavailableError(new Error("Connection is closed.")));
+      expect(breaker.admit(a)).toBe(false);
+    } finally {
+      impatient.disconnect();
+      client.disconnect();
     }
   });
 });

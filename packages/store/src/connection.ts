@@ -108,6 +108,18 @@ export interface KeyedCall {
 
 type Invocable = Record<string, (...args: (string | number)[]) => unknown>;
 
+/**
+ * Whether a command was refused, without running, because its slot is being moved to another node
+ * or has moved (a resharding): MOVED once the slot is elsewhere, ASK while its keys are on both
+ * sides, TRYAGAIN while a multi-key command finds only some of them; also when ioredis gave up
+ * following such replies. The node answered: it is up.
+ */
+export const isSlotMoving = (error: unknown): boolean =>
+  error instanceof Error &&
+  /^(MOVED|ASK|TRYAGAIN)\b|^Too many Cluster redirections\. Last error: ReplyError: (MOVED|ASK|TRYAGAIN)\b/.test(
+    error.message,
+  );
+
 /** Errors that say the cluster's slots moved under the client: the command is right, its node was not. */
 const isTopologyError = (error: unknown) =>
   error instanceof Error && /^(MOVED|ASK|TRYAGAIN|CLUSTERDOWN)\b|slots allocation group|same slot/.test(error.message);

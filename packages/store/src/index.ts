@@ -31,6 +31,7 @@ export {
   connect,
   disconnect,
   isCluster,
+  isSlotMoving,
   type KeyedCall,
   nodeOfKey,
   type RedisClient,

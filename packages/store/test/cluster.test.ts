@@ -1,7 +1,7 @@
 // The partitioned layout on a real Redis Cluster (3 masters, 3 replicas): every script runs in one slot, pages
 // read across the shards, commits wait for a replica, and an acknowledged plant survives the kill -9
 // of its master.
-import { type RedisCluster, startRedisCluster } from "@plant-store/redis-server";
+import { keySlot, type RedisCluster, startRedisCluster } from "@plant-store/redis-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   appendAudit,
@@ -157,6 +157,72 @@ describe("the partitioned layout on a Redis Cluster", { timeout: 120_000 }, () =
         ),
       ).toBe(plant.created.toString());
     }
+  });
+
+  it("commits a plant whose slot is moving or has moved (a resharding) on the slot's new master", async () => {
+    const store = plantStore(client, layout, { minReplicasAck: 1, replicaAckTimeoutMs: 2000 });
+    const keysOf = (id: bigint) => partitionKeys(partitionOf(id, 16));
+    const masterOf = (id: bigint) => cluster.masterForKey(keysOf(id).plant(id)).port;
+    /** The first id from `from` whose partition is served by `port` and is none of `not`'s partitions. */
+    const idOn = (port: number, from: bigint, not: bigint[] = []) => {
+      let id = from;
+      const taken = new Set(not.map((other) => partitionOf(other, 16)));
+      while (masterOf(id) !== port || taken.has(partitionOf(id, 16))) id++;
+      return id;
+    };
+    const [source, target] = cluster.nodes.filter((node) => node.role === "master") as [
+      (typeof cluster.nodes)[number],
+      (typeof cluster.nodes)[number],
+    ];
+    // Two partitions of one master, each with a plant already (so its clock and outbox exist), and
+    // a third plant there: its commits share the source's pipeline and WAIT with the moving one's.
+    const moving = idOn(source.port, 8_000_000n);
+    const halfway = idOn(source.port, 8_100_000n, [moving]);
+    const staying = idOn(source.port, 8_200_000n, [moving, halfway]);
+    for (const id of [moving, halfway, staying]) {
+      expect((await store.create({ id, name: "before" }, meta, at)).outcome).toBe("created");
+    }
+    const slotOf = (id: bigint) => keySlot(keysOf(id).plant(id));
+    /** Another id of `id`'s partition. */
+    const sibling = (id: bigint) => {
+      let other = id + 1n;
+      while (partitionOf(other, 16) !== partitionOf(id, 16)) other++;
+      return other;
+    };
+    const [movingToo, stayingToo, halfwayToo] = [sibling(moving), sibling(staying), sibling(halfway)];
+
+    // Moved while the client still routes to the source: the source answers MOVED.
+    const move = await cluster.moveSlot(slotOf(moving), target.port);
+    await move.finish();
+    expect(masterOf(moving)).toBe(target.port);
+    const [movedCreate, stayedCreate] = await Promise.all([
+      store.create({ id: movingToo, name: "after the move" }, meta, at),
+      store.create({ id: stayingToo, name: "beside it" }, meta, at),
+    ]);
+    expect(movedCreate.outcome).toBe("created");
+    expect(stayedCreate.outcome).toBe("created");
+
+    // Half-way: the partition's clock is on the target, its outbox still on the source. Its
+    // scripts are refused (TRYAGAIN) until the move ends, then committed on the target.
+    const partial = await cluster.moveSlot(slotOf(halfway), target.port);
+    await partial.migrate([keysOf(halfway).clock]);
+    const during = store.create({ id: halfwayToo, name: "during the move" }, meta, at);
+    const done = new Promise((resolve) => setTimeout(resolve, 300)).then(() => partial.finish());
+    expect((await during).outcome).toBe("created");
+    await done;
+
+    for (const [id, name] of [
+      [movingToo, "after the move"],
+      [stayingToo, "beside it"],
+      [halfwayToo, "during the move"],
+      [moving, "before"],
+      [halfway, "before"],
+    ] as const) {
+      expect((await store.get(id))?.name, `plant ${id}`).toBe(name);
+      expect(await cluster.call(masterOf(id), "HGET", keysOf(id).plant(id), "name")).toBe(name);
+    }
+    expect(masterOf(halfway)).toBe(target.port);
+    expect(masterOf(staying)).toBe(source.port);
   });
 
   it("keeps every plant acknowledged with a replica's confirmation through the kill -9 of its master", async () => {

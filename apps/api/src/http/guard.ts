@@ -127,7 +127,7 @@ export function createGuard({
       } catch (error) {
         if (!(error instanceof StoreUnavailableError)) throw error;
         // A shard found down while the call waited is marked already; the other key's may be fine.
-        if (!(error instanceof ShardDownError)) for (const key of keys ?? []) counterShards.failed(key);
+        if (!(error instanceof ShardDownError)) for (const key of keys ?? []) counterShards.failed(key, error);
         cause = error.cause instanceof Error ? error.cause.message : String(error.cause);
       }
     }
