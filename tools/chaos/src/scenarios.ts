@@ -549,6 +549,66 @@ scenarios.push(
   },
 );
 
+/** Slots in a list of ranges (both ends included). */
+const slotCount = (ranges: readonly (readonly [number, number])[]) =>
+  ranges.reduce((sum, [from, to]) => sum + to - from + 1, 0);
+
+scenarios.push({
+  name: "scale-out",
+  description:
+    "grow a Redis Cluster under load, as an operator does: add a shard (a master and its replica) and rebalance, moving a quarter of the slots and their keys live",
+  apis: 1,
+  workers: 2,
+  faultAt: 0.2,
+  store: { kind: "cluster", replicasPerMaster: 1 },
+  async fault(stack) {
+    const cluster = stack.cluster;
+    if (!cluster) throw new Error("scale-out needs a cluster stack");
+    const problems: string[] = [];
+    const pids = [stack.api(0).service?.pid, ...stack.workers.map((w) => w.service?.pid)];
+    const { partitions } = stack.view.layout;
+    const partitionSlot = (p: number) => keySlot(partitionKeys(p).outbox);
+    const startAt = Date.now();
+    const shard = await cluster.addShard();
+    const addedAt = Date.now();
+    const moved = await cluster.rebalance();
+    const faultEnd = Date.now();
+    const master = cluster.nodes.find((node) => node.port === shard.port);
+    const slots = master?.slots ?? [];
+    const holds = (slot: number) => slots.some(([from, to]) => slot >= from && slot <= to);
+    const movedPartitions = Array.from({ length: partitions }, (_, p) => p).filter((p) => holds(partitionSlot(p)));
+    const keys = Number(await cluster.call(shard.port, "DBSIZE"));
+    const notes = [
+      `shard :${shard.port} added in ${addedAt - startAt} ms; rebalance moved ${moved} slots to it in ${faultEnd - addedAt} ms (${slotCount(slots)} slots now, ${movedPartitions.length} of ${partitions} partitions, ${keys} keys)`,
+    ];
+    if (master?.role !== "master" || slots.length === 0)
+      problems.push("the new shard serves no slots after the rebalance");
+    if (movedPartitions.length === 0) problems.push("no partition moved to the new shard");
+    return {
+      faultEnd,
+      notes,
+      problems,
+      after(load) {
+        const now = [stack.api(0).service, ...stack.workers.map((w) => w.service)];
+        if (now.some((service, i) => !service?.running() || service.pid !== pids[i])) {
+          problems.push("an api or worker process was replaced or died during the resharding");
+        }
+        const during = between(load.attempts, addedAt, faultEnd);
+        const movedIds = (attempt: Attempt) => movedPartitions.includes(partitionOf(attempt.id, partitions));
+        const onMoved = during.filter(movedIds);
+        notes.push(
+          `sent during the rebalance: ${describeCounts(outcomeCounts(during))}, ${latencies(during)}`,
+          `  for plants of the partitions that moved: ${describeCounts(outcomeCounts(onMoved))}, ${latencies(onMoved)}`,
+        );
+        if (onMoved.length === 0) problems.push("no request reached a partition while it moved");
+        const after = load.attempts.filter((a) => a.startedAt >= faultEnd && a.status === 200 && movedIds(a)).length;
+        if (load.attempts.some((a) => a.startedAt >= faultEnd) && after === 0)
+          problems.push("no create on a moved partition succeeded after the rebalance");
+      },
+    };
+  },
+});
+
 /** The receiver of the webhook scenario's current run. */
 let receiver: FlakyReceiver | undefined;
 
