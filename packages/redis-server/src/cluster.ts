@@ -95,6 +95,13 @@ export interface RedisCluster {
    */
   addShard(): Promise<RedisClusterNode>;
   /**
+   * Shrinks the cluster by one shard, as an operator does: moves every slot of the master on
+   * `masterPort` to the other masters (`redis-cli --cluster rebalance --cluster-weight <id>=0`,
+   * live), then removes it and its replicas (`redis-cli --cluster del-node`) and stops their
+   * processes. Resolves with the number of slots moved, once the cluster is healthy again.
+   */
+  removeShard(masterPort: number): Promise<number>;
+  /**
    * Moves slots between masters until each serves its share, as an operator does when a cluster
    * grows (`redis-cli --cluster rebalance --cluster-use-empty-masters`): live, each slot's keys
    * migrating while clients go on using them. Resolves once the cluster is healthy again, with
@@ -611,6 +618,22 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     return state;
   };
 
+  /** `redis-cli --cluster rebalance` with `options`; resolves with the number of slots moved. */
+  const rebalance = async (options: string[]) => {
+    const seed = states.find((state) => isRunning(state.child));
+    if (!seed) throw new Error("no running node to rebalance from");
+    const output = await runCli(
+      cli,
+      ["--cluster", "rebalance", `127.0.0.1:${seed.port}`, ...options],
+      password,
+      600_000, // a slot's keys migrate in batches of 10: a large store takes minutes
+    );
+    await waitUntilHealthy();
+    await refreshTopology();
+    // "Moving 1365 slots from 127.0.0.1:7000 to 127.0.0.1:7003", once per move.
+    return [...output.matchAll(/Moving (\d+) slots from/g)].reduce((sum, match) => sum + Number(match[1]), 0);
+  };
+
   const masterForSlot = (slot: number) => {
     const master = nodes.find(
       (node) => node.role === "master" && node.slots.some(([start, end]) => start <= slot && slot <= end),
@@ -717,19 +740,30 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       if (!node) throw new Error(`${master.port} is missing from CLUSTER NODES after add-node`);
       return node;
     },
-    async rebalance() {
-      const seed = states.find((state) => isRunning(state.child));
-      if (!seed) throw new Error("no running node to rebalance from");
-      const output = await runCli(
-        cli,
-        ["--cluster", "rebalance", `127.0.0.1:${seed.port}`, "--cluster-use-empty-masters"],
-        password,
-        600_000, // a slot's keys migrate in batches of 10: a large store takes minutes
-      );
+    rebalance: () => rebalance(["--cluster-use-empty-masters"]),
+    async removeShard(masterPort) {
+      const master = nodes.find((node) => node.port === masterPort && node.role === "master");
+      if (!master) throw new Error(`no master listens on port ${masterPort}`);
+      const shard = [master, ...nodes.filter((node) => node.masterPort === masterPort)];
+      const moved = await rebalance(["--cluster-weight", `${master.id}=0`]);
+      // An emptied master may have become a replica of the node that took its last slot, and its
+      // replicas may have followed (replica migration): each is removed from whatever it is now.
+      const seed = states.find((state) => isRunning(state.child) && !shard.some((node) => node.port === state.port));
+      if (!seed) throw new Error("no node would be left");
+      for (const node of [...shard].reverse()) {
+        await runCli(cli, ["--cluster", "del-node", `127.0.0.1:${seed.port}`, node.id], password);
+        const state = stateOf(node.port);
+        if (isRunning(state.child)) {
+          state.child.kill("SIGTERM");
+          await exited(state.child);
+        }
+        states.splice(states.indexOf(state), 1);
+        byPort.delete(node.port);
+        rmSync(state.dir, { recursive: true, force: true });
+      }
       await waitUntilHealthy();
       await refreshTopology();
-      // "Moving 1365 slots from 127.0.0.1:7000 to 127.0.0.1:7003", once per move.
-      return [...output.matchAll(/Moving (\d+) slots from/g)].reduce((sum, match) => sum + Number(match[1]), 0);
+      return moved;
     },
     async moveSlot(slot, toPort) {
       const source = masterForSlot(slot);

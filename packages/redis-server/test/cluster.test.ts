@@ -255,10 +255,33 @@ describe("a 3 masters + 3 replicas cluster", () => {
     expect(await cluster.call(replica?.port ?? 0, "DBSIZE")).toBe(size);
   });
 
+  it("shrinks by a shard: a rebalance moves every slot of a master away with its keys, then it and its replica leave", async () => {
+    const keys = Array.from({ length: 400 }, (_, i) => `shrink:${i}`);
+    for (const key of keys) expect(await cluster.call(cluster.masterForKey(key).port, "SET", key, key)).toBe("OK");
+    const leaving = cluster.nodes.find((node) => node.role === "master") as (typeof cluster.nodes)[number];
+    const shard = [
+      leaving.port,
+      ...cluster.nodes.filter((node) => node.masterPort === leaving.port).map((n) => n.port),
+    ];
+    const served = leaving.slots.reduce((sum, [from, to]) => sum + to - from + 1, 0);
+    const processes = shard.map((port) => cluster.nodes.find((node) => node.port === port)?.process);
+
+    expect(await cluster.removeShard(leaving.port)).toBe(served);
+    expect(cluster.nodes).toHaveLength(6);
+    expect(cluster.nodes.some((node) => shard.includes(node.port))).toBe(false);
+    expect(processes.every((child) => child?.exitCode !== null || child?.signalCode !== null)).toBe(true);
+    const masters = cluster.nodes.filter((node) => node.role === "master");
+    expect(masters).toHaveLength(3);
+    for (const master of masters) expect(cluster.nodes.some((node) => node.masterPort === master.port)).toBe(true);
+    for (const key of [...keys, "grow:0", "grow:399"]) {
+      expect(await cluster.call(cluster.masterForKey(key).port, "GET", key)).toBe(key);
+    }
+  });
+
   it("stop() ends every process of the cluster and removes its folder", async () => {
     const pids = cluster.nodes.map((node) => node.process.pid ?? 0);
     const ports = cluster.nodes.map((node) => node.port);
-    expect(clusterProcesses(cluster.dir, ports)).toHaveLength(9); // 8 nodes + the watchdog
+    expect(clusterProcesses(cluster.dir, ports)).toHaveLength(7); // 6 nodes + the watchdog
     await cluster.stop();
     expect(existsSync(cluster.dir)).toBe(false);
     expect(pids.filter(alive)).toEqual([]);

@@ -202,10 +202,12 @@ describe("the partitioned layout on a Redis Cluster", { timeout: 120_000 }, () =
     expect(movedCreate.outcome).toBe("created");
     expect(stayedCreate.outcome).toBe("created");
 
-    // Half-way: the partition's clock is on the target, its outbox still on the source. Its
-    // scripts are refused (TRYAGAIN) until the move ends, then committed on the target.
+    // Half-way: the partition's clock and one plant are on the target, its outbox still on the
+    // source. Its scripts are refused (TRYAGAIN) until the move ends, then committed on the target;
+    // the plant that moved is read there (ASK) meanwhile.
     const partial = await cluster.moveSlot(slotOf(halfway), target.port);
-    await partial.migrate([keysOf(halfway).clock]);
+    await partial.migrate([keysOf(halfway).clock, keysOf(halfway).plant(halfway)]);
+    expect((await store.get(halfway))?.name).toBe("before");
     const during = store.create({ id: halfwayToo, name: "during the move" }, meta, at);
     const done = new Promise((resolve) => setTimeout(resolve, 300)).then(() => partial.finish());
     expect((await during).outcome).toBe("created");

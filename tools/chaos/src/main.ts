@@ -22,7 +22,7 @@ import { type RunResult, runScenario, scenarioNames, scenarios } from "./scenari
  * The store: one private redis-server; with `--cluster` a private Redis Cluster of 3 masters and
  * 3 replicas; with REDIS_CLUSTER_NODES set, that cluster (which no other api or worker may use
  * meanwhile; only the run's own plants are checked). redis-kill always kills its own
- * redis-server, master-failover, shard-down and scale-out always start their own cluster.
+ * redis-server, master-failover, shard-down, scale-out and scale-in always start their own cluster.
  *
  *   node tools/chaos/dist/main.js [--runs 3] [--scenario api-kill[,redis-kill]] [--duration 8000] [--concurrency 16] [--cluster]
  */
@@ -127,7 +127,7 @@ async function main(): Promise<void> {
     `chaos: ${options.scenarios.join(", ")} × ${options.runs} run(s), ${options.durationMs} ms of load each at concurrency ${options.concurrency}`,
   );
   console.log(
-    `  store: ${options.store.kind === "external" ? describeTarget(parseStoreConfig(options.store.env).redis) : `private ${describeStore(options.store)}`} (redis-kill: its own redis-server; master-failover, shard-down, scale-out: their own cluster)`,
+    `  store: ${options.store.kind === "external" ? describeTarget(parseStoreConfig(options.store.env).redis) : `private ${describeStore(options.store)}`} (redis-kill: its own redis-server; master-failover, shard-down, scale-out, scale-in: their own cluster)`,
   );
   console.log(
     `  redis-server appendonly yes, appendfsync always; api REDIS_COMMAND_TIMEOUT_MS=${REDIS_COMMAND_TIMEOUT_MS}; worker RELAY_CLAIM_IDLE_MS=${RELAY_CLAIM_IDLE_MS} (default 30000) so a dead relay's entries are reclaimed after 2 s, RELAY_LEASE_MS=${RELAY_LEASE_MS} (default 10000)`,
