@@ -102,6 +102,14 @@ export interface RedisCluster {
    */
   removeShard(masterPort: number): Promise<number>;
   /**
+   * Copies every key of a plain (non-cluster) Redis at `from` (`host:port`) into the cluster, each
+   * to the master serving its slot, as an operator moves a store that outgrew one node
+   * (`redis-cli --cluster import --cluster-copy`: MIGRATE with COPY, so the source keeps its keys;
+   * values, expiries and streams' consumer groups travel whole). Rejects unless every key arrived;
+   * resolves with their number.
+   */
+  importFrom(from: string): Promise<number>;
+  /**
    * Moves slots between masters until each serves its share, as an operator does when a cluster
    * grows (`redis-cli --cluster rebalance --cluster-use-empty-masters`): live, each slot's keys
    * migrating while clients go on using them. Resolves once the cluster is healthy again, with
@@ -739,6 +747,22 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       const node = nodes.find((candidate) => candidate.port === master.port);
       if (!node) throw new Error(`${master.port} is missing from CLUSTER NODES after add-node`);
       return node;
+    },
+    async importFrom(from) {
+      const seed = states.find((state) => isRunning(state.child));
+      if (!seed) throw new Error("no running node to import into");
+      const output = await runCli(
+        cli,
+        ["--cluster", "import", `127.0.0.1:${seed.port}`, "--cluster-from", from, "--cluster-copy"],
+        password,
+        600_000,
+      );
+      // "*** Importing 3 keys from DB 0", then "Migrating <key> to <node>: OK" per key (or the error).
+      const plain = output.replace(/\x1b\[[0-9;]*m/g, "");
+      const expected = Number(/Importing (\d+) keys/.exec(plain)?.[1] ?? 0);
+      const copied = plain.split("\n").filter((line) => /^Migrating .*: OK$/.test(line.trim())).length;
+      if (copied !== expected) throw new Error(`imported ${copied} of ${expected} keys:\n${plain}`);
+      return copied;
     },
     rebalance: () => rebalance(["--cluster-use-empty-masters"]),
     async removeShard(masterPort) {
