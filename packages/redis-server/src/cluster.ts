@@ -6,6 +6,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as delay } from "node:timers/promises";
+import { stripVTControlCharacters } from "node:util";
 import { INSTALL_HINT, redisServerBinary } from "./index.js";
 import { type RespReply, respCall, respCommand } from "./resp.js";
 
@@ -758,7 +759,7 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
         600_000,
       );
       // "*** Importing 3 keys from DB 0", then "Migrating <key> to <node>: OK" per key (or the error).
-      const plain = output.replace(/\x1b\[[0-9;]*m/g, "");
+      const plain = stripVTControlCharacters(output);
       const expected = Number(/Importing (\d+) keys/.exec(plain)?.[1] ?? 0);
       const copied = plain.split("\n").filter((line) => /^Migrating .*: OK$/.test(line.trim())).length;
       if (copied !== expected) throw new Error(`imported ${copied} of ${expected} keys:\n${plain}`);
