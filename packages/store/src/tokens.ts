@@ -61,7 +61,6 @@ export function tokenRecords(client: RedisClient) {
 
     get: (id: string) => client.hgetall(storeKeys.token(id)),
 
-    /** Every record, oldest first (records without fields are left out). */
     /**
      * Up to `count` records in creation order after the token `after` (from the first without
      * one), and whether more follow; undefined when `after` is not an issued token's id.
