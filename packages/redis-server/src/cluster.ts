@@ -627,13 +627,18 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     return state;
   };
 
+  /** A running node to point redis-cli at (any will do: it learns the others from it). */
+  const seedNode = (except: readonly number[] = []) => {
+    const seed = states.find((state) => isRunning(state.child) && !except.includes(state.port));
+    if (!seed) throw new Error("no running node of the cluster left");
+    return `127.0.0.1:${seed.port}`;
+  };
+
   /** `redis-cli --cluster rebalance` with `options`; resolves with the number of slots moved. */
   const rebalance = async (options: string[]) => {
-    const seed = states.find((state) => isRunning(state.child));
-    if (!seed) throw new Error("no running node to rebalance from");
     const output = await runCli(
       cli,
-      ["--cluster", "rebalance", `127.0.0.1:${seed.port}`, ...options],
+      ["--cluster", "rebalance", seedNode(), ...options],
       password,
       600_000, // a slot's keys migrate in batches of 10: a large store takes minutes
     );
@@ -718,19 +723,14 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       return node;
     },
     async addShard() {
-      const seed = states.find((state) => isRunning(state.child));
-      if (!seed) throw new Error("no running node to join the new shard to");
+      const seed = seedNode();
       const added = await Promise.all(Array.from({ length: 1 + replicasPerMaster }, startNode));
       const [master, ...replicas] = added as [NodeState, ...NodeState[]];
       // A node counts as the cluster's (health checks, `stop`) from its join on.
       const join = (state: NodeState, ...extra: string[]) => {
         states.push(state);
         byPort.set(state.port, state);
-        return runCli(
-          cli,
-          ["--cluster", "add-node", `127.0.0.1:${state.port}`, `127.0.0.1:${seed.port}`, ...extra],
-          password,
-        );
+        return runCli(cli, ["--cluster", "add-node", `127.0.0.1:${state.port}`, seed, ...extra], password);
       };
       try {
         await join(master);
@@ -750,11 +750,9 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       return node;
     },
     async importFrom(from) {
-      const seed = states.find((state) => isRunning(state.child));
-      if (!seed) throw new Error("no running node to import into");
       const output = await runCli(
         cli,
-        ["--cluster", "import", `127.0.0.1:${seed.port}`, "--cluster-from", from, "--cluster-copy"],
+        ["--cluster", "import", seedNode(), "--cluster-from", from, "--cluster-copy"],
         password,
         600_000,
       );
@@ -773,10 +771,9 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
       const moved = await rebalance(["--cluster-weight", `${master.id}=0`]);
       // An emptied master may have become a replica of the node that took its last slot, and its
       // replicas may have followed (replica migration): each is removed from whatever it is now.
-      const seed = states.find((state) => isRunning(state.child) && !shard.some((node) => node.port === state.port));
-      if (!seed) throw new Error("no node would be left");
+      const seed = seedNode(shard.map((node) => node.port));
       for (const node of [...shard].reverse()) {
-        await runCli(cli, ["--cluster", "del-node", `127.0.0.1:${seed.port}`, node.id], password);
+        await runCli(cli, ["--cluster", "del-node", seed, node.id], password);
         const state = stateOf(node.port);
         if (isRunning(state.child)) {
           state.child.kill("SIGTERM");

@@ -116,7 +116,7 @@ interface PendingCommit {
   redirects: number;
 }
 
-/** A commit refused because its slot is moving is batched again after this pause, at most `MAX_REDIRECTS` times (~2 s). */
+/** A commit refused because its slot is moving is batched again after this pause, up to 40 times (~2 s). */
 const REDIRECT_PAUSE_MS = 50;
 const MAX_REDIRECTS = 40;
 
@@ -159,7 +159,7 @@ function committer(client: RedisClient, durability: Durability) {
     if (isCluster(client)) client.refreshSlotsCache();
     setTimeout(() => {
       for (const item of items) enqueue(item);
-    }, REDIRECT_PAUSE_MS).unref();
+    }, REDIRECT_PAUSE_MS);
   }
 
   async function flush(items: PendingCommit[]): Promise<void> {
