@@ -549,6 +549,56 @@ scenarios.push(
   },
 );
 
+/** The receiver of the current run's webhook subscription (webhook and resharding scenarios). */
+let receiver: FlakyReceiver | undefined;
+
+/** Local plain-http receivers are allowed; retries over ~25 s instead of a day. */
+const WEBHOOK_ENV = {
+  WEBHOOK_ALLOW_INSECURE: "1",
+  WEBHOOK_ALLOW_PRIVATE: "1",
+  WEBHOOK_RETRY_SCHEDULE: "200ms,500ms,1s,2s,2s,3s,4s,4s,4s,4s",
+};
+
+/** Starts a receiver refusing `failShare` of the requests and subscribes it to creates and updates. */
+async function subscribeReceiver(stack: Stack, failShare: number): Promise<() => Promise<void>> {
+  const started = await startFlakyReceiver(failShare);
+  receiver = started;
+  const response = await fetch(`${stack.api(0).url}/admin/webhooks`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify({ url: started.url, events: ["plant.created", "plant.updated"] }),
+  });
+  if (response.status !== 201) throw new Error(`subscribing the receiver: ${response.status} ${await response.text()}`);
+  started.useSecret(((await response.json()) as { secret: string }).secret);
+  return () => started.close();
+}
+
+/**
+ * Every acknowledged create and update must reach the receiver (at least once, signed), each event
+ * under one webhook-id. Updates in doubt may or may not have happened: not counted.
+ */
+async function checkDeliveries(load: Load, settings: RunSettings, notes: string[], problems: string[]) {
+  const hook = receiver as FlakyReceiver;
+  const expected = new Set<string>();
+  for (const plant of load.acked.values()) {
+    expected.add(`plant.created ${plant.id}`);
+    if (plant.previous && !plant.inDoubt) expected.add(`plant.updated ${plant.id}`);
+  }
+  const started = Date.now();
+  const missing = () => [...expected].filter((key) => !hook.idsOf.has(key));
+  while (missing().length > 0 && Date.now() - started < settings.recoveryTimeoutMs) await sleep(200);
+  const absent = missing();
+  const split = [...hook.idsOf].filter(([key, ids]) => key.startsWith("plant.created") && ids.size > 1);
+  const { requests, refused, badSignatures, accepted } = hook.stats;
+  notes.push(
+    `webhooks: ${expected.size} events expected, ${expected.size - absent.length} received (the last ${Date.now() - started} ms after the side work was checked); ${requests} requests, ${refused} refused (503), ${accepted} accepted, ${accepted - hook.events.size} repeat(s) of an accepted event, ${badSignatures} bad signature(s)`,
+  );
+  if (absent.length > 0)
+    problems.push(`${absent.length} webhook event(s) never received, e.g. ${absent.slice(0, 3).join(", ")}`);
+  if (badSignatures > 0) problems.push(`${badSignatures} webhook request(s) failed signature verification`);
+  if (split.length > 0) problems.push(`${split.length} create event(s) arrived under more than one webhook-id`);
+}
+
 /** The shard a resharding scenario added before its load, and how long joining it took. */
 let addedShard: { port: number; ms: number } | undefined;
 
@@ -571,14 +621,16 @@ function reshardingScenario(spec: {
     workers: 2,
     faultAt: 0.1,
     store: { kind: "cluster", replicasPerMaster: 1 },
+    env: WEBHOOK_ENV,
+    // A webhook receiver too: the fan-out and the deliveries go on through the move.
     async setup(stack) {
       if (!stack.cluster) throw new Error(`${spec.name} needs a cluster stack`);
       const startAt = Date.now();
       const shard = await stack.cluster.addShard();
       addedShard = { port: shard.port, ms: Date.now() - startAt };
-      return async () => {};
+      return subscribeReceiver(stack, 0);
     },
-    async fault(stack) {
+    async fault(stack, _load, settings) {
       const cluster = stack.cluster;
       if (!cluster || !addedShard) throw new Error(`${spec.name} needs a cluster stack with a shard added`);
       const problems: string[] = [];
@@ -613,11 +665,12 @@ function reshardingScenario(spec: {
         faultEnd,
         notes,
         problems,
-        after(load) {
+        async after(load) {
           const now = [stack.api(0).service, ...stack.workers.map((w) => w.service)];
           if (now.some((service, i) => !service?.running() || service.pid !== pids[i])) {
             problems.push("an api or worker process was replaced or died during the resharding");
           }
+          await checkDeliveries(load, settings, notes, problems);
           const during = between(load.attempts, startAt, faultEnd);
           const movedIds = (attempt: Attempt) => movedPartitions.has(partitionOf(attempt.id, partitions));
           const onMoved = during.filter(movedIds);
@@ -656,9 +709,6 @@ scenarios.push(
   }),
 );
 
-/** The receiver of the webhook scenario's current run. */
-let receiver: FlakyReceiver | undefined;
-
 scenarios.push({
   name: "webhook-receiver-flaky",
   description:
@@ -666,25 +716,8 @@ scenarios.push({
   apis: 1,
   workers: 1,
   faultAt: 0.3,
-  // The receiver is local plain http; retries over ~25 s instead of a day.
-  env: {
-    WEBHOOK_ALLOW_INSECURE: "1",
-    WEBHOOK_ALLOW_PRIVATE: "1",
-    WEBHOOK_RETRY_SCHEDULE: "200ms,500ms,1s,2s,2s,3s,4s,4s,4s,4s",
-  },
-  async setup(stack) {
-    const started = await startFlakyReceiver(0.25);
-    receiver = started;
-    const response = await fetch(`${stack.api(0).url}/admin/webhooks`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-      body: JSON.stringify({ url: started.url, events: ["plant.created", "plant.updated"] }),
-    });
-    if (response.status !== 201)
-      throw new Error(`subscribing the receiver: ${response.status} ${await response.text()}`);
-    started.useSecret(((await response.json()) as { secret: string }).secret);
-    return () => started.close();
-  },
+  env: WEBHOOK_ENV,
+  setup: (stack) => subscribeReceiver(stack, 0.25),
   async fault(stack, _load, settings) {
     const hook = receiver as FlakyReceiver;
     const downAt = Date.now();
@@ -702,28 +735,7 @@ scenarios.push({
       faultEnd,
       notes,
       problems,
-      async after(load) {
-        // Every acknowledged create and update must reach the receiver (at least once), each
-        // event under one webhook-id. Updates in doubt may or may not have happened: not counted.
-        const expected = new Set<string>();
-        for (const plant of load.acked.values()) {
-          expected.add(`plant.created ${plant.id}`);
-          if (plant.previous && !plant.inDoubt) expected.add(`plant.updated ${plant.id}`);
-        }
-        const started = Date.now();
-        const missing = () => [...expected].filter((key) => !hook.idsOf.has(key));
-        while (missing().length > 0 && Date.now() - started < settings.recoveryTimeoutMs) await sleep(200);
-        const absent = missing();
-        const split = [...hook.idsOf].filter(([key, ids]) => key.startsWith("plant.created") && ids.size > 1);
-        const { requests, refused, badSignatures, accepted } = hook.stats;
-        notes.push(
-          `webhooks: ${expected.size} events expected, ${expected.size - absent.length} received (the last ${Date.now() - started} ms after the side work was checked); ${requests} requests, ${refused} refused (503), ${accepted} accepted, ${accepted - hook.events.size} repeat(s) of an accepted event, ${badSignatures} bad signature(s)`,
-        );
-        if (absent.length > 0)
-          problems.push(`${absent.length} webhook event(s) never received, e.g. ${absent.slice(0, 3).join(", ")}`);
-        if (badSignatures > 0) problems.push(`${badSignatures} webhook request(s) failed signature verification`);
-        if (split.length > 0) problems.push(`${split.length} create event(s) arrived under more than one webhook-id`);
-      },
+      after: (load) => checkDeliveries(load, settings, notes, problems),
     };
   },
 });
