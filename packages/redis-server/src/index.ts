@@ -6,6 +6,7 @@ import { join } from "node:path";
 
 export { AOF_FOLDER, AOF_NAME, type AofFile, aofManifest } from "./aof.js";
 export {
+  importIntoCluster,
   keySlot,
   type RedisCluster,
   type RedisClusterNode,

@@ -1,0 +1,126 @@
+// `npm run move-to-cluster` against real stores: npm start's embedded store (a data folder written
+// by a real redis-server) copied into a real Redis Cluster by redis-cli, and the cases it refuses.
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type RedisCluster, startRedisCluster, startRedisServer } from "@plant-store/redis-server";
+import {
+  connect,
+  disconnect,
+  openLayout,
+  parseStoreConfig,
+  plantStore,
+  type RedisClient,
+  recordEmbeddedStore,
+} from "@plant-store/store";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const moveMain = fileURLToPath(new URL("../dist/move-to-cluster.js", import.meta.url));
+
+let dir: string;
+let cluster: RedisCluster;
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "plant-store-move-"));
+  cluster = await startRedisCluster({ replicasPerMaster: 0 });
+}, 60_000);
+afterAll(async () => {
+  await cluster?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Runs `npm run move-to-cluster`'s script; resolves with its exit code and output. */
+function move(env: Record<string, string>, args: string[] = []) {
+  const base: NodeJS.ProcessEnv = { ...process.env };
+  for (const key of ["REDIS_URL", "REDIS_CLUSTER_NODES", "DATA_DIR"]) delete base[key];
+  const child = spawn(process.execPath, [moveMain, ...args], { env: { ...base, ...env } });
+  let output = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  child.stderr.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  return new Promise<{ code: number | null; output: string }>((resolve) =>
+    child.once("exit", (code) => resolve({ code, output })),
+  );
+}
+
+const meta = { actor: "a", requestId: "r" };
+const at = "2026-11-26T08:00:00.000Z";
+const ids = Array.from({ length: 30 }, (_, i) => 9_007_199_254_740_993n + BigInt(i) * 101n);
+
+/** A data folder as npm start leaves it: the embedded store's AOF, holding a store with `ids`. */
+async function dataFolder(): Promise<string> {
+  const dataDir = mkdtempSync(join(dir, "data-"));
+  mkdirSync(join(dataDir, "redis"));
+  const server = await startRedisServer({ dir: join(dataDir, "redis"), appendfsync: "always" });
+  const client = connect(parseStoreConfig({ REDIS_URL: server.url }).redis, { name: "move-test" });
+  const store = plantStore(client, await openLayout(client), { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+  for (const id of ids) await store.create({ id, name: `plant ${id}`, tag: "moved" }, meta, at);
+  await disconnect(client);
+  await server.stop();
+  return dataDir;
+}
+
+const clusterClient = (): RedisClient =>
+  connect(parseStoreConfig({ REDIS_CLUSTER_NODES: cluster.seeds }).redis, { name: "move-test" });
+
+describe("npm run move-to-cluster", { timeout: 120_000 }, () => {
+  it("copies npm start's embedded store into an empty cluster, where every plant is served", async () => {
+    const dataDir = await dataFolder();
+    const moved = await move({ DATA_DIR: dataDir, REDIS_CLUSTER_NODES: cluster.seeds });
+    expect(moved.output).toMatch(/done: \d+ keys in [\d.]+ s; the one-node store is unchanged/);
+    expect(moved.code).toBe(0);
+
+    const client = clusterClient();
+    try {
+      const store = plantStore(client, await openLayout(client), { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+      for (const id of ids) expect((await store.get(id))?.name).toBe(`plant ${id}`);
+      // Its outboxes came along: the creates' side work is still to do, on the cluster.
+      const keys = Number(/done: (\d+) keys/.exec(moved.output)?.[1]);
+      const sizes = await Promise.all(cluster.nodes.map((node) => cluster.call(node.port, "DBSIZE")));
+      expect(sizes.reduce<number>((sum, n) => sum + Number(n), 0)).toBe(keys);
+    } finally {
+      await disconnect(client);
+    }
+
+    // Once the cluster holds a store, a second copy is refused, and nothing changes.
+    const again = await move({ DATA_DIR: dataDir, REDIS_CLUSTER_NODES: cluster.seeds });
+    expect(again.code).toBe(1);
+    expect(again.output).toMatch(/the cluster already holds \d+ keys/);
+  });
+
+  it("refuses while npm start runs on the data folder, without a cluster, and without a store", async () => {
+    const empty = await startRedisCluster({ replicasPerMaster: 0 });
+    try {
+      const dataDir = await dataFolder();
+      recordEmbeddedStore(dataDir, { url: "redis://127.0.0.1:1", pid: process.pid });
+      const running = await move({ DATA_DIR: dataDir, REDIS_CLUSTER_NODES: empty.seeds });
+      expect(running.code).toBe(1);
+      expect(running.output).toMatch(/npm start is running on this data folder/);
+
+      const noCluster = await move({ DATA_DIR: dataDir });
+      expect(noCluster.code).toBe(1);
+      expect(noCluster.output).toMatch(/set REDIS_CLUSTER_NODES/);
+
+      const nothing = await move({ DATA_DIR: join(dir, "none"), REDIS_CLUSTER_NODES: empty.seeds });
+      expect(nothing.code).toBe(1);
+      expect(nothing.output).toMatch(/no store to move/);
+
+      const plain = await startRedisServer();
+      try {
+        const notAStore = await move({ REDIS_CLUSTER_NODES: empty.seeds }, ["--from", plain.url]);
+        expect(notAStore.code).toBe(1);
+        expect(notAStore.output).toMatch(/holds no Plant Store/);
+      } finally {
+        await plain.stop();
+      }
+      const sizes = await Promise.all(empty.nodes.map((node) => empty.call(node.port, "DBSIZE")));
+      expect(sizes.map(Number)).toEqual([0, 0, 0]);
+    } finally {
+      await empty.stop();
+    }
+  });
+});
