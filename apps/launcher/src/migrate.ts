@@ -21,9 +21,10 @@ import {
 import { parseConfig } from "./config.js";
 
 const say = (line: string) => process.stdout.write(`[migrate] ${line}\n`);
+/** Ends the command with `line` once what it started is stopped (the embedded store above all). */
+class Refusal extends Error {}
 const fail = (line: string): never => {
-  process.stderr.write(`[migrate] ${line}\n`);
-  process.exit(1);
+  throw new Refusal(line);
 };
 
 async function main() {
@@ -68,4 +69,10 @@ async function main() {
   }
 }
 
-await main();
+try {
+  await main();
+} catch (error) {
+  if (!(error instanceof Refusal)) throw error;
+  process.stderr.write(`[migrate] ${error.message}\n`);
+  process.exitCode = 1;
+}

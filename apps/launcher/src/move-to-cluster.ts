@@ -26,9 +26,9 @@ import {
 import { parseConfig } from "./config.js";
 
 const say = (line: string) => process.stdout.write(`[move-to-cluster] ${line}\n`);
+/** Ends the command with `line` once what it started is stopped (the embedded store above all). */
 const fail = (line: string): never => {
-  process.stderr.write(`[move-to-cluster] ${line}\n`);
-  process.exit(1);
+  throw new Error(line);
 };
 
 /**
@@ -128,13 +128,16 @@ async function main() {
     } finally {
       await disconnect(from);
     }
-  } catch (error) {
-    // A configuration error, or a node that does not answer: a sentence, not a stack trace.
-    fail(error instanceof Error ? error.message : String(error));
   } finally {
     await disconnect(cluster);
     await embedded?.stop();
   }
 }
 
-await main();
+try {
+  await main();
+} catch (error) {
+  // A refusal, a configuration error or a node that does not answer: a sentence, not a stack trace.
+  process.stderr.write(`[move-to-cluster] ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exitCode = 1;
+}

@@ -1,7 +1,7 @@
 // `npm run move-to-cluster` against real stores: npm start's embedded store (a data folder written
 // by a real redis-server) copied into a real Redis Cluster by redis-cli, and the cases it refuses.
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -46,6 +46,18 @@ function move(env: Record<string, string>, args: string[] = []) {
     child.once("exit", (code) => resolve({ code, output })),
   );
 }
+
+/** Processes whose working folder is `folder` (redis-server works in its --dir). */
+const processesIn = (folder: string) =>
+  readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return readlinkSync(`/proc/${pid}/cwd`) === folder;
+      } catch {
+        return false; // gone meanwhile, or not ours to read
+      }
+    });
 
 const meta = { actor: "a", requestId: "r" };
 const at = "2026-11-26T08:00:00.000Z";
@@ -110,6 +122,14 @@ describe("npm run move-to-cluster", { timeout: 120_000 }, () => {
       const nothing = await move({ DATA_DIR: join(dir, "none"), REDIS_CLUSTER_NODES: empty.seeds });
       expect(nothing.code).toBe(1);
       expect(nothing.output).toMatch(/no store to move/);
+
+      // A data folder without a store: refused after its embedded Redis started, which is stopped.
+      const blank = mkdtempSync(join(dir, "blank-"));
+      mkdirSync(join(blank, "redis"));
+      const noStore = await move({ DATA_DIR: blank, REDIS_CLUSTER_NODES: empty.seeds });
+      expect(noStore.code).toBe(1);
+      expect(noStore.output).toMatch(/started the embedded store[\s\S]*holds no Plant Store/);
+      expect(processesIn(join(blank, "redis"))).toEqual([]);
 
       const plain = await startRedisServer();
       try {
