@@ -18,7 +18,7 @@ import {
   describeTarget,
   disconnect,
   findEmbeddedStore,
-  isCluster,
+  keyCount,
   parseStoreConfig,
   type RedisClient,
   storeKeys,
@@ -67,12 +67,7 @@ async function main() {
   // The cluster must be empty: an import onto a store would mix two of them.
   const cluster = connect(target, { name: "plant-store-move", maxRetriesPerRequest: 1 });
   cluster.on("error", () => {}); // each failed command says why
-  const clusterKeys = async () => {
-    await cluster.ping(); // ready: its masters known
-    if (!isCluster(cluster)) return cluster.dbsize();
-    const sizes = await Promise.all(cluster.nodes("master").map((node) => node.dbsize()));
-    return sizes.reduce((sum, n) => sum + n, 0);
-  };
+  const clusterKeys = () => keyCount(cluster);
   let embedded: RedisServer | undefined;
   try {
     const state = /cluster_state:(\w+)/.exec(String(await cluster.cluster("INFO")))?.[1];

@@ -43,7 +43,7 @@ export {
   forgetEmbeddedStore,
   recordEmbeddedStore,
 } from "./embedded.js";
-export { inspectStore, type StoreInspector } from "./inspect.js";
+export { inspectStore, keyCount, type StoreInspector } from "./inspect.js";
 export {
   DEFAULT_PARTITIONS,
   INDEX_BUCKET_MICROS,

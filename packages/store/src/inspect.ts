@@ -4,6 +4,17 @@ import type { Layout } from "./layout.js";
 import { recordOf } from "./replies.js";
 
 /**
+ * Keys in the whole store: DBSIZE of the one node, or the sum over every master of a cluster (once
+ * the client is ready, so that it knows them all).
+ */
+export async function keyCount(client: RedisClient): Promise<number> {
+  if (!isCluster(client)) return client.dbsize();
+  await client.ping();
+  const sizes = await Promise.all(client.nodes("master").map((node) => node.dbsize()));
+  return sizes.reduce((sum, n) => sum + n, 0);
+}
+
+/**
  * Whole-store reads for tests, chaos verification and operators' scripts: each walks every
  * partition or every index bucket, so none belongs on a request path.
  */
@@ -12,11 +23,7 @@ export function inspectStore(client: RedisClient, layout: Layout) {
 
   return {
     /** Keys in the whole store (DBSIZE of every master on a cluster). */
-    async keyCount(): Promise<number> {
-      if (!isCluster(client)) return client.dbsize();
-      const sizes = await Promise.all(client.nodes("master").map((node) => node.dbsize()));
-      return sizes.reduce((sum, n) => sum + n, 0);
-    },
+    keyCount: () => keyCount(client),
 
     /** The plant ids in the read index (all plants, or one tag), in listing order; tombstones left out. */
     async indexedIds(tag?: string): Promise<string[]> {

@@ -132,6 +132,15 @@ const describeCounts = (counts: Record<string, number>) =>
 const between = (attempts: readonly Attempt[], from: number, to: number) =>
   attempts.filter((attempt) => attempt.startedAt >= from && attempt.startedAt < to);
 
+/** The stack's first api and its workers, as they run now. */
+const services = (stack: Stack) => [stack.api(0).service, ...stack.workers.map((w) => w.service)];
+
+/** Their pids, to tell later whether any was replaced or died (`replacedOrDied`). */
+const servicePids = (stack: Stack) => services(stack).map((service) => service?.pid);
+
+const replacedOrDied = (stack: Stack, pids: readonly (number | undefined)[]) =>
+  services(stack).some((service, i) => !service?.running() || service.pid !== pids[i]);
+
 export const scenarios: Scenario[] = [
   {
     name: "api-kill",
@@ -440,7 +449,7 @@ scenarios.push(
       const cluster = stack.cluster;
       if (!cluster) throw new Error("master-failover needs a cluster stack");
       const problems: string[] = [];
-      const pids = [stack.api(0).service?.pid, ...stack.workers.map((w) => w.service?.pid)];
+      const pids = servicePids(stack);
       const victim = cluster.nodes.find((node) => node.role === "master" && node.running);
       if (!victim) throw new Error("no master to kill");
       // Whether the victim served plant `id`: by its slots, read before the topology changes.
@@ -461,8 +470,7 @@ scenarios.push(
         notes,
         problems,
         after(load) {
-          const now = [stack.api(0).service, ...stack.workers.map((w) => w.service)];
-          if (now.some((service, i) => !service?.running() || service.pid !== pids[i])) {
+          if (replacedOrDied(stack, pids)) {
             problems.push("an api or worker process was replaced or died during the failover");
           }
           const during = between(load.attempts, killAt, faultEnd);
@@ -634,7 +642,7 @@ function reshardingScenario(spec: {
       const cluster = stack.cluster;
       if (!cluster || !addedShard) throw new Error(`${spec.name} needs a cluster stack with a shard added`);
       const problems: string[] = [];
-      const pids = [stack.api(0).service?.pid, ...stack.workers.map((w) => w.service?.pid)];
+      const pids = servicePids(stack);
       const { partitions } = stack.view.layout;
       // Where each partition and each of the store's shared keys is served, before and after.
       const shared: Record<string, string> = {
@@ -666,8 +674,7 @@ function reshardingScenario(spec: {
         notes,
         problems,
         async after(load) {
-          const now = [stack.api(0).service, ...stack.workers.map((w) => w.service)];
-          if (now.some((service, i) => !service?.running() || service.pid !== pids[i])) {
+          if (replacedOrDied(stack, pids)) {
             problems.push("an api or worker process was replaced or died during the resharding");
           }
           await checkDeliveries(load, settings, notes, problems);
