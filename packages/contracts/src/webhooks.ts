@@ -1,7 +1,8 @@
 import { z } from "zod";
+import { PLANT_EVENT_TYPES, type PlantEventType } from "./events.js";
 
-/** The plant events a webhook subscription can receive (Standard Webhooks `type`). */
-export const WebhookEventType = z.enum(["plant.created", "plant.updated", "plant.deleted"]);
+/** The plant events a webhook subscription can receive (Standard Webhooks `type`): every event the outbox carries. */
+export const WebhookEventType = z.enum(PLANT_EVENT_TYPES as [PlantEventType, ...PlantEventType[]]);
 export type WebhookEventType = z.output<typeof WebhookEventType>;
 export const WEBHOOK_EVENT_TYPES: readonly WebhookEventType[] = WebhookEventType.options;
 
@@ -37,7 +38,7 @@ export const NewWebhook = z
           "private, link-local or metadata address unless the server allows it.",
       }),
     events: z
-      .array(WebhookEventType, { error: "events must be a list of plant.created, plant.updated, plant.deleted" })
+      .array(WebhookEventType, { error: `events must be a list of ${PLANT_EVENT_TYPES.join(", ")}` })
       .min(1, "events must name at least one event type")
       .optional()
       .meta({ description: "Event types to receive; all of them when left out" }),
