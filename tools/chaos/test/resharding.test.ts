@@ -5,11 +5,16 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, onTestFailed } from "vitest";
 import { runScenario } from "../src/scenarios.js";
 
 const logDir = mkdtempSync(join(tmpdir(), "plant-store-resharding-"));
-afterAll(() => rmSync(logDir, { recursive: true, force: true }));
+/** The api's and workers' logs stay for a look when a run failed (a timeout returns no report). */
+let keepLogs = false;
+afterAll(() => {
+  if (keepLogs) console.error(`resharding: the processes' logs are kept in ${logDir}`);
+  else rmSync(logDir, { recursive: true, force: true });
+});
 
 // About a cluster as such: it runs whatever PLANT_STORE_TEST_STORES says, as shard-down does.
 describe("resharding a live cluster", () => {
@@ -20,6 +25,9 @@ describe("resharding a live cluster", () => {
     it(`${scenario}: loses nothing, answers every request 200 and does all the side work`, {
       timeout: 180_000,
     }, async () => {
+      onTestFailed(() => {
+        keepLogs = true;
+      });
       const result = await runScenario(scenario, {
         run: 1,
         durationMs: 8000,
