@@ -44,6 +44,8 @@ process.on("SIGTERM", async () => {
   clearInterval(keepAlive);
   if (server) server.close(() => process.exit(0)); else process.exit(0);
 });
+// Only now would a SIGTERM be recorded (before, it kills the process at once).
+writeFileSync(out + "/" + name + ".ready." + process.pid, "");
 `;
 
 let dir: string;
@@ -139,6 +141,9 @@ const pidsOf = (run: Run, name: string) =>
     Number(m[1]),
   );
 
+/** Whether the last process started for a service has its SIGTERM handler in place. */
+const lastReady = (run: Run, name: string) => existsSync(join(run.out, `${name}.ready.${pidsOf(run, name).at(-1)}`));
+
 const portOf = (run: Run) => Number(/running at http:\/\/127\.0\.0\.1:(\d+)/.exec(run.output())?.[1]);
 
 /** Ports that answered an HTTP request (filled by `probe`). */
@@ -211,6 +216,8 @@ describe.skipIf(!hasRedis)("launcher with an embedded Redis", () => {
     );
     expect(pidsOf(run, "worker")).toHaveLength(2);
     expect(existsSync(join(run.out, "worker.stopped"))).toBe(false);
+    // The launcher reports a pid when it spawns it: wait for both restarted processes to be up.
+    await waitFor(() => lastReady(run, "api") && lastReady(run, "worker"), "the restarted services to be up", run);
 
     run.child.kill("SIGTERM");
     expect(await run.exit).toBe(0);
