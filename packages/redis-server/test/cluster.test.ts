@@ -224,59 +224,70 @@ describe("a 3 masters + 3 replicas cluster", () => {
     expect(cluster.nodes.filter((node) => node.role === "master")).toHaveLength(3);
   });
 
-  it("grows by a shard: the new master and its replica join, and a rebalance moves a quarter of the slots with their keys", async () => {
-    const keys = Array.from({ length: 400 }, (_, i) => `grow:${i}`);
-    for (const key of keys) expect(await cluster.call(cluster.masterForKey(key).port, "SET", key, key)).toBe("OK");
+  // A rebalance moves thousands of slots: 5–30 s on 2 cores, depending on what else runs.
+  const resharding = { timeout: 120_000 };
 
-    const added = await cluster.addShard();
-    expect(added.role).toBe("master");
-    expect(added.slots).toEqual([]);
-    const replica = cluster.nodes.find((node) => node.masterPort === added.port);
-    expect(replica?.role).toBe("replica");
-    expect(cluster.nodes).toHaveLength(8);
+  it(
+    "grows by a shard: the new master and its replica join, and a rebalance moves a quarter of the slots with their keys",
+    resharding,
+    async () => {
+      const keys = Array.from({ length: 400 }, (_, i) => `grow:${i}`);
+      for (const key of keys) expect(await cluster.call(cluster.masterForKey(key).port, "SET", key, key)).toBe("OK");
 
-    const moved = await cluster.rebalance();
-    const served = (node: { slots: readonly (readonly [number, number])[] }) =>
-      node.slots.reduce((sum, [from, to]) => sum + to - from + 1, 0);
-    const now = cluster.nodes.find((node) => node.port === added.port);
-    expect(now?.role).toBe("master");
-    expect(moved).toBe(served(now ?? added));
-    // Even shares of 16384 over 4 masters, within rebalance's 2 % threshold.
-    for (const master of cluster.nodes.filter((node) => node.role === "master")) {
-      expect(Math.abs(served(master) - 4096)).toBeLessThan(100);
-    }
-    // Every key stayed, and the ones whose slots moved are on the new master (and its replica).
-    const onNew = keys.filter((key) => cluster.masterForKey(key).port === added.port);
-    expect(onNew.length).toBeGreaterThan(50);
-    for (const key of keys) expect(await cluster.call(cluster.masterForKey(key).port, "GET", key)).toBe(key);
-    expect(await cluster.call(added.port, "WAIT", 1, 5000)).toBe(1);
-    const size = Number(await cluster.call(added.port, "DBSIZE"));
-    expect(size).toBeGreaterThanOrEqual(onNew.length); // earlier tests' keys may have moved too
-    expect(await cluster.call(replica?.port ?? 0, "DBSIZE")).toBe(size);
-  });
+      const added = await cluster.addShard();
+      expect(added.role).toBe("master");
+      expect(added.slots).toEqual([]);
+      const replica = cluster.nodes.find((node) => node.masterPort === added.port);
+      expect(replica?.role).toBe("replica");
+      expect(cluster.nodes).toHaveLength(8);
 
-  it("shrinks by a shard: a rebalance moves every slot of a master away with its keys, then it and its replica leave", async () => {
-    const keys = Array.from({ length: 400 }, (_, i) => `shrink:${i}`);
-    for (const key of keys) expect(await cluster.call(cluster.masterForKey(key).port, "SET", key, key)).toBe("OK");
-    const leaving = cluster.nodes.find((node) => node.role === "master") as (typeof cluster.nodes)[number];
-    const shard = [
-      leaving.port,
-      ...cluster.nodes.filter((node) => node.masterPort === leaving.port).map((n) => n.port),
-    ];
-    const served = leaving.slots.reduce((sum, [from, to]) => sum + to - from + 1, 0);
-    const processes = shard.map((port) => cluster.nodes.find((node) => node.port === port)?.process);
+      const moved = await cluster.rebalance();
+      const served = (node: { slots: readonly (readonly [number, number])[] }) =>
+        node.slots.reduce((sum, [from, to]) => sum + to - from + 1, 0);
+      const now = cluster.nodes.find((node) => node.port === added.port);
+      expect(now?.role).toBe("master");
+      expect(moved).toBe(served(now ?? added));
+      // Even shares of 16384 over 4 masters, within rebalance's 2 % threshold.
+      for (const master of cluster.nodes.filter((node) => node.role === "master")) {
+        expect(Math.abs(served(master) - 4096)).toBeLessThan(100);
+      }
+      // Every key stayed, and the ones whose slots moved are on the new master (and its replica).
+      const onNew = keys.filter((key) => cluster.masterForKey(key).port === added.port);
+      expect(onNew.length).toBeGreaterThan(50);
+      for (const key of keys) expect(await cluster.call(cluster.masterForKey(key).port, "GET", key)).toBe(key);
+      expect(await cluster.call(added.port, "WAIT", 1, 5000)).toBe(1);
+      const size = Number(await cluster.call(added.port, "DBSIZE"));
+      expect(size).toBeGreaterThanOrEqual(onNew.length); // earlier tests' keys may have moved too
+      expect(await cluster.call(replica?.port ?? 0, "DBSIZE")).toBe(size);
+    },
+  );
 
-    expect(await cluster.removeShard(leaving.port)).toBe(served);
-    expect(cluster.nodes).toHaveLength(6);
-    expect(cluster.nodes.some((node) => shard.includes(node.port))).toBe(false);
-    expect(processes.every((child) => child?.exitCode !== null || child?.signalCode !== null)).toBe(true);
-    const masters = cluster.nodes.filter((node) => node.role === "master");
-    expect(masters).toHaveLength(3);
-    for (const master of masters) expect(cluster.nodes.some((node) => node.masterPort === master.port)).toBe(true);
-    for (const key of [...keys, "grow:0", "grow:399"]) {
-      expect(await cluster.call(cluster.masterForKey(key).port, "GET", key)).toBe(key);
-    }
-  });
+  it(
+    "shrinks by a shard: a rebalance moves every slot of a master away with its keys, then it and its replica leave",
+    resharding,
+    async () => {
+      const keys = Array.from({ length: 400 }, (_, i) => `shrink:${i}`);
+      for (const key of keys) expect(await cluster.call(cluster.masterForKey(key).port, "SET", key, key)).toBe("OK");
+      const leaving = cluster.nodes.find((node) => node.role === "master") as (typeof cluster.nodes)[number];
+      const shard = [
+        leaving.port,
+        ...cluster.nodes.filter((node) => node.masterPort === leaving.port).map((n) => n.port),
+      ];
+      const served = leaving.slots.reduce((sum, [from, to]) => sum + to - from + 1, 0);
+      const processes = shard.map((port) => cluster.nodes.find((node) => node.port === port)?.process);
+
+      expect(await cluster.removeShard(leaving.port)).toBe(served);
+      expect(cluster.nodes).toHaveLength(6);
+      expect(cluster.nodes.some((node) => shard.includes(node.port))).toBe(false);
+      expect(processes.every((child) => child?.exitCode !== null || child?.signalCode !== null)).toBe(true);
+      const masters = cluster.nodes.filter((node) => node.role === "master");
+      expect(masters).toHaveLength(3);
+      for (const master of masters) expect(cluster.nodes.some((node) => node.masterPort === master.port)).toBe(true);
+      for (const key of [...keys, "grow:0", "grow:399"]) {
+        expect(await cluster.call(cluster.masterForKey(key).port, "GET", key)).toBe(key);
+      }
+    },
+  );
 
   it("stop() ends every process of the cluster and removes its folder", async () => {
     const pids = cluster.nodes.map((node) => node.process.pid ?? 0);
