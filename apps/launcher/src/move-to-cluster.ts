@@ -9,27 +9,21 @@
 // `npm start` in DATA_DIR (default ./data), started here for the copy and stopped afterwards.
 //
 //   REDIS_CLUSTER_NODES=host:port,… npm run move-to-cluster [-- --from redis://host:port]
-import { existsSync } from "node:fs";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { importIntoCluster, type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { importIntoCluster, type RedisServer } from "@plant-store/redis-server";
 import {
   connect,
   describeTarget,
   disconnect,
-  findEmbeddedStore,
   keyCount,
   parseStoreConfig,
   type RedisClient,
   storeKeys,
 } from "@plant-store/store";
 import { parseConfig } from "./config.js";
+import { openEmbeddedStore, refuse, runCommand } from "./offline.js";
 
 const say = (line: string) => process.stdout.write(`[move-to-cluster] ${line}\n`);
-/** Ends the command with `line` once what it started is stopped (the embedded store above all). */
-const fail = (line: string): never => {
-  throw new Error(line);
-};
 
 /**
  * The source's lasting keys (no expiry) that the cluster does not hold. Keys with an expiry (rate
@@ -54,15 +48,15 @@ async function missingKeys(from: RedisClient, cluster: RedisClient): Promise<{ c
 async function main() {
   const { values } = parseArgs({ options: { from: { type: "string" } }, strict: true });
   const parsed = parseConfig(process.env);
-  if (!parsed.ok) return fail(`invalid environment: ${parsed.errors.join("; ")}`);
+  if (!parsed.ok) return refuse(`invalid environment: ${parsed.errors.join("; ")}`);
   const { config } = parsed;
-  if (!config.clusterNodes) return fail("set REDIS_CLUSTER_NODES to the cluster to move the store into");
+  if (!config.clusterNodes) return refuse("set REDIS_CLUSTER_NODES to the cluster to move the store into");
   const target = parseStoreConfig(process.env).redis;
-  if (target.mode !== "cluster") return fail("REDIS_CLUSTER_NODES names no cluster");
+  if (target.mode !== "cluster") return refuse("REDIS_CLUSTER_NODES names no cluster");
   if (target.tls || target.username) {
-    return fail("a cluster behind TLS or an ACL user: run redis-cli --cluster import yourself (README, Scaling out)");
+    return refuse("a cluster behind TLS or an ACL user: run redis-cli --cluster import yourself (README, Scaling out)");
   }
-  const seed = target.nodes[0] ?? fail("REDIS_CLUSTER_NODES names no node");
+  const seed = target.nodes[0] ?? refuse("REDIS_CLUSTER_NODES names no node");
 
   // The cluster must be empty: an import onto a store would mix two of them.
   const cluster = connect(target, { name: "plant-store-move", maxRetriesPerRequest: 1 });
@@ -71,39 +65,37 @@ async function main() {
   let embedded: RedisServer | undefined;
   try {
     const state = /cluster_state:(\w+)/.exec(String(await cluster.cluster("INFO")))?.[1];
-    if (state !== "ok") fail(`the cluster is not healthy (cluster_state:${state}): see redis-cli --cluster check`);
+    if (state !== "ok") refuse(`the cluster is not healthy (cluster_state:${state}): see redis-cli --cluster check`);
     const already = await clusterKeys().catch((error: unknown) =>
-      fail(
+      refuse(
         `a master of the cluster does not answer (${error instanceof Error ? error.message : error}): see redis-cli --cluster check`,
       ),
     );
-    if (already > 0) fail(`the cluster already holds ${already} keys: move the store into an empty cluster`);
+    if (already > 0) refuse(`the cluster already holds ${already} keys: move the store into an empty cluster`);
 
     let sourceUrl = values.from;
     if (!sourceUrl) {
-      if (findEmbeddedStore(config.dataDir).ok)
-        fail("npm start is running on this data folder: stop it (Ctrl+C) first");
-      const dir = join(config.dataDir, "redis");
-      if (!existsSync(dir)) fail(`no store to move: ${dir} does not exist (--from names another Redis)`);
-      embedded = await startRedisServer({ dir, appendfsync: "always" });
+      embedded = await openEmbeddedStore(config.dataDir, {
+        missing: (dir) => `no store to move: ${dir} does not exist (--from names another Redis)`,
+      });
       say(`started the embedded store of ${config.dataDir} for the copy`);
       sourceUrl = embedded.url;
     }
     const source = parseStoreConfig({ REDIS_URL: sourceUrl }).redis;
     const url = new URL(sourceUrl);
     if (url.protocol !== "redis:" || url.password) {
-      fail("the one-node store must be a plain redis:// Redis without a password for redis-cli --cluster import");
+      refuse("the one-node store must be a plain redis:// Redis without a password for redis-cli --cluster import");
     }
     const from = connect(source, { name: "plant-store-move", maxRetriesPerRequest: 1 });
     from.on("error", () => {});
     try {
-      const found = await from.exists(storeKeys.meta).catch(() => fail(`${describeTarget(source)} does not answer`));
-      if (!found) fail(`${describeTarget(source)} holds no Plant Store`);
+      const found = await from.exists(storeKeys.meta).catch(() => refuse(`${describeTarget(source)} does not answer`));
+      if (!found) refuse(`${describeTarget(source)} holds no Plant Store`);
       say(`copying ${await from.dbsize()} keys from ${describeTarget(source)} into ${describeTarget(target)}`);
       const started = Date.now();
       // Whatever went wrong, the cluster may hold part of the store now: it must be emptied first.
       const partly = async (what: string) =>
-        fail(
+        refuse(
           `${what}; the cluster holds ${await clusterKeys()} keys: empty it (FLUSHALL on each master) and run this again`,
         );
       const copied = await importIntoCluster({
@@ -129,10 +121,4 @@ async function main() {
   }
 }
 
-try {
-  await main();
-} catch (error) {
-  // A refusal, a configuration error or a node that does not answer: a sentence, not a stack trace.
-  process.stderr.write(`[move-to-cluster] ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exitCode = 1;
-}
+await runCommand("move-to-cluster", main);

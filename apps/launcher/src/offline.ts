@@ -1,0 +1,49 @@
+// What the launcher's offline commands share (`npm run migrate`, `npm run move-to-cluster`,
+// `npm run backup -- restore`): they work on the embedded store of `npm start` while it is
+// stopped, and end with one sentence when they will not go on.
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { findEmbeddedStore } from "@plant-store/store";
+
+/** Why a command will not go on: told as one sentence, exit status 1. */
+export class Refusal extends Error {}
+
+export const refuse = (line: string): never => {
+  throw new Refusal(line);
+};
+
+/** An offline command and a running npm start must not share a data folder. */
+export function refuseWhileRunning(dataDir: string, nextStep?: string): void {
+  if (findEmbeddedStore(dataDir).ok) {
+    refuse(`npm start is running on this data folder: stop it (Ctrl+C) first${nextStep ? `, then ${nextStep}` : ""}`);
+  }
+}
+
+/**
+ * Starts the embedded store of `dataDir` for an offline command; the caller stops it in a
+ * `finally`. `nextStep` ends the refusal while npm start runs; `missing` says what to do when
+ * the folder holds no store.
+ */
+export async function openEmbeddedStore(
+  dataDir: string,
+  messages: { nextStep?: string; missing: (dir: string) => string },
+): Promise<RedisServer> {
+  refuseWhileRunning(dataDir, messages.nextStep);
+  const dir = join(dataDir, "redis");
+  if (!existsSync(dir)) refuse(messages.missing(dir));
+  return startRedisServer({ dir, appendfsync: "always" });
+}
+
+/**
+ * Runs a command's `main` once what it started is stopped by its own `finally`s: a refusal, a
+ * configuration error or a node that does not answer ends it with a sentence, not a stack trace.
+ */
+export async function runCommand(name: string, main: () => Promise<void>): Promise<void> {
+  try {
+    await main();
+  } catch (error) {
+    process.stderr.write(`[${name}] ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  }
+}
