@@ -26,7 +26,7 @@ import {
   type RedisClient,
 } from "@plant-store/store";
 import { parseConfig } from "./config.js";
-import { Refusal, refuseWhileRunning } from "./offline.js";
+import { CommandError, refuseWhileRunning } from "./offline.js";
 
 const USAGE = `Usage: npm run backup -- <folder>           copy the running store into <folder> (new or empty)
        npm run backup -- restore <folder>   replace the store with the copy in <folder> (npm start stopped)
@@ -62,11 +62,11 @@ function fsyncPath(path: string): void {
 function copyAof(from: string, to: string): { files: number; bytes: number } {
   const { manifest, files: all } = aofManifest(from);
   const files = all.filter((file) => file.type !== "history").map((file) => file.name);
-  if (files.length === 0) throw new Refusal(`${join(from, manifest)} names no AOF file`);
+  if (files.length === 0) throw new CommandError(`${join(from, manifest)} names no AOF file`);
   mkdirSync(to, { recursive: true });
   let bytes = 0;
   for (const name of [...files, manifest]) {
-    if (!existsSync(join(from, name))) throw new Refusal(`${from} is incomplete: ${name} is missing`);
+    if (!existsSync(join(from, name))) throw new CommandError(`${from} is incomplete: ${name} is missing`);
     copyFileSync(join(from, name), join(to, name));
     fsyncPath(join(to, name));
     bytes += statSync(join(to, name)).size;
@@ -91,14 +91,14 @@ async function backup(folder: string, dataDir: string): Promise<void> {
     throw new UsageError(`${folder} is not empty: name a new or empty folder`);
   }
   const target = chooseOperatorTarget("backup", { DATA_DIR: dataDir }, dataDir);
-  if (!target) throw new Refusal("no running npm start to back up");
+  if (!target) throw new CommandError("no running npm start to back up");
   const redis = await connectOperator("backup", target);
-  if (!redis) throw new Refusal("the store does not answer");
+  if (!redis) throw new CommandError("the store does not answer");
   try {
     const [, rewritePercentage = "100"] = (await redis.config("GET", "auto-aof-rewrite-percentage")) as string[];
     if (rewritePercentage === "0") {
       // npm start runs Redis with rewrites on: a backup is under way, or one was killed half-way.
-      throw new Refusal(
+      throw new CommandError(
         "automatic AOF rewrites are off: another backup is running, or one was stopped half-way " +
           "(restarting npm start turns them on again)",
       );
@@ -108,7 +108,7 @@ async function backup(folder: string, dataDir: string): Promise<void> {
       const [, dir = ""] = (await redis.config("GET", "dir")) as string[];
       const deadline = Date.now() + REWRITE_WAIT_MS;
       while ((await persistence(redis, "aof_rewrite_in_progress")) !== "0") {
-        if (Date.now() > deadline) throw new Refusal("an AOF rewrite is still running after 10 minutes");
+        if (Date.now() > deadline) throw new CommandError("an AOF rewrite is still running after 10 minutes");
         await sleep(100);
       }
       const copied = copyAof(join(dir, AOF_FOLDER), folder);
@@ -149,7 +149,7 @@ async function restore(folder: string, dataDir: string): Promise<void> {
     // Redis would not load it: the store goes back to what it was.
     rmSync(live, { recursive: true, force: true });
     if (replaced) renameSync(replaced, live);
-    throw new Refusal(`Redis could not load the backup, nothing was changed: ${(error as Error).message}`);
+    throw new CommandError(`Redis could not load the backup, nothing was changed: ${(error as Error).message}`);
   }
 }
 
@@ -191,7 +191,7 @@ async function main(argv: string[]): Promise<number> {
       process.stderr.write(`error: ${error.message}\n\n${USAGE}`);
       return 2;
     }
-    if (error instanceof Refusal) {
+    if (error instanceof CommandError) {
       process.stderr.write(`error: ${error.message}\n`);
       return 1;
     }

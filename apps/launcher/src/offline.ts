@@ -6,11 +6,11 @@ import { join } from "node:path";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { findEmbeddedStore } from "@plant-store/store";
 
-/** Why a command will not go on: told as one sentence, exit status 1. */
-export class Refusal extends Error {}
+/** Ends a command with one sentence and exit status 1: a refusal, or a failure it can explain. */
+export class CommandError extends Error {}
 
 export const refuse = (line: string): never => {
-  throw new Refusal(line);
+  throw new CommandError(line);
 };
 
 /** An offline command and a running npm start must not share a data folder. */
