@@ -36,7 +36,12 @@ async function main() {
     const store = parseStoreConfig(env);
     say(`migrating the store at ${describeTarget(store.redis)}`);
     const client = connect(store.redis, { name: "plant-store-migrate", maxRetriesPerRequest: 1 });
+    let connectionError = "";
+    client.on("error", (error: Error) => {
+      connectionError = ` (${error.message})`; // told once, in the sentence below
+    });
     try {
+      await client.ping().catch(() => refuse(`${describeTarget(store.redis)} does not answer${connectionError}`));
       const report = await migrateStore(client, {
         ...(store.partitions === undefined ? {} : { partitions: store.partitions }),
         log: say,

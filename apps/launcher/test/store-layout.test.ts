@@ -199,4 +199,13 @@ describe("a store of the single-node layout of earlier versions", { timeout: 60_
       await server.stop();
     }
   });
+
+  it("npm run migrate says in one sentence when the Redis it names does not answer", async () => {
+    const nobody = await run(migrateMain, { REDIS_URL: `redis://127.0.0.1:${await freePort()}` });
+    expect(await nobody.exit).toBe(1);
+    expect(nobody.output()).toMatch(
+      /\[migrate\] Redis redis:\/\/127\.0\.0\.1:\d+ does not answer \(connect ECONNREFUSED/,
+    );
+    expect(nobody.output()).not.toMatch(/^\s+at /m); // no stack trace
+  });
 });
