@@ -36,8 +36,9 @@ export async function openEmbeddedStore(
 }
 
 /**
- * Runs a command's `main` once what it started is stopped by its own `finally`s: a refusal, a
- * configuration error or a node that does not answer ends it with a sentence, not a stack trace.
+ * Runs a command's `main`, which stops what it started in its own `finally`s. Any error ends the
+ * command with one line on stderr and exit status 1 — a refusal, a configuration error, a Redis
+ * that does not answer — never a stack trace.
  */
 export async function runCommand(name: string, main: () => Promise<void>): Promise<void> {
   try {
