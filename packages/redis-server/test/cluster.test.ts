@@ -226,13 +226,20 @@ describe("a 3 masters + 3 replicas cluster", () => {
 
   // A rebalance moves thousands of slots: 5–30 s on 2 cores, depending on what else runs.
   const resharding = { timeout: 120_000 };
+  const served = (node: { slots: readonly (readonly [number, number])[] }) =>
+    node.slots.reduce((sum, [from, to]) => sum + to - from + 1, 0);
+  /** Writes 400 keys `<prefix>:<i>`, each holding its own name, and returns them. */
+  async function writeKeys(prefix: string): Promise<string[]> {
+    const keys = Array.from({ length: 400 }, (_, i) => `${prefix}:${i}`);
+    for (const key of keys) expect(await cluster.call(cluster.masterForKey(key).port, "SET", key, key)).toBe("OK");
+    return keys;
+  }
 
   it(
     "grows by a shard: the new master and its replica join, and a rebalance moves a quarter of the slots with their keys",
     resharding,
     async () => {
-      const keys = Array.from({ length: 400 }, (_, i) => `grow:${i}`);
-      for (const key of keys) expect(await cluster.call(cluster.masterForKey(key).port, "SET", key, key)).toBe("OK");
+      const keys = await writeKeys("grow");
 
       const added = await cluster.addShard();
       expect(added.role).toBe("master");
@@ -242,8 +249,6 @@ describe("a 3 masters + 3 replicas cluster", () => {
       expect(cluster.nodes).toHaveLength(8);
 
       const moved = await cluster.rebalance();
-      const served = (node: { slots: readonly (readonly [number, number])[] }) =>
-        node.slots.reduce((sum, [from, to]) => sum + to - from + 1, 0);
       const now = cluster.nodes.find((node) => node.port === added.port);
       expect(now?.role).toBe("master");
       expect(moved).toBe(served(now ?? added));
@@ -266,17 +271,16 @@ describe("a 3 masters + 3 replicas cluster", () => {
     "shrinks by a shard: a rebalance moves every slot of a master away with its keys, then it and its replica leave",
     resharding,
     async () => {
-      const keys = Array.from({ length: 400 }, (_, i) => `shrink:${i}`);
-      for (const key of keys) expect(await cluster.call(cluster.masterForKey(key).port, "SET", key, key)).toBe("OK");
+      const keys = await writeKeys("shrink");
       const leaving = cluster.nodes.find((node) => node.role === "master") as (typeof cluster.nodes)[number];
       const shard = [
         leaving.port,
         ...cluster.nodes.filter((node) => node.masterPort === leaving.port).map((n) => n.port),
       ];
-      const served = leaving.slots.reduce((sum, [from, to]) => sum + to - from + 1, 0);
+      const slots = served(leaving);
       const processes = shard.map((port) => cluster.nodes.find((node) => node.port === port)?.process);
 
-      expect(await cluster.removeShard(leaving.port)).toBe(served);
+      expect(await cluster.removeShard(leaving.port)).toBe(slots);
       expect(cluster.nodes).toHaveLength(6);
       expect(cluster.nodes.some((node) => shard.includes(node.port))).toBe(false);
       expect(processes.every((child) => child?.exitCode !== null || child?.signalCode !== null)).toBe(true);
