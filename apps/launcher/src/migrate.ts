@@ -14,7 +14,7 @@ import {
   parseStoreConfig,
 } from "@plant-store/store";
 import { parseConfig } from "./config.js";
-import { openEmbeddedStore, refuse, runCommand } from "./offline.js";
+import { openEmbeddedStore, refuse, refuseUnlessAnswering, runCommand } from "./offline.js";
 
 const say = (line: string) => process.stdout.write(`[migrate] ${line}\n`);
 
@@ -36,12 +36,8 @@ async function main() {
     const store = parseStoreConfig(env);
     say(`migrating the store at ${describeTarget(store.redis)}`);
     const client = connect(store.redis, { name: "plant-store-migrate", maxRetriesPerRequest: 1 });
-    let connectionError = "";
-    client.on("error", (error: Error) => {
-      connectionError = ` (${error.message})`; // told once, in the sentence below
-    });
     try {
-      await client.ping().catch(() => refuse(`${describeTarget(store.redis)} does not answer${connectionError}`));
+      await refuseUnlessAnswering(client, store.redis);
       const report = await migrateStore(client, {
         ...(store.partitions === undefined ? {} : { partitions: store.partitions }),
         log: say,

@@ -21,7 +21,7 @@ import {
   storeKeys,
 } from "@plant-store/store";
 import { parseConfig } from "./config.js";
-import { openEmbeddedStore, refuse, runCommand } from "./offline.js";
+import { openEmbeddedStore, refuse, refuseUnlessAnswering, runCommand } from "./offline.js";
 
 const say = (line: string) => process.stdout.write(`[move-to-cluster] ${line}\n`);
 
@@ -87,9 +87,9 @@ async function main() {
       refuse("the one-node store must be a plain redis:// Redis without a password for redis-cli --cluster import");
     }
     const from = connect(source, { name: "plant-store-move", maxRetriesPerRequest: 1 });
-    from.on("error", () => {});
     try {
-      const found = await from.exists(storeKeys.meta).catch(() => refuse(`${describeTarget(source)} does not answer`));
+      await refuseUnlessAnswering(from, source);
+      const found = await from.exists(storeKeys.meta);
       if (!found) refuse(`${describeTarget(source)} holds no Plant Store`);
       say(`copying ${await from.dbsize()} keys from ${describeTarget(source)} into ${describeTarget(target)}`);
       const started = Date.now();

@@ -4,7 +4,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
-import { findEmbeddedStore } from "@plant-store/store";
+import { describeTarget, findEmbeddedStore, type RedisClient, type RedisTarget } from "@plant-store/store";
 
 /** Ends a command with one sentence and exit status 1: a refusal, or a failure it can explain. */
 export class CommandError extends Error {}
@@ -33,6 +33,19 @@ export async function openEmbeddedStore(
   const dir = join(dataDir, "redis");
   if (!existsSync(dir)) refuse(messages.missing(dir));
   return startRedisServer({ dir, appendfsync: "always" });
+}
+
+/**
+ * Refuses unless `client`'s Redis answers a PING, naming the connection's own error (e.g.
+ * `connect ECONNREFUSED …`): ioredis reports it only in error events, which are kept from being
+ * printed as unhandled and told once, here.
+ */
+export async function refuseUnlessAnswering(client: RedisClient, target: RedisTarget): Promise<void> {
+  let reason = "";
+  client.on("error", (error: Error) => {
+    reason = ` (${error.message})`;
+  });
+  await client.ping().catch(() => refuse(`${describeTarget(target)} does not answer${reason}`));
 }
 
 /**
