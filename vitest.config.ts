@@ -6,7 +6,11 @@ import { configDefaults, defineConfig } from "vitest/config";
  * one at a time. Beside another file they took 2–5× as long (in CI the resharding test's scale-in
  * once overran its 180 s, and a rebalance in the cluster file its 30 s).
  */
-const alone = ["tools/chaos/test/resharding.test.ts", "packages/redis-server/test/cluster.test.ts"];
+const alone = [
+  "tools/chaos/test/resharding.test.ts",
+  "tools/chaos/test/failover.test.ts",
+  "packages/redis-server/test/cluster.test.ts",
+];
 
 export default defineConfig({
   test: {

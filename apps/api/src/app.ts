@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { limits } from "@plant-store/contracts";
 import { loggerOptions } from "@plant-store/logging";
-import type { Durability, Layout, RedisClient } from "@plant-store/store";
+import { type Durability, type Layout, mastersShortOfReplicas, type RedisClient } from "@plant-store/store";
 import { createAuthenticator, type StoredTokenVerifier, type TokenStore } from "@plant-store/tokens";
 import Fastify, { type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
 import { apiError, JSON_MEDIA_TYPE, RETRY_AFTER_503_SECONDS } from "./errors.js";
@@ -99,7 +99,13 @@ export async function buildApp(options: AppOptions) {
     frameworkErrors: frameworkErrors(authenticateFirst),
   });
 
-  const metrics = options.metrics === false ? undefined : createApiMetrics(() => app.outage.ongoing);
+  const metrics =
+    options.metrics === false
+      ? undefined
+      : createApiMetrics(
+          () => app.outage.ongoing,
+          () => mastersShortOfReplicas(options.redis, options.durability.minReplicasAck),
+        );
   const guard = createGuard({
     authenticator: createAuthenticator({
       configTokens: options.apiTokens,
@@ -173,7 +179,7 @@ export async function buildApp(options: AppOptions) {
     const status = error.statusCode && error.statusCode >= 400 && error.statusCode < 600 ? error.statusCode : 500;
     if (error instanceof StoreUnavailableError) {
       app.outage.report(request, error);
-      return reply.code(503).send(apiError(503));
+      return reply.code(503).send(apiError(503, error.clientMessage));
     }
     if (status >= 500) {
       request.log.error({ err: error }, "request failed");

@@ -1,14 +1,47 @@
-import { isCluster, isSlotMoving, nodeOfKey, type RedisClient } from "@plant-store/store";
+import {
+  isCluster,
+  isSlotMoving,
+  nodeOfKey,
+  type RedisClient,
+  ReplicaAckTimeoutError,
+  ReplicaShortfallError,
+} from "@plant-store/store";
 import type { FastifyBaseLogger, FastifyRequest } from "fastify";
 import { ReplyError } from "ioredis";
 
 /** Raised when Redis cannot be reached in time: the request may be retried safely. */
 export class StoreUnavailableError extends Error {
+  /** The Error message the client gets with its 503. */
+  readonly clientMessage: string =
+    "The plant store is temporarily unavailable; retry the request (repeating it is safe)";
+
   constructor(cause: unknown) {
     super("the store is unavailable", { cause });
     this.name = "StoreUnavailableError";
   }
 }
+
+/**
+ * A write its shard's replicas could not confirm (REDIS_MIN_REPLICAS_ACK): its master answers, so
+ * the shard's reads go on — this is no outage and marks no shard down; its writes answer 503 until
+ * a replica is in sync again.
+ */
+export class WriteUnconfirmedError extends StoreUnavailableError {
+  override readonly clientMessage: string;
+
+  constructor(cause: unknown) {
+    super(cause);
+    this.name = "WriteUnconfirmedError";
+    this.clientMessage =
+      cause instanceof ReplicaAckTimeoutError
+        ? "No replica of this plant's shard confirmed the change in time, so it is not acknowledged (it may have been applied); repeating the request is safe"
+        : "This plant's shard has no replica in sync to confirm changes (after a failover), so nothing was changed; reads still work, retry the change later";
+  }
+}
+
+/** A replica shortfall, from the store or from Redis itself (`min-replicas-to-write`: NOREPLICAS). */
+const isReplicaShortfall = (error: unknown) =>
+  error instanceof ReplicaShortfallError || (error instanceof ReplyError && /^NOREPLICAS\b/.test((error as Error).message));
 
 /**
  * Replies by which a node says it cannot serve now (a cluster without a master for the slot, a
@@ -27,6 +60,7 @@ export async function reach<T>(call: () => Promise<T>, deadlineMs?: number): Pro
     return await (deadlineMs === undefined ? call() : withDeadline(call(), deadlineMs));
   } catch (error) {
     if (error instanceof StoreUnavailableError) throw error;
+    if (isReplicaShortfall(error)) throw new WriteUnconfirmedError(error);
     if (error instanceof ReplyError && !UNAVAILABLE_REPLY.test((error as Error).message)) throw error;
     throw new StoreUnavailableError(error);
   }
@@ -93,8 +127,12 @@ export function outageMonitor(
   return {
     report(request, error, operation = `${request.method} ${request.url.split("?", 1)[0]}`) {
       const cause = causeOf(error);
-      request.log.warn({ operation, cause }, "store unavailable: answered 503");
       onReport?.();
+      if (error instanceof WriteUnconfirmedError) {
+        request.log.warn({ operation, cause }, "write not confirmed by a replica: answered 503");
+        return;
+      }
+      request.log.warn({ operation, cause }, "store unavailable: answered 503");
       if (since !== undefined) return;
       since = Date.now();
       log.error({ cause }, "store outage: Redis is unreachable or too slow; requests answer 503 until it is back");
@@ -238,7 +276,8 @@ export async function reachShard<T>(
   try {
     return await breaker.run([key], () => reach(call, deadlineMs));
   } catch (error) {
-    if (error instanceof StoreUnavailableError) breaker.failed(key, error);
+    // A shard short of replicas still serves: only a node that failed to answer is marked down.
+    if (error instanceof StoreUnavailableError && !(error instanceof WriteUnconfirmedError)) breaker.failed(key, error);
     throw error;
   }
 }

@@ -1,5 +1,12 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { connect, describeTarget, disconnect, isCluster, openLayout, type RedisClient } from "@plant-store/store";
+import {
+  connect,
+  describeTarget,
+  disconnect,
+  openLayout,
+  type RedisClient,
+  replicasPerMaster,
+} from "@plant-store/store";
 import { cachedVerifier, createTokenStore } from "@plant-store/tokens";
 import type { FastifyBaseLogger } from "fastify";
 import { buildApp } from "./app.js";
@@ -34,17 +41,11 @@ async function firstConnect(client: RedisClient, where: string, timeoutMs = 30_0
 async function warnIfTooFewReplicas(client: RedisClient, wanted: number, log: FastifyBaseLogger) {
   if (wanted === 0) return;
   try {
-    let fewest: number;
-    if (isCluster(client)) {
-      const slots = (await client.cluster("SLOTS")) as unknown[][];
-      fewest = Math.min(...slots.map((range) => range.length - 3));
-    } else {
-      fewest = Number(/connected_slaves:(\d+)/.exec(await client.info("replication"))?.[1] ?? 0);
-    }
+    const fewest = Math.min(...(await replicasPerMaster(client)).map(({ replicas }) => replicas));
     if (fewest < wanted) {
       log.warn(
         { replicas: fewest, minReplicasAck: wanted },
-        `a master has ${fewest} replica(s) but REDIS_MIN_REPLICAS_ACK is ${wanted}: its creates and deletes will answer 503 until it has more (or lower the setting)`,
+        `a master has ${fewest} replica(s) in sync but REDIS_MIN_REPLICAS_ACK is ${wanted}: its creates, updates and deletes will answer 503 until it has more (or lower the setting); its reads go on`,
       );
     }
   } catch (error) {

@@ -78,7 +78,7 @@ export const authorizedProcedure = t.procedure.use(async ({ ctx, meta, next }) =
   if (!result.ok && result.error.cause instanceof StoreUnavailableError) {
     throw new TRPCError({
       code: "SERVICE_UNAVAILABLE",
-      message: "The plant store is temporarily unavailable; retry the request (repeating it is safe)",
+      message: result.error.cause.clientMessage,
       cause: result.error.cause,
     });
   }

@@ -17,6 +17,7 @@ export {
   trimAudit,
   trimDeadLetters,
 } from "./audit.js";
+export type { Durability } from "./commit.js";
 export {
   DEFAULT_REDIS_URL,
   describeTarget,
@@ -79,7 +80,6 @@ export {
 export {
   type CreateOutcome,
   type DeleteOutcome,
-  type Durability,
   decodeCursor,
   encodeCursor,
   type IndexedUpdate,
@@ -91,7 +91,6 @@ export {
   type PlantChange,
   type PlantStore,
   plantStore,
-  ReplicaAckTimeoutError,
   type RequestMeta,
   type StoredPlantRecord,
   type UpdateResult,
@@ -100,6 +99,14 @@ export {
 } from "./plants.js";
 export { type RateLimitCount, type RateLimitCounters, rateLimitCounters } from "./rate-limit.js";
 export { type PartitionLeases, type PartitionLeasesOptions, partitionLeases } from "./relay-leases.js";
+export {
+  mastersShortOfReplicas,
+  onlineReplicas,
+  ReplicaAckTimeoutError,
+  ReplicaShortfallError,
+  replicasPerMaster,
+  TooFewReplicasError,
+} from "./replicas.js";
 export { recordOf } from "./replies.js";
 export { defineScripts, scriptFiles } from "./scripts.js";
 export { type TokenRecords, tokenRecords } from "./tokens.js";

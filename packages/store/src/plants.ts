@@ -1,5 +1,6 @@
 import type { Result } from "ioredis";
-import { isCluster, isSlotMoving, nodeOfKey, type RedisClient } from "./connection.js";
+import { committer, type Durability } from "./commit.js";
+import { isCluster, type RedisClient } from "./connection.js";
 import {
   INDEX_BUCKET_MICROS,
   indexBucketOf,
@@ -89,123 +90,8 @@ export interface RequestMeta {
   requestId: string;
 }
 
-/** Replicas that must hold a commit before it is acknowledged; 0: do not wait. */
-export interface Durability {
-  minReplicasAck: number;
-  replicaAckTimeoutMs: number;
-}
-
-/** The replicas did not confirm a commit in time: it may be lost on a failover (retry is safe). */
-export class ReplicaAckTimeoutError extends Error {
-  override name = "ReplicaAckTimeoutError";
-}
-
 const record = (id: bigint, name: string, tag: string | null | undefined, created: string): StoredPlantRecord =>
   tag == null ? { id, name, created: BigInt(created) } : { id, name, tag, created: BigInt(created) };
-
-type Pipeline = ReturnType<RedisClient["pipeline"]>;
-type Run = (target: RedisClient | Pipeline) => unknown;
-
-interface PendingCommit {
-  /** The key its node is chosen by (the script's first). */
-  key: string;
-  run: Run;
-  resolve: (result: unknown) => void;
-  reject: (error: unknown) => void;
-  /** How often a node refused it because its slot was moving (`isSlotMoving`). */
-  redirects: number;
-}
-
-/** A commit refused because its slot is moving is batched again after this pause, up to 40 times (~2 s). */
-const REDIRECT_PAUSE_MS = 50;
-const MAX_REDIRECTS = 40;
-
-/**
- * Runs a partition's write scripts and, when replicas must confirm them, WAIT on the same node
- * connection: WAIT counts the replicas that have every earlier write of that connection.
- *
- * Group commit: the writes of one event-loop turn bound for one node leave in one pipeline,
- * followed by one WAIT for all of them. WAIT blocks its connection until the replicas answer, so
- * a WAIT per write would serialize each node's commits at one replication round trip apiece
- * (measured on a 3+3 cluster, 50 creates in flight: 9,000 creates/s without WAIT, 2,700 with a
- * WAIT per create). A pipeline goes to one node, so the WAIT always follows the writes it vouches
- * for. When a resharding moves a slot, ioredis follows the redirection for a whole pipeline only
- * when every command in it was refused alike; the writes it refused in a batch with others are
- * batched again here, for the node that serves them then, once the slot map is refreshed.
- */
-function committer(client: RedisClient, durability: Durability) {
-  const { minReplicasAck, replicaAckTimeoutMs } = durability;
-  const batches = new Map<string, PendingCommit[]>();
-
-  function enqueue(item: PendingCommit): void {
-    // A stale view of the slots only splits a batch (see flush).
-    const node = nodeOfKey(client, item.key);
-    let batch = batches.get(node);
-    if (!batch) {
-      const items: PendingCommit[] = [];
-      batches.set(node, items);
-      // After this turn's I/O callbacks: every request read in it joins the batch.
-      setImmediate(() => {
-        batches.delete(node);
-        void flush(items);
-      });
-      batch = items;
-    }
-    batch.push(item);
-  }
-
-  /** Commits refused because their slot is moving, sent again once the slot map is refreshed. */
-  function redirect(items: PendingCommit[]): void {
-    if (isCluster(client)) client.refreshSlotsCache();
-    setTimeout(() => {
-      for (const item of items) enqueue(item);
-    }, REDIRECT_PAUSE_MS);
-  }
-
-  async function flush(items: PendingCommit[]): Promise<void> {
-    const pipeline = client.pipeline();
-    for (const item of items) item.run(pipeline);
-    pipeline.call("WAIT", minReplicasAck, replicaAckTimeoutMs);
-    let replies: [Error | null, unknown][];
-    try {
-      replies = (await pipeline.exec()) ?? [];
-    } catch (error) {
-      // Keys of two nodes in one batch (the slot map changed meanwhile): commit them one by one.
-      if (items.length > 1 && error instanceof Error && error.message.includes("same slots allocation group")) {
-        await Promise.all(items.map((item) => flush([item])));
-        return;
-      }
-      for (const item of items) item.reject(error);
-      return;
-    }
-    const [waitError, acked] = replies[items.length] ?? [new Error("empty pipeline reply"), undefined];
-    const moved: PendingCommit[] = [];
-    for (const [i, item] of items.entries()) {
-      const [error, result] = replies[i] ?? [new Error("empty pipeline reply"), undefined];
-      if (error && isSlotMoving(error) && item.redirects < MAX_REDIRECTS) {
-        item.redirects++;
-        moved.push(item);
-      } else if (error) item.reject(error);
-      else if (waitError) item.reject(waitError);
-      else if (Number(acked) < minReplicasAck) {
-        item.reject(
-          new ReplicaAckTimeoutError(
-            `${acked} of ${minReplicasAck} replicas confirmed the write within ${replicaAckTimeoutMs} ms`,
-          ),
-        );
-      } else item.resolve(result);
-    }
-    if (moved.length > 0) redirect(moved);
-  }
-
-  /** Commits `run` (a script on `key`'s partition); resolves with its reply once replicas hold it. */
-  return function commit<T>(key: string, run: Run): Promise<T> {
-    if (minReplicasAck === 0) return run(client) as Promise<T>;
-    return new Promise<T>((resolve, reject) => {
-      enqueue({ key, run, resolve: resolve as (result: unknown) => void, reject, redirects: 0 });
-    });
-  };
-}
 
 /** The plant operations of the api, on one store. */
 export function plantStore(client: RedisClient, layout: Layout, durability: Durability) {

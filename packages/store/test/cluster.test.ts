@@ -21,6 +21,7 @@ import {
   plantStore,
   type RedisClient,
   ReplicaAckTimeoutError,
+  TooFewReplicasError,
 } from "../src/index.js";
 import { writeLayout2Index } from "./layout-2.js";
 
@@ -257,10 +258,27 @@ describe("the partitioned layout on a Redis Cluster", { timeout: 120_000 }, () =
     expect(refused.status === "rejected" && refused.reason).toBeInstanceOf(ReplicaAckTimeoutError);
     expect(alsoRefused.status === "rejected" && alsoRefused.reason).toBeInstanceOf(ReplicaAckTimeoutError);
     expect(accepted.status === "fulfilled" && accepted.value.outcome).toBe("created");
+    // Known short of replicas now: the node's next commits are refused before they run (no WAIT
+    // blocking its connection for the timeout), and its reads are served meanwhile.
+    let notWritten = sameShard + 10_000_000n;
+    while (cluster.masterForKey(partitionKeys(partitionOf(notWritten, 16)).plant(notWritten)).port !== promoted.port)
+      notWritten++;
+    await expect(store.create({ id: notWritten, name: "refused" }, meta, at)).rejects.toBeInstanceOf(
+      TooFewReplicasError,
+    );
+    expect(await store.get(notWritten)).toBeUndefined();
+    expect((await store.get(sameShard))?.name).toBe("unconfirmed");
     await cluster.restartNode(victim.port);
-    const retried = await store.create({ id: sameShard, name: "unconfirmed" }, meta, at);
+    // Back in sync: the shard's commits resume once the store's probe sees the replica (every 500 ms).
+    let retried: Awaited<ReturnType<typeof store.create>> | undefined;
+    for (let attempt = 0; attempt < 50 && !retried; attempt++) {
+      retried = await store.create({ id: sameShard, name: "unconfirmed" }, meta, at).catch((error: unknown) => {
+        expect(error).toBeInstanceOf(TooFewReplicasError);
+        return new Promise<undefined>((resolve) => setTimeout(resolve, 100));
+      });
+    }
     // The refused commit did happen on the master: the retry finds the identical plant.
-    expect(retried.outcome).toBe("unchanged");
+    expect(retried?.outcome).toBe("unchanged");
     const other = sameShard + 1_000_000n;
     expect((await store.create({ id: other, name: "confirmed" }, meta, at)).outcome).toBe("created");
   });

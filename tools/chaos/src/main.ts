@@ -11,7 +11,8 @@ import {
   type StoreChoice,
   stopAll,
 } from "./processes.js";
-import { type RunResult, runScenario, scenarioNames, scenarios } from "./scenarios.js";
+import type { RunResult } from "./scenario.js";
+import { runScenario, scenarioNames, scenarios } from "./scenarios.js";
 
 /**
  * `npm run chaos` — fault injection against real processes: a private store (AOF, appendfsync

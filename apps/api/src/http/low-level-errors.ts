@@ -53,7 +53,7 @@ export function frameworkErrors(authenticateFirst: AuthenticateFirst) {
         // Counters and tokens live in Redis: an outage there is a 503.
         if (failure instanceof StoreUnavailableError) {
           request.server.outage.report(request, failure);
-          return reply.code(503).send(apiError(503));
+          return reply.code(503).send(apiError(503, failure.clientMessage));
         }
         request.log.error({ err: failure }, "could not authenticate a request with a malformed path");
         return reply.code(500).send(apiError(500));

@@ -20,7 +20,11 @@ const DURATION_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0
  * outage state, and Node's process metrics. Labels are bounded: the operation is the procedure a
  * request matched (`plants.create`), or the route, or `unmatched`.
  */
-export function createApiMetrics(outageOngoing: () => boolean) {
+export function createApiMetrics(
+  outageOngoing: () => boolean,
+  /** Masters with fewer in-sync replicas than the commits need (read at scrape time). */
+  mastersShortOfReplicas: () => Promise<number> = async () => 0,
+) {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "plant_store_api_" });
   const registers = [registry];
@@ -72,6 +76,15 @@ export function createApiMetrics(outageOngoing: () => boolean) {
     registers,
     collect() {
       this.set(outageOngoing() ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "plant_store_redis_masters_short_of_replicas",
+    help: "Masters with fewer in-sync replicas than REDIS_MIN_REPLICAS_ACK: their shard's writes answer 503, its reads go on",
+    registers,
+    async collect() {
+      // A master that does not answer is the outage's and the shard breaker's business, not this gauge's.
+      this.set(await mastersShortOfReplicas().catch(() => 0));
     },
   });
 

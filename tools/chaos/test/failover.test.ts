@@ -1,0 +1,42 @@
+// A master's loss under load on a 3+3 cluster, end to end (real api and worker processes): the shard
+// whose master failed over stays readable while its writes cannot be confirmed, and its writes come
+// back once the lost node returns as a replica. Nothing acknowledged is lost.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it, onTestFailed } from "vitest";
+import { runScenario } from "../src/scenarios.js";
+
+const logDir = mkdtempSync(join(tmpdir(), "plant-store-failover-"));
+let keepLogs = false;
+afterAll(() => {
+  if (keepLogs) console.error(`failover: the processes' logs are kept in ${logDir}`);
+  else rmSync(logDir, { recursive: true, force: true });
+});
+
+describe("a master failover under load", () => {
+  it("keeps the shard's reads at 200, refuses its writes with 503 and Retry-After, then resumes them", {
+    timeout: 180_000,
+  }, async () => {
+    onTestFailed(() => {
+      keepLogs = true;
+    });
+    const result = await runScenario("failover-reads", {
+      run: 1,
+      durationMs: 25_000,
+      concurrency: 16,
+      logDir,
+      recoveryTimeoutMs: 30_000,
+      store: { kind: "cluster", replicasPerMaster: 1 },
+    });
+    const report = [...result.problems, ...result.notes].join("\n");
+    console.log(`failover-reads:\n${report}`);
+    expect(result.problems, report).toEqual([]);
+    expect(result.ok, report).toBe(true);
+    expect(result.lost).toBe(0);
+    expect(result.duplicated).toBe(0);
+    expect(result.acknowledged).toBeGreaterThan(100);
+    expect(report).toMatch(/all 200 from \d+ ms after the kill on/);
+    expect(report).toMatch(/first create answered 200 \d+ ms after the restart/);
+  });
+});
