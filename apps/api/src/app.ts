@@ -1,7 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { limits } from "@plant-store/contracts";
 import { loggerOptions } from "@plant-store/logging";
-import { type Durability, type Layout, mastersShortOfReplicas, type RedisClient } from "@plant-store/store";
+import {
+  createRateLimiter,
+  type Durability,
+  type Layout,
+  mastersShortOfReplicas,
+  type RedisClient,
+} from "@plant-store/store";
 import { createAuthenticator, type StoredTokenVerifier, type TokenStore } from "@plant-store/tokens";
 import Fastify, { type FastifyReply, type FastifyRequest, type FastifyServerOptions } from "fastify";
 import { apiError, JSON_MEDIA_TYPE, RETRY_AFTER_503_SECONDS } from "./errors.js";
@@ -12,7 +18,6 @@ import { docsPage } from "./http/docs.js";
 import { createGuard, type Limits } from "./http/guard.js";
 import { clientErrorHandler, frameworkErrors } from "./http/low-level-errors.js";
 import { createApiMetrics } from "./http/metrics.js";
-import { createRateLimiter } from "./http/rate-limit.js";
 import { OneLineRequestLog } from "./http/request-log.js";
 import { restApi } from "./http/rest.js";
 import { createRouteMatcher, replyRouteMiss, restRoutesOf } from "./http/routes.js";

@@ -95,6 +95,39 @@ describe("api metrics", () => {
     ).toBe(1);
   });
 
+  it("counts tRPC answers with the status sent: errors, unknown procedures, and each batch once", async () => {
+    const issued = await call(stack.url, {
+      path: "/admin/tokens",
+      token: ADMIN_TOKEN,
+      body: { name: "reader", scopes: ["plants:read"] },
+    });
+    const reader = (issued.json as { token: string }).token;
+    const input = (value: unknown) => encodeURIComponent(JSON.stringify(value));
+    const before = await scrape();
+    const get = (path: string) => call(stack.url, { method: "GET", path, token: reader });
+    expect((await get(`/trpc/plants.get?input=${input({ json: { id: 99901 } })}`)).status).toBe(404);
+    const create = { path: "/trpc/plants.create", token: reader, body: { json: { id: 99902, name: "Fern" } } };
+    expect((await call(stack.url, create)).status).toBe(403);
+    expect((await get("/trpc/plants.nothing")).status).toBe(404);
+    // A batch answers one status for its calls: theirs when they agree, else 207 (Multi-Status).
+    const mixed = `/trpc/plants.get,plants.list?batch=1&input=${input({ 0: { json: { id: 99901 } }, 1: { json: {} } })}`;
+    expect((await get(mixed)).status).toBe(207);
+    const missing = `/trpc/plants.get,plants.get?batch=1&input=${input({ 0: { json: { id: 99901 } }, 1: { json: { id: 99903 } } })}`;
+    expect((await get(missing)).status).toBe(404);
+    const after = await scrape();
+    const delta = (operation: string, method: string, status: string) =>
+      sample(after, "plant_store_http_requests_total", { operation, method, status }) -
+      sample(before, "plant_store_http_requests_total", { operation, method, status });
+    expect(delta("trpc:plants.get", "GET", "404")).toBe(1);
+    expect(delta("trpc:plants.create", "POST", "403")).toBe(1);
+    expect(delta("trpc:unknown", "GET", "404")).toBe(1);
+    expect(delta("trpc:batch", "GET", "207")).toBe(1);
+    expect(delta("trpc:batch", "GET", "404")).toBe(1);
+    // Nothing of it was counted as a success.
+    for (const operation of ["trpc:plants.get", "trpc:plants.create", "trpc:unknown", "trpc:batch"])
+      for (const method of ["GET", "POST"]) expect(delta(operation, method, "200"), `${operation} ${method}`).toBe(0);
+  });
+
   it("counts authentication failures by reason and 429s by limit", async () => {
     const before = await scrape();
     const elsewhere = { "x-forwarded-for": "203.0.113.9" };
@@ -104,7 +137,7 @@ describe("api metrics", () => {
       token: "not-a-token-of-this-service-at-all",
       headers: elsewhere,
     });
-    // The address may fail 5 times a minute: the 6th is refused before any lookup.
+    // The address may fail 5 times a minute: its 6th failure is refused with 429.
     const refusals: number[] = [];
     for (let i = 0; i < 5; i++) {
       refusals.push(

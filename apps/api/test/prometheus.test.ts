@@ -150,4 +150,22 @@ describe("Prometheus scraping the api and the worker", { timeout: 60_000 }, () =
     expect(depth).toBe(3);
     expect(await query("max(plant_store_outbox_oldest_age_seconds)")).toBeGreaterThan(0);
   });
+
+  it("keeps scraping with its valid token while other clients from its address fail to authenticate", async () => {
+    // Wrong tokens from Prometheus's own address: 31 at the api, then 4 at the worker (one count for both).
+    const statuses: number[] = [];
+    for (let i = 0; i < 35; i++) {
+      const response = await fetch(new URL("/metrics", i < 31 ? stack.url : workerUrl), {
+        headers: { authorization: `Bearer ps_guess${i}` },
+      });
+      statuses.push(response.status);
+      await response.body?.cancel();
+    }
+    // Every scrape since (one a second per target) succeeded: `up` stayed 1.
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    expect(await query('count_over_time(up{job="plant-store-api"}[2s])')).toBeGreaterThanOrEqual(1);
+    expect(await query('min(min_over_time(up{job=~"plant-store-.*"}[2s]))')).toBe(1);
+    // While the failures past the 30th were refused, at the api and at the worker.
+    expect(statuses.slice(29)).toEqual([401, 429, 429, 429, 429, 429]);
+  });
 });

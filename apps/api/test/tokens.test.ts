@@ -211,7 +211,7 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       }
     });
 
-    it("throttles an address that keeps failing to authenticate, before looking at its token", async () => {
+    it("throttles the failed authentications of an address, never a valid token from it", async () => {
       const throttled = await secondInstance({ perToken: 6000, authFailures: 3 });
       // The counter is per address across all instances: start from a clean one.
       for (const key of await keysMatching(storeKeys.rateLimit("auth-failures:*"))) await stack.redis.del(key);
@@ -223,16 +223,30 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
         expect(await stack.redis.get(counted)).toBe("1");
         for (let i = 0; i < 3; i++)
           expectError(await call(throttled.url, { method: "GET", path: "/plants", token: `ps_guess${i}` }), 401);
-        const blocked = await call(throttled.url, { method: "GET", path: "/plants", token: TOKEN });
+        // Past the limit the address's failures are 429 with Retry-After, on REST and tRPC alike.
+        const blocked = await call(throttled.url, { method: "GET", path: "/plants", token: "ps_guess3" });
         expectError(blocked, 429, /failed authentication attempts/);
         expect(Number(blocked.headers.get("retry-after"))).toBeGreaterThan(0);
-        // Valid credentials known in memory (configured, cached) get the same 429 on REST and tRPC,
-        // and nothing is counted against the token.
-        expectError(await call(throttled.url, { method: "GET", path: "/plants", token: stored.token }), 429);
+        expectError(await call(throttled.url, { method: "GET", path: "/plants", token: null }), 429);
         expect(
-          (await call(throttled.url, { method: "GET", path: "/trpc/plants.list", token: stored.token })).status,
+          (await call(throttled.url, { method: "GET", path: "/trpc/plants.list", token: "ps_guess4" })).status,
         ).toBe(429);
-        expect(await stack.redis.get(counted)).toBe("1");
+        // Valid credentials from the same address are judged by their token's own limit: configured,
+        // cached, and one only the store knows (looked up), on REST, tRPC and the metrics.
+        const configured = await call(throttled.url, { method: "GET", path: "/plants", token: TOKEN });
+        expect(configured.status).toBe(200);
+        expect(configured.headers.get("ratelimit-limit")).toBe("6000");
+        expect((await call(throttled.url, { method: "GET", path: "/plants", token: stored.token })).status).toBe(200);
+        const list = `/trpc/plants.list?input=${encodeURIComponent('{"json":{}}')}`;
+        expect((await call(throttled.url, { method: "GET", path: list, token: stored.token })).status).toBe(200);
+        expect(await stack.redis.get(counted)).toBe("3");
+        const fresh = (await issue({ name: "scraper", scopes: ["metrics:read"] })).json as { token: string };
+        expect((await call(throttled.url, { method: "GET", path: "/metrics", token: fresh.token })).status).toBe(200);
+        expect(
+          (await call(throttled.url, { method: "POST", path: "/plants", body: { id: 7301, name: "x" } })).status,
+        ).toBe(200);
+        // A valid token lacking the scope is a 403, not a failure of the address.
+        expectError(await call(throttled.url, { method: "GET", path: "/metrics", token: stored.token }), 403);
         const counts = await stack.redis.hgetall(storeKeys.authFailures);
         expect(Number(counts.invalid)).toBeGreaterThanOrEqual(3);
         // Logged, with the reason and address, never the token.

@@ -126,6 +126,8 @@ const WorkerEnv = z.object({
   /** The api's tokens, accepted for the metrics too (every scope); issued tokens need `metrics:read` or `admin`. */
   API_TOKENS: bootstrapTokens,
   ADMIN_TOKEN: z.preprocess(unsetIfEmpty, z.string().optional()),
+  /** Failed authentications a minute per client address before its failures get 429 (the api's counter). */
+  AUTH_FAILURES_PER_MINUTE: integer(1, 30),
   /**
    * Days an audit entry stays in its partition's audit stream (the worker's retention pass trims
    * older ones) and, with a margin (a day + the jobs' retry schedule), how long an event's
@@ -174,8 +176,16 @@ export interface WorkerConfig {
   heartbeatFile?: string;
   /** Test-only fault point from `PLANT_STORE_FAULT`; undefined (the normal case) means none. */
   fault?: WorkerFault;
-  /** The metrics endpoint (METRICS_ENABLED, WORKER_METRICS_PORT/HOST) and the tokens it accepts. */
-  metrics: { enabled: boolean; port: number; host: string; apiTokens: string[]; adminToken: string | undefined };
+  /** The metrics endpoint (METRICS_ENABLED, WORKER_METRICS_PORT/HOST), the tokens it accepts, its throttle. */
+  metrics: {
+    enabled: boolean;
+    port: number;
+    host: string;
+    apiTokens: string[];
+    adminToken: string | undefined;
+    /** AUTH_FAILURES_PER_MINUTE: an address's failed authentications a minute before 429. */
+    authFailuresPerMinute: number;
+  };
   /** AUDIT_RETENTION_DAYS, DEAD_LETTER_RETENTION_DAYS, FAILED_JOB_RETENTION_DAYS (see retention.ts). */
   retention: { auditDays: number; deadLetterDays: number; failedJobDays: number };
 }
@@ -241,6 +251,7 @@ export function loadWorkerConfig(env: Record<string, string | undefined> = proce
       host: e.WORKER_METRICS_HOST,
       apiTokens: e.API_TOKENS,
       adminToken: e.ADMIN_TOKEN,
+      authFailuresPerMinute: e.AUTH_FAILURES_PER_MINUTE,
     },
     retention: {
       auditDays: e.AUDIT_RETENTION_DAYS,

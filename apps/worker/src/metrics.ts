@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { entryIdMs, type OutboxEntry, parseEventId } from "@plant-store/store";
+import { entryIdMs, type OutboxEntry, parseEventId, type RateLimiter, rateLimitNames } from "@plant-store/store";
 import { type Authenticator, authChallenge, hasScope, scopeChallenge } from "@plant-store/tokens";
 import type { Job, Queue, Worker } from "bullmq";
 import { UnrecoverableError } from "bullmq";
@@ -244,16 +244,30 @@ const sendError = (response: ServerResponse, status: number, message: string, he
 
 /**
  * `GET /metrics` on its own port: the Prometheus text for a token with `metrics:read` (or
- * `admin`), with the api's 401/403 answers and challenges; anything else is a 404 or 405, every
+ * `admin`), with the api's 401/403 answers and challenges, and its throttle: an address's failed
+ * authentications count against the same per-address limit as at the api (one counter for both),
+ * and past it they are answered 429 (a valid token never is). Anything else is a 404 or 405, every
  * error in the specification's Error shape.
  */
 export async function serveMetrics(options: {
   registry: Registry;
   authenticator: Authenticator;
+  /** The shared counters, and the failed authentications a minute an address may make. */
+  limiter: RateLimiter;
+  authFailuresPerMinute: number;
   host: string;
   port: number;
 }): Promise<{ url: string; close(): Promise<void> }> {
-  const { registry, authenticator } = options;
+  const { registry, authenticator, limiter } = options;
+  /** Counts a failed authentication from the request's address: its window, undefined when Redis did not answer. */
+  const countFailure = (request: IncomingMessage) => {
+    const address = request.socket.remoteAddress;
+    if (address === undefined) return Promise.resolve(undefined);
+    const failures = rateLimitNames.authFailures(address);
+    return within(limiter.hit(failures, options.authFailuresPerMinute), SCRAPE_REDIS_DEADLINE_MS).catch(
+      () => undefined,
+    );
+  };
   async function handle(request: IncomingMessage, response: ServerResponse) {
     const path = (request.url ?? "/").split("?", 1)[0];
     if (path !== "/metrics") return sendError(response, 404, `There is nothing at ${path}; metrics are at /metrics`);
@@ -263,6 +277,12 @@ export async function serveMetrics(options: {
     const auth = await within(authenticator.authenticate(request.headers.authorization), SCRAPE_REDIS_DEADLINE_MS);
     if (!auth) return sendError(response, 503, "The token store did not answer in time; retry later");
     if (!auth.ok) {
+      const window = await countFailure(request);
+      if (window?.exceeded) {
+        return sendError(response, 429, "Too many failed authentication attempts from this address; retry later", {
+          "retry-after": String(window.resetSeconds),
+        });
+      }
       const challenge = authChallenge(auth.reason);
       return sendError(response, 401, challenge.message, { "www-authenticate": challenge.wwwAuthenticate });
     }

@@ -10,7 +10,16 @@ import {
   queueNames,
   queuePrefix,
 } from "@plant-store/contracts";
-import { connect, disconnect, isCluster, type Layout, openLayout, outbox, type RedisClient } from "@plant-store/store";
+import {
+  connect,
+  createRateLimiter,
+  disconnect,
+  isCluster,
+  type Layout,
+  openLayout,
+  outbox,
+  type RedisClient,
+} from "@plant-store/store";
 import { cachedVerifier, createAuthenticator, createTokenStore } from "@plant-store/tokens";
 import { webhookSubscriptions } from "@plant-store/webhooks";
 import { type Job, Queue, UnrecoverableError, Worker } from "bullmq";
@@ -252,6 +261,8 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
           adminToken: config.metrics.adminToken,
           verifyStored: cachedVerifier((token) => tokens.verify(token), 500),
         }),
+        limiter: createRateLimiter(metricsConnection),
+        authFailuresPerMinute: config.metrics.authFailuresPerMinute,
         host: config.metrics.host,
         port: config.metrics.port,
       });

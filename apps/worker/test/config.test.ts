@@ -30,7 +30,14 @@ describe("loadWorkerConfig", () => {
       stalledCheckMs: 5_000,
       shutdownTimeoutMs: 30_000,
       logLevel: "info",
-      metrics: { enabled: true, port: 9464, host: "127.0.0.1", apiTokens: [], adminToken: undefined },
+      metrics: {
+        enabled: true,
+        port: 9464,
+        host: "127.0.0.1",
+        apiTokens: [],
+        adminToken: undefined,
+        authFailuresPerMinute: 30,
+      },
       retention: { auditDays: 90, deadLetterDays: 30, failedJobDays: 14 },
     });
   });
@@ -63,6 +70,7 @@ describe("loadWorkerConfig", () => {
       WORKER_METRICS_HOST: "0.0.0.0",
       API_TOKENS: "token-a-0123456789abcdef, token-b-0123456789abcdef",
       ADMIN_TOKEN: "",
+      AUTH_FAILURES_PER_MINUTE: "12",
       AUDIT_RETENTION_DAYS: "30",
       DEAD_LETTER_RETENTION_DAYS: "",
       FAILED_JOB_RETENTION_DAYS: "30",
@@ -100,6 +108,7 @@ describe("loadWorkerConfig", () => {
         host: "0.0.0.0",
         apiTokens: ["token-a-0123456789abcdef", "token-b-0123456789abcdef"],
         adminToken: undefined,
+        authFailuresPerMinute: 12,
       },
       retention: { auditDays: 30, deadLetterDays: 30, failedJobDays: 30 },
     });

@@ -3,7 +3,7 @@
 // show entries that wait, and only a token with metrics:read (or admin) reads it.
 import { queueNames } from "@plant-store/contracts";
 import { type StoreKind, storeKinds } from "@plant-store/redis-server";
-import { indexKeys, outbox, partitionKeys } from "@plant-store/store";
+import { indexKeys, outbox, partitionKeys, rateLimitNames, storeKeys } from "@plant-store/store";
 import { createTokenStore } from "@plant-store/tokens";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type RunningWorker, startWorker } from "../src/worker.js";
@@ -80,6 +80,32 @@ describe.each(storeKinds)("worker metrics on %s Redis", { timeout: 30_000 }, (ki
     expect(elsewhere.status).toBe(404);
     expect(Object.keys((await elsewhere.json()) as object).sort()).toEqual(["error", "message"]);
     expect((await get({ authorization: `Bearer ${TOKEN}` }, "", "POST")).status).toBe(405);
+  });
+
+  it("throttles an address's failed authentications as the api does (one counter), never a valid token", async () => {
+    await start();
+    const url = worker?.metricsUrl as string;
+    const statuses: number[] = [];
+    let refused: Response | undefined;
+    for (let i = 0; i < 35; i++) {
+      const response = await fetch(url, { headers: { authorization: `Bearer ps_guess${i}` } });
+      statuses.push(response.status);
+      if (response.status === 429) refused = response;
+      else await response.body?.cancel();
+    }
+    // AUTH_FAILURES_PER_MINUTE (30 by default) failures answered 401, the rest 429.
+    expect(statuses).toEqual([...Array(30).fill(401), ...Array(5).fill(429)]);
+    expect(await refused?.json()).toEqual({
+      error: 429,
+      message: "Too many failed authentication attempts from this address; retry later",
+    });
+    const retryAfter = Number(refused?.headers.get("retry-after"));
+    expect(retryAfter).toBeGreaterThan(0);
+    expect(retryAfter).toBeLessThanOrEqual(60);
+    // The api's counter for the address (its failures there and here add up).
+    expect(await t.client.get(storeKeys.rateLimit(rateLimitNames.authFailures("127.0.0.1")))).toBe("35");
+    // A valid token from the same address is still served.
+    await scrape();
   });
 
   it("counts relayed events, completed jobs and their lags; exports queue counts and process metrics", async () => {

@@ -6,7 +6,10 @@
 
   Returns {count, ms left in the window}.
 
-  Not written to the AOF nor sent to replicas (redis.set_repl), as rateLimitAdmit-2 says why.
+  Not written to the AOF nor sent to replicas (redis.set_repl): a counter is worth nothing after its
+  minute, and with `appendfsync always` a write makes Redis fsync before it answers, so every
+  admitted request would wait for the disk twice (here and at its create). A restart or a failover
+  starts the affected windows afresh.
 ]]
 redis.set_repl(redis.REPL_NONE)
 local count = redis.call('INCR', KEYS[1])

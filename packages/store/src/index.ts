@@ -97,7 +97,7 @@ export {
   type VersionCondition,
   type VersionedPlant,
 } from "./plants.js";
-export { type RateLimitCount, type RateLimitCounters, rateLimitCounters } from "./rate-limit.js";
+export { createRateLimiter, type RateLimiter, rateLimitNames, type Window } from "./rate-limit.js";
 export { type PartitionLeases, type PartitionLeasesOptions, partitionLeases } from "./relay-leases.js";
 export {
   mastersShortOfReplicas,

@@ -1,16 +1,17 @@
 // Token records and rate-limit counters on one node and on a real Redis Cluster (3 masters, 3
-// replicas): every script stays in one slot (no CROSSSLOT), and the semantics the api relies on
-// hold on both (window expiry, peek, admit refused at the failure limit, exact concurrent counts).
+// replicas): every script stays in one slot (no CROSSSLOT), and the semantics the api and worker rely on
+// hold on both (window expiry, the limit, exact concurrent counts, nothing in the AOF).
 import { setTimeout as sleep } from "node:timers/promises";
 import { keySlot, startTestStore, storeKinds, type TestStore } from "@plant-store/redis-server";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
   connect,
+  createRateLimiter,
   disconnect,
   isCluster,
   parseStoreConfig,
   type RedisClient,
-  rateLimitCounters,
+  rateLimitNames,
   storeKeys,
   tokenRecords,
 } from "../src/index.js";
@@ -31,83 +32,41 @@ describe.each(storeKinds)("tokens and rate limits on %s Redis", (kind) => {
 
   describe("rate-limit counters", () => {
     // Two names whose counters hash to different slots (on a cluster: usually different shards).
-    const address = "auth-failures:203.0.113.7";
-    const token = "token:tok_0123456789ab";
+    const address = rateLimitNames.authFailures("203.0.113.7");
+    const token = rateLimitNames.token("tok_0123456789ab");
+    const count = async (name: string) => Number((await client.get(storeKeys.rateLimit(name))) ?? 0);
 
-    it("the address and token counters are in different slots, and admit still works", async () => {
+    it("the address and token counters are in different slots, each counted on its own", async () => {
       expect(keySlot(storeKeys.rateLimit(address))).not.toBe(keySlot(storeKeys.rateLimit(token)));
-      const counters = rateLimitCounters(client);
-      expect(await counters.admit(address, 3, token, 60_000)).toEqual({
-        admitted: true,
-        count: [1, expect.any(Number)],
-      });
+      const limiter = createRateLimiter(client);
+      await Promise.all([limiter.hit(address, 3), limiter.hit(token, 3), limiter.hit(token, 3)]);
+      expect([await count(address), await count(token)]).toEqual([1, 2]);
     });
 
-    it("hit counts in a window that expires; peek reads without counting", async () => {
-      const counters = rateLimitCounters(client);
-      expect(await counters.peek(token)).toEqual([0, -2]);
-      const [first, ttl] = await counters.hit(token, 300);
-      expect(first).toBe(1);
+    it("hit counts in a window that expires, and is exceeded once past its limit", async () => {
+      const limiter = createRateLimiter(client, 300);
+      const first = await limiter.hit(token, 2);
+      expect(first).toEqual({ limit: 2, remaining: 1, resetSeconds: 1, exceeded: false });
+      const ttl = await client.pttl(storeKeys.rateLimit(token));
       expect(ttl).toBeGreaterThan(0);
       expect(ttl).toBeLessThanOrEqual(300);
-      const [second, ttl2] = await counters.hit(token, 300);
-      expect(second).toBe(2);
+      expect(await limiter.hit(token, 2)).toMatchObject({ remaining: 0, exceeded: false });
       // Later hits do not push the window's end back.
-      expect(ttl2).toBeLessThanOrEqual(ttl);
-      expect((await counters.peek(token))[0]).toBe(2);
-      expect((await counters.peek(token))[0]).toBe(2);
+      expect(await client.pttl(storeKeys.rateLimit(token))).toBeLessThanOrEqual(ttl);
+      expect(await limiter.hit(token, 2)).toMatchObject({ remaining: 0, exceeded: true });
       await sleep(350);
-      expect(await counters.peek(token)).toEqual([0, -2]);
-      expect((await counters.hit(token, 300))[0]).toBe(1);
-    });
-
-    it("admit counts while the address is under its limit, and is refused once it reached it, counting nothing", async () => {
-      const counters = rateLimitCounters(client);
-      for (let i = 1; i <= 2; i++) {
-        await counters.hit(address, 60_000);
-        expect(await counters.admit(address, 3, token, 60_000)).toEqual({
-          admitted: true,
-          count: [i, expect.any(Number)],
-        });
-      }
-      const [failures] = await counters.hit(address, 60_000);
-      expect(failures).toBe(3);
-      for (let i = 0; i < 3; i++) {
-        const refused = await counters.admit(address, 3, token, 60_000);
-        expect(refused.admitted).toBe(false);
-        // The refusal reports the address's window.
-        expect(refused.count[0]).toBe(3);
-        expect(refused.count[1]).toBeGreaterThan(0);
-      }
-      expect((await counters.peek(token))[0]).toBe(2);
-    });
-
-    it("concurrent admits count exactly: each sees its own count, none lost, refused ones leave nothing", async () => {
-      const counters = rateLimitCounters(client);
-      const admitted = await Promise.all(Array.from({ length: 60 }, () => counters.admit(address, 1, token, 60_000)));
-      expect(admitted.every((result) => result.admitted)).toBe(true);
-      expect(admitted.map((result) => result.count[0]).sort((a, b) => a - b)).toEqual(
-        Array.from({ length: 60 }, (_, i) => i + 1),
-      );
-      expect((await counters.peek(token))[0]).toBe(60);
-
-      await counters.hit(address, 60_000);
-      const refused = await Promise.all(Array.from({ length: 40 }, () => counters.admit(address, 1, token, 60_000)));
-      expect(refused.every((result) => !result.admitted)).toBe(true);
-      expect((await counters.peek(token))[0]).toBe(60);
-    });
-
-    it("a take-back after the window ended leaves no counter behind (never one without expiry)", async () => {
-      const counters = rateLimitCounters(client);
-      await counters.hit(token, 50);
-      await sleep(100);
-      expect(await counters.unhit(token)).toBe(0);
       expect(await client.exists(storeKeys.rateLimit(token))).toBe(0);
-      // Within a window: one back, the window's expiry kept.
-      await counters.hit(token, 60_000);
-      await counters.hit(token, 60_000);
-      expect(await counters.unhit(token)).toBe(1);
-      expect(await client.pttl(storeKeys.rateLimit(token))).toBeGreaterThan(0);
+      expect(await limiter.hit(token, 2)).toMatchObject({ remaining: 1, exceeded: false });
+    });
+
+    it("concurrent hits count exactly: each sees its own count, none lost", async () => {
+      const limiter = createRateLimiter(client);
+      const windows = await Promise.all(Array.from({ length: 60 }, () => limiter.hit(token, 60)));
+      expect(windows.map((window) => window.remaining).sort((a, b) => a - b)).toEqual(
+        Array.from({ length: 60 }, (_, i) => i),
+      );
+      expect(await count(token)).toBe(60);
+      expect((await limiter.hit(token, 60)).exceeded).toBe(true);
     });
 
     it("counts without writing to the AOF (no fsync to wait for); other writes still do", async () => {
@@ -119,14 +78,13 @@ describe.each(storeKinds)("tokens and rate limits on %s Redis", (kind) => {
         }
         return total;
       };
-      const counters = rateLimitCounters(client);
-      await counters.hit(token, 60_000); // a count for the take-back below
+      const limiter = createRateLimiter(client);
+      await limiter.hit(token, 60); // its script loaded, so the next hits are EVALSHA
       const before = await aofBytes();
       expect(before).toBeGreaterThan(0);
-      await counters.admit(address, 3, token, 60_000);
-      await counters.hit(address, 60_000);
-      await counters.unhit(token);
-      expect((await counters.peek(token))[0]).toBe(1);
+      await limiter.hit(address, 3);
+      await limiter.hit(token, 60);
+      expect(await count(token)).toBe(2);
       expect(await aofBytes()).toBe(before);
       await client.set(storeKeys.rateLimit("aof-probe"), "1");
       expect(await aofBytes()).toBeGreaterThan(before);

@@ -2,7 +2,7 @@
  * sizing: what each operation costs Redis, for capacity planning (README, Scaling out). On one
  * redis-server and on a 3-master + 3-replica Redis Cluster (both `appendfsync always`, as
  * deployed), through the store's own operations only — the api's create, get and page, the
- * rate-limit admit, the relay's outbox reads and acks, the worker's index and audit writes — each
+ * rate-limit count, the relay's outbox reads and acks, the worker's index and audit writes — each
  * phase measured by Redis itself, before and after: INFO commandstats (commands, those run inside
  * scripts included), INFO memory (used_memory) and INFO cpu (used_cpu_user + used_cpu_sys).
  * BullMQ's own cost per job is not in these figures (a job carries a batch of up to
@@ -15,6 +15,7 @@ import { keySlot, startRedisCluster, startRedisServer } from "@plant-store/redis
 import {
   appendAudit,
   connect,
+  createRateLimiter,
   disconnect,
   eventIdOf,
   indexCreated,
@@ -24,7 +25,7 @@ import {
   parseStoreConfig,
   partitionKeys,
   plantStore,
-  rateLimitCounters,
+  rateLimitNames,
 } from "@plant-store/store";
 import { infoNumber } from "./profile-helpers.js";
 import { machineLine, table } from "./report.js";
@@ -225,9 +226,9 @@ export async function measureSizing(mode: SizingMode, options: SizingOptions): P
       () => each(total, inFlight, (i) => store.get(idOf(i))),
       false,
     );
-    const limits = rateLimitCounters(client);
-    await phase(`rate-limit admit, per request (${inFlight} in flight)`, total, () =>
-      each(total, inFlight, () => limits.admit("auth-failures:192.0.2.1", 30, "token:sizing", 60_000)),
+    const limiter = createRateLimiter(client);
+    await phase(`rate-limit count, per request (${inFlight} in flight)`, total, () =>
+      each(total, inFlight, () => limiter.hit(rateLimitNames.token("tok_sizing"), 6000)),
     );
 
     // The relay with a backlog: reads of up to 100 entries per partition, acked (XACK + XDEL) per partition.

@@ -1,5 +1,12 @@
 import type { TokenScope } from "@plant-store/contracts";
-import { isCluster, type RedisClient, storeKeys } from "@plant-store/store";
+import {
+  isCluster,
+  type RateLimiter,
+  type RedisClient,
+  rateLimitNames,
+  storeKeys,
+  type Window,
+} from "@plant-store/store";
 import {
   type Authenticator,
   type AuthFailure,
@@ -12,7 +19,6 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { basicPassword } from "../auth.js";
 import { apiError } from "../errors.js";
 import { reach, ShardDownError, StoreUnavailableError, shardBreaker } from "../outage.js";
-import type { RateLimiter, Window } from "./rate-limit.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -24,7 +30,7 @@ declare module "fastify" {
 export type Limits = {
   /** Requests per minute per token. */
   perToken: number;
-  /** Failed or missing authentications per minute per client address; past it, 429. */
+  /** Failed or missing authentications per minute per client address; past it, its failures get 429. */
   authFailures: number;
 };
 
@@ -67,10 +73,12 @@ export type GuardObserver = {
 };
 
 /**
- * The one gate in front of every protected route: throttles addresses that keep failing to
- * authenticate (checked before a token is even looked up, so guessing is slow), authenticates,
- * counts and logs failures without secrets, checks the scope, and applies the per-token limit.
- * Answers the request itself (401/403/429) and returns false when it must not go on.
+ * The one gate in front of every protected route: authenticates, counts and logs failures without
+ * secrets, throttles the failures of an address that keeps failing (429 instead of 401), checks
+ * the scope, and applies the per-token limit. A valid credential is judged by its token's limit
+ * alone, never by its address's failures: those may be another client's behind the same address,
+ * and tokens (256 random bits) are not found by guessing. Answers the request itself
+ * (401/403/429) and returns false when it must not go on.
  */
 export function createGuard({
   authenticator,
@@ -91,15 +99,6 @@ export function createGuard({
     return request.auth;
   };
 
-  async function recordFailure(request: FastifyRequest, reason: AuthFailure) {
-    request.log.warn({ reason, ip: request.ip }, "authentication failed");
-    observer?.authFailure(reason);
-    await Promise.all([
-      redis.hincrby(storeKeys.authFailures, reason, 1),
-      limiter.hit(`auth-failures:${request.ip}`, limits.authFailures),
-    ]).catch((error: unknown) => request.log.warn({ err: error }, "could not count an authentication failure"));
-  }
-
   /** 429 for an address that failed to authenticate too often. */
   const throttled = (reply: FastifyReply, window: Window) => {
     observer?.rateLimited("address");
@@ -112,27 +111,49 @@ export function createGuard({
   const counterDeadline = cluster ? counterDeadlineMs : undefined;
 
   /**
-   * The counters `names` through `count`, or undefined when their Redis cannot answer: the request
+   * The counter `name` through `count`, or undefined when its Redis cannot answer: the request
    * then goes on uncounted (fail open). On a cluster each counter lives on some shard; refusing
    * every client whose counter sits on a shard that is down would turn one shard's outage into
    * everyone's. A shard known to be down is not even tried (see shardBreaker).
    */
-  async function counted<T>(request: FastifyRequest, names: string[], count: () => Promise<T>): Promise<T | undefined> {
+  async function counted<T>(request: FastifyRequest, name: string, count: () => Promise<T>): Promise<T | undefined> {
     // One node has no shards to tell apart: no breaker on the hot path.
-    const keys = cluster ? names.map(storeKeys.rateLimit) : undefined;
+    const key = cluster ? storeKeys.rateLimit(name) : undefined;
     let cause: unknown = "its shard is down";
-    if (!keys || keys.every((key) => counterShards.admit(key))) {
+    if (key === undefined || counterShards.admit(key)) {
       try {
-        return await (keys ? counterShards.run(keys, () => reach(count, counterDeadline)) : reach(count));
+        return await (key === undefined ? reach(count) : counterShards.run([key], () => reach(count, counterDeadline)));
       } catch (error) {
         if (!(error instanceof StoreUnavailableError)) throw error;
-        // A shard found down while the call waited is marked already; the other key's may be fine.
-        if (!(error instanceof ShardDownError)) for (const key of keys ?? []) counterShards.failed(key, error);
+        // A shard found down while the call waited is marked already.
+        if (key !== undefined && !(error instanceof ShardDownError)) counterShards.failed(key, error);
         cause = error.cause instanceof Error ? error.cause.message : String(error.cause);
       }
     }
     request.log.warn({ cause }, "rate-limit counter unavailable: request admitted uncounted");
     return undefined;
+  }
+
+  /**
+   * A failed authentication: counted against the request's address; past the address's limit
+   * 429, else logged, counted by reason and (unless the caller answers it) 401.
+   */
+  async function refuse(request: FastifyRequest, reply: FastifyReply, reason: AuthFailure, check: GuardCheck) {
+    const failures = rateLimitNames.authFailures(request.ip);
+    const window = await counted(request, failures, () => limiter.hit(failures, limits.authFailures));
+    if (window?.exceeded) return !throttled(reply, window);
+    request.log.warn({ reason, ip: request.ip }, "authentication failed");
+    observer?.authFailure(reason);
+    await redis
+      .hincrby(storeKeys.authFailures, reason, 1)
+      .catch((error: unknown) => request.log.warn({ err: error }, "could not count an authentication failure"));
+    if (check.rejectFailures === false) return true;
+    const challenge = authChallenge(reason);
+    const wwwAuthenticate = check.basic
+      ? 'Basic realm="Plant Store admin", charset="UTF-8"'
+      : challenge.wwwAuthenticate;
+    reply.code(401).header("www-authenticate", wwwAuthenticate).send(apiError(401, challenge.message));
+    return false;
   }
 
   /** Per-token limit headers, and 429 once it is used up. */
@@ -143,56 +164,18 @@ export function createGuard({
     return !tooMany(reply, window, "Rate limit exceeded for this token; retry later");
   };
 
-  /**
-   * The usual request: a configured or recently verified token with the scope it needs, known
-   * without a store lookup. The address check and the token's count then take one round trip.
-   * Nothing about the token is revealed before the address check: a throttled address gets 429.
-   */
-  async function admitKnown(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    check: GuardCheck,
-  ): Promise<boolean | undefined> {
-    // (A cached lookup still in flight may fail with the store: reach makes that a 503 too.)
-    const known = await reach(() => authenticator.withoutLookup(credentialOf(request, check.basic === true)));
-    if (known === undefined) return undefined;
-    // Kept for the request (tRPC's context, or the stepwise path), so nothing is checked twice.
-    request.auth = Promise.resolve(known);
-    if (!known.ok || (check.scope && !hasScope(known.principal, check.scope))) return undefined;
-    const failures = `auth-failures:${request.ip}`;
-    const requests = `token:${known.principal.id}`;
-    const admitted = await counted(request, [failures, requests], () =>
-      limiter.admit(failures, limits.authFailures, requests, limits.perToken),
-    );
-    if (!admitted) return true;
-    if (admitted.blocked) return !throttled(reply, admitted.blocked);
-    return applyWindow(reply, admitted.window);
-  }
-
-  /** Every other case, step by step: address check, then lookup, failures, scope, token count. */
-  async function admitStepwise(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean> {
-    const failures = `auth-failures:${request.ip}`;
-    const addressWindow = await counted(request, [failures], () => limiter.peek(failures, limits.authFailures));
-    if (addressWindow?.exceeded) return !throttled(reply, addressWindow);
+  async function admit(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean> {
+    // Configured and recently verified tokens need no lookup: their request's one round trip is its count.
     const auth = await reach(() => authOf(request, check.basic === true));
-    if (!auth.ok) {
-      await recordFailure(request, auth.reason);
-      if (check.rejectFailures === false) return true;
-      const challenge = authChallenge(auth.reason);
-      const wwwAuthenticate = check.basic
-        ? 'Basic realm="Plant Store admin", charset="UTF-8"'
-        : challenge.wwwAuthenticate;
-      reply.code(401).header("www-authenticate", wwwAuthenticate).send(apiError(401, challenge.message));
-      return false;
-    }
+    if (!auth.ok) return refuse(request, reply, auth.reason, check);
     if (check.scope && !hasScope(auth.principal, check.scope)) {
       const challenge = scopeChallenge(check.scope);
       request.log.warn({ principal: auth.principal.id, scope: check.scope }, "insufficient scope");
       reply.code(403).header("www-authenticate", challenge.wwwAuthenticate).send(apiError(403, challenge.message));
       return false;
     }
-    const requests = `token:${auth.principal.id}`;
-    const window = await counted(request, [requests], () => limiter.hit(requests, limits.perToken));
+    const requests = rateLimitNames.token(auth.principal.id);
+    const window = await counted(request, requests, () => limiter.hit(requests, limits.perToken));
     return window ? applyWindow(reply, window) : true;
   }
 
@@ -202,7 +185,7 @@ export function createGuard({
 
     async check(request: FastifyRequest, reply: FastifyReply, check: GuardCheck = {}): Promise<boolean> {
       try {
-        return (await admitKnown(request, reply, check)) ?? (await admitStepwise(request, reply, check));
+        return await admit(request, reply, check);
       } catch (error) {
         // Counters and stored tokens live in Redis: an outage there is a 503.
         if (error instanceof StoreUnavailableError) throw Object.assign(error, { statusCode: 503 });

@@ -15,10 +15,12 @@ export const METRICS_PATH = "/metrics";
 const DURATION_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
 /**
- * The api's Prometheus metrics (prom-client): requests by operation, method and status, their
- * durations, requests in flight, authentication failures, rate-limit refusals, Redis errors and the
- * outage state, and Node's process metrics. Labels are bounded: the operation is the procedure a
- * request matched (`plants.create`), or the route, or `unmatched`.
+ * The api's Prometheus metrics (prom-client): requests by operation, method and the status sent,
+ * their durations, requests in flight, authentication failures, rate-limit refusals, Redis errors
+ * and the outage state, and Node's process metrics. Labels are bounded: the operation is the
+ * procedure a request matched (`plants.create`, `trpc:plants.create`; a tRPC batch `trpc:batch`),
+ * or the route, or `unmatched`. One count per HTTP response: a tRPC batch counts once, with the
+ * one status it answered (its calls' common status, or 207 when they differ).
  */
 export function createApiMetrics(
   outageOngoing: () => boolean,
@@ -99,16 +101,18 @@ export function createApiMetrics(
   // The series of each (operation, method, status), bound once: prom-client hashes a label object
   // on every inc/observe otherwise. Bounded like the labels themselves.
   const series = new Map<string, { count: Counter.Internal; time: Histogram.Internal<"operation" | "method"> }>();
-  const finish = (request: FastifyRequest, reply: FastifyReply) => {
+  const finish = (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
     if (request.metricsDone) return;
     request.metricsDone = true;
     inFlight--;
     const operation = operationOf(request);
-    const key = `${operation} ${request.method} ${reply.statusCode}`;
+    // tRPC's adapter sends a fetch Response, whose status Fastify applies only after onSend.
+    const status = payload instanceof Response ? payload.status : reply.statusCode;
+    const key = `${operation} ${request.method} ${status}`;
     let bound = series.get(key);
     if (!bound) {
       bound = {
-        count: metrics.requests.labels(operation, request.method, String(reply.statusCode)),
+        count: metrics.requests.labels(operation, request.method, String(status)),
         time: metrics.duration.labels(operation, request.method),
       };
       series.set(key, bound);
@@ -135,7 +139,7 @@ export function createApiMetrics(
     install(app: FastifyInstance) {
       app.decorateRequest("metricsDone", false);
       app.addHook("onSend", (request, reply, payload, done) => {
-        finish(request, reply);
+        finish(request, reply, payload);
         done(null, payload);
       });
     },

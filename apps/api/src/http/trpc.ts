@@ -7,7 +7,7 @@ import type { Guard } from "./guard.js";
 
 declare module "fastify" {
   interface FastifyRequest {
-    /** `trpc:<procedure>` of a tRPC call (for metrics): a known procedure, else `trpc:unknown`. */
+    /** `trpc:<procedure>` of a tRPC call (for metrics): a known procedure, `trpc:batch`, else `trpc:unknown`. */
     trpcProcedure: string | undefined;
   }
 }
@@ -27,7 +27,9 @@ export async function trpcApi(
   scope.addHook("onRequest", async (request, reply) => {
     if (!request.url.startsWith("/trpc/")) return;
     const name = request.url.slice("/trpc/".length).split("?", 1)[0] as string;
-    request.trpcProcedure = procedures.has(name) ? `trpc:${name}` : "trpc:unknown";
+    // A batch (`?batch=1`, procedures joined by commas) is one HTTP answer for several calls.
+    const batch = (request.query as { batch?: unknown }).batch === "1";
+    request.trpcProcedure = batch ? "trpc:batch" : procedures.has(name) ? `trpc:${name}` : "trpc:unknown";
     // Its adapter fails on other methods, like TRACE.
     if (!TRPC_METHODS.includes(request.method)) {
       const allow = TRPC_METHODS.join(", ");
