@@ -272,9 +272,10 @@ describe("the partitioned layout on a Redis Cluster", { timeout: 120_000 }, () =
     // Back in sync: the shard's commits resume once the store's probe sees the replica (every 500 ms).
     let retried: Awaited<ReturnType<typeof store.create>> | undefined;
     for (let attempt = 0; attempt < 50 && !retried; attempt++) {
-      retried = await store.create({ id: sameShard, name: "unconfirmed" }, meta, at).catch((error: unknown) => {
+      retried = await store.create({ id: sameShard, name: "unconfirmed" }, meta, at).catch(async (error: unknown) => {
         expect(error).toBeInstanceOf(TooFewReplicasError);
-        return new Promise<undefined>((resolve) => setTimeout(resolve, 100));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        return undefined;
       });
     }
     // The refused commit did happen on the master: the retry finds the identical plant.
