@@ -197,6 +197,7 @@ async function main(): Promise<void> {
   const metrics = config.workerMetrics.enabled
     ? await workerMetricsPort(metricsHost, config.port, givenMetricsPort)
     : undefined;
+  if (stopping) return; // A signal arrived meanwhile: nothing more to start.
   if (metrics?.note) logError(metrics.note);
   for (const [name, entry] of [
     ["api", config.apiEntry],
