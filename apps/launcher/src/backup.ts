@@ -22,14 +22,19 @@ import {
   connect,
   connectOperator,
   disconnect,
+  HELP,
+  parseCommandLine,
   parseStoreConfig,
   type RedisClient,
+  runCommandLine,
+  UsageError,
 } from "@plant-store/store";
 import { parseConfig } from "./config.js";
 import { CommandError, refuseWhileRunning } from "./offline.js";
 
 const USAGE = `Usage: npm run backup -- <folder>           copy the running store into <folder> (new or empty)
        npm run backup -- restore <folder>   replace the store with the copy in <folder> (npm start stopped)
+       npm run backup -- --help             this text
 
 The store is the embedded Redis of npm start in DATA_DIR (default ./data). A backup is its
 append-only file as of one moment: every plant acknowledged before then, with its outbox entries, so
@@ -43,8 +48,6 @@ Exit status: 0 success, 1 failure, 2 bad arguments.
 
 /** How long a backup waits for an AOF rewrite in progress to finish. */
 const REWRITE_WAIT_MS = 10 * 60_000;
-
-class UsageError extends Error {}
 
 function fsyncPath(path: string): void {
   const fd = openSync(path, "r");
@@ -162,18 +165,19 @@ async function keyCount(url: string): Promise<number> {
   }
 }
 
-async function main(argv: string[]): Promise<number> {
-  const [first, second, ...rest] = argv;
-  if (first === undefined || first === "-h" || first === "--help" || first === "help") {
-    process.stdout.write(USAGE);
-    return first === undefined ? 2 : 0;
-  }
+/** What to do, or HELP; a bad command line throws a UsageError. */
+function parseArguments(argv: readonly string[]) {
+  const { values, positionals } = parseCommandLine(argv, {}, { positionals: true });
+  const [first, ...rest] = positionals;
+  if (values.help || first === "help") return HELP;
+  const restoring = first === "restore";
+  const folders = restoring ? rest : positionals;
+  if (folders.length !== 1) throw new UsageError(restoring ? "restore needs one folder" : "expected one folder");
+  return { restoring, folder: folders[0] as string };
+}
+
+async function main({ restoring, folder }: { restoring: boolean; folder: string }): Promise<number> {
   try {
-    const restoring = first === "restore";
-    const folder = restoring ? second : first;
-    if (folder === undefined || (restoring ? rest.length > 0 : second !== undefined)) {
-      throw new UsageError("expected one folder");
-    }
     const parsed = parseConfig(process.env);
     if (!parsed.ok) throw new UsageError(`invalid environment: ${parsed.errors.join("; ")}`);
     const { config } = parsed;
@@ -187,16 +191,10 @@ async function main(argv: string[]): Promise<number> {
     else await backup(resolve(folder), config.dataDir);
     return 0;
   } catch (error) {
-    if (error instanceof UsageError) {
-      process.stderr.write(`error: ${error.message}\n\n${USAGE}`);
-      return 2;
-    }
-    if (error instanceof CommandError) {
-      process.stderr.write(`error: ${error.message}\n`);
-      return 1;
-    }
-    throw error;
+    if (!(error instanceof CommandError)) throw error;
+    process.stderr.write(`error: ${error.message}\n`);
+    return 1;
   }
 }
 
-process.exitCode = await main(process.argv.slice(2));
+process.exitCode = await runCommandLine(process.argv.slice(2), USAGE, parseArguments, main);

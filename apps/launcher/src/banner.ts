@@ -1,4 +1,5 @@
 import { httpBase } from "./net.js";
+import type { WorkerMetricsPort } from "./worker-metrics.js";
 
 export interface BannerInput {
   host: string;
@@ -7,10 +8,18 @@ export interface BannerInput {
   generatedApiToken: string | undefined;
   /** The dashboard password to show, only when we generated it. */
   generatedAdminToken: string | undefined;
+  /** Where the worker serves its metrics; undefined: METRICS_ENABLED=false. */
+  workerMetrics: WorkerMetricsPort | undefined;
 }
 
 /** The "ready" block: where the API is, how to call it, where the queue dashboard is. */
-export function readyBanner({ host, port, generatedApiToken, generatedAdminToken }: BannerInput): string {
+export function readyBanner({
+  host,
+  port,
+  generatedApiToken,
+  generatedAdminToken,
+  workerMetrics,
+}: BannerInput): string {
   const base = httpBase(host, port);
   const token = generatedApiToken ?? "<one of your API_TOKENS>";
   const rule = "=".repeat(78);
@@ -35,8 +44,15 @@ export function readyBanner({ host, port, generatedApiToken, generatedAdminToken
       ? `    user: admin   password: ${generatedAdminToken}   (generated; set ADMIN_TOKEN to choose your own)`
       : "    user: admin   password: your ADMIN_TOKEN",
     "",
-    `  Prometheus metrics: ${base}/metrics and the worker's on WORKER_METRICS_PORT (default 9464),`,
-    "    with the API token or the admin password as Bearer token (README: Monitoring)",
+    ...(workerMetrics
+      ? [
+          `  Prometheus metrics: ${base}/metrics and, from the worker,`,
+          workerMetrics.taken
+            ? `    none: its port ${workerMetrics.port} is taken (see above),`
+            : `    ${workerMetrics.url},`,
+          "    with the API token or the admin password as Bearer token (README: Monitoring)",
+        ]
+      : ["  Prometheus metrics: off (METRICS_ENABLED=false)"]),
     "",
     "  Press Ctrl+C to stop.",
     rule,

@@ -40,6 +40,10 @@ const EnvSchema = z.object({
    * (README, Performance).
    */
   WORKER_NICENESS: z.coerce.number().int().min(0).max(19).default(0),
+  /** The worker's metrics (read here to choose its port and show its URL; the worker reads them too). */
+  METRICS_ENABLED: z.enum(["true", "false"]).default("true"),
+  WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65_535).optional(),
+  WORKER_METRICS_HOST: z.string().default("127.0.0.1"),
   /** Entry points of the services; overridable for tests. */
   PLANT_STORE_API_ENTRY: z.string().optional(),
   PLANT_STORE_WORKER_ENTRY: z.string().optional(),
@@ -60,6 +64,8 @@ export interface LauncherConfig {
   restartPolicy: RestartPolicy;
   /** The worker's niceness (WORKER_NICENESS). */
   workerNiceness: number;
+  /** The worker's metrics endpoint; `port` undefined: not chosen by the user (see workerMetricsPort). */
+  workerMetrics: { enabled: boolean; host: string; port: number | undefined };
 }
 
 export type ConfigResult = { ok: true; config: LauncherConfig } | { ok: false; errors: string[] };
@@ -103,6 +109,11 @@ export function parseConfig(env: NodeJS.ProcessEnv): ConfigResult {
         maxRestarts: e.LAUNCHER_MAX_RESTARTS,
       },
       workerNiceness: e.WORKER_NICENESS,
+      workerMetrics: {
+        enabled: e.METRICS_ENABLED === "true",
+        host: e.WORKER_METRICS_HOST,
+        port: e.WORKER_METRICS_PORT,
+      },
     },
   };
 }

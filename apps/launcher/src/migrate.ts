@@ -9,12 +9,30 @@ import {
   connect,
   describeTarget,
   disconnect,
+  HELP,
   LAYOUT_VERSION,
   migrateStore,
+  parseCommandLine,
   parseStoreConfig,
 } from "@plant-store/store";
 import { parseConfig } from "./config.js";
 import { openEmbeddedStore, refuse, refuseUnlessAnswering, runCommand } from "./offline.js";
+
+const USAGE = `Usage: npm run migrate
+       node apps/launcher/dist/migrate.js
+
+Brings a store written by an earlier version to the current layout, in place. Idempotent and
+resumable: run it again after an interruption. Stop the api and the worker (npm start) first.
+
+Which Redis: REDIS_URL or REDIS_CLUSTER_NODES (and REDIS_PASSWORD) when set; otherwise the
+embedded store of npm start in DATA_DIR (default ./data), started for the migration and stopped
+afterwards.
+
+Options:
+  -h, --help   this text
+
+Exit status: 0 success (or nothing to do), 1 failure or refusal, 2 bad arguments.
+`;
 
 const say = (line: string) => process.stdout.write(`[migrate] ${line}\n`);
 
@@ -35,7 +53,7 @@ async function main() {
   try {
     const store = parseStoreConfig(env);
     say(`migrating the store at ${describeTarget(store.redis)}`);
-    const client = connect(store.redis, { name: "plant-store-migrate", maxRetriesPerRequest: 1 });
+    const client = connect(store.redis, { name: "plant-store-migrate", maxRetriesPerRequest: 1, lazyConnect: true });
     try {
       await refuseUnlessAnswering(client, store.redis);
       const report = await migrateStore(client, {
@@ -56,4 +74,4 @@ async function main() {
   }
 }
 
-await runCommand("migrate", main);
+await runCommand("migrate", USAGE, (argv) => (parseCommandLine(argv, {}).values.help ? HELP : {}), main);

@@ -9,19 +9,42 @@
 // `npm start` in DATA_DIR (default ./data), started here for the copy and stopped afterwards.
 //
 //   REDIS_CLUSTER_NODES=host:port,… npm run move-to-cluster [-- --from redis://host:port]
-import { parseArgs } from "node:util";
 import { importIntoCluster, type RedisServer } from "@plant-store/redis-server";
 import {
   connect,
   describeTarget,
   disconnect,
+  HELP,
   keyCount,
+  parseCommandLine,
   parseStoreConfig,
   type RedisClient,
   storeKeys,
 } from "@plant-store/store";
 import { parseConfig } from "./config.js";
-import { openEmbeddedStore, refuse, refuseUnlessAnswering, runCommand } from "./offline.js";
+import {
+  type EmbeddedStoreMessages,
+  openEmbeddedStore,
+  refuse,
+  refuseUnlessAnswering,
+  refuseUnlessOpenable,
+  runCommand,
+} from "./offline.js";
+
+const USAGE = `Usage: REDIS_CLUSTER_NODES=host:port,… npm run move-to-cluster [-- --from redis://host:port]
+
+Copies every key of a one-node store into the empty Redis Cluster that REDIS_CLUSTER_NODES names
+(redis-cli --cluster import --cluster-copy) and checks that all of them arrived; the one-node
+store is left as it was. Stop npm start (or the api and the worker) first: nothing may write
+meanwhile. Afterwards start with REDIS_CLUSTER_NODES.
+
+Options:
+  --from URL   the one-node store: a plain redis:// Redis without a password. Default: the
+               embedded store of npm start in DATA_DIR (default ./data), started for the copy
+  -h, --help   this text
+
+Exit status: 0 copied, 1 failure or refusal, 2 bad arguments.
+`;
 
 const say = (line: string) => process.stdout.write(`[move-to-cluster] ${line}\n`);
 
@@ -45,8 +68,21 @@ async function missingKeys(from: RedisClient, cluster: RedisClient): Promise<{ c
   return { checked, missing };
 }
 
-async function main() {
-  const { values } = parseArgs({ options: { from: { type: "string" } }, strict: true });
+/** redis-cli --cluster import takes the one-node store as host:port, with no password nor TLS. */
+function refuseUnlessPlain(sourceUrl: string): void {
+  const url = URL.canParse(sourceUrl) ? new URL(sourceUrl) : undefined;
+  if (url?.protocol !== "redis:" || url.password) {
+    refuse("--from must name a plain redis:// Redis without a password, for redis-cli --cluster import");
+  }
+}
+
+/** --from, or HELP; a bad command line throws a UsageError. */
+function parseArguments(argv: readonly string[]) {
+  const { values } = parseCommandLine(argv, { from: { type: "string" } });
+  return values.help ? HELP : { from: values.from };
+}
+
+async function main(args: { from: string | undefined }) {
   const parsed = parseConfig(process.env);
   if (!parsed.ok) return refuse(`invalid environment: ${parsed.errors.join("; ")}`);
   const { config } = parsed;
@@ -57,13 +93,20 @@ async function main() {
     return refuse("a cluster behind TLS or an ACL user: run redis-cli --cluster import yourself (README, Scaling out)");
   }
   const seed = target.nodes[0] ?? refuse("REDIS_CLUSTER_NODES names no node");
+  // Refused before anything is connected: these need no cluster to tell.
+  const embeddedStore: EmbeddedStoreMessages = {
+    missing: (dir) => `no store to move: ${dir} does not exist (--from names another Redis)`,
+  };
+  if (args.from) refuseUnlessPlain(args.from);
+  else refuseUnlessOpenable(config.dataDir, embeddedStore);
 
   // The cluster must be empty: an import onto a store would mix two of them.
-  const cluster = connect(target, { name: "plant-store-move", maxRetriesPerRequest: 1 });
-  cluster.on("error", () => {}); // each failed command says why
+  // Lazy: nothing is connected before refuseUnlessAnswering has found a cluster that answers.
+  const cluster = connect(target, { name: "plant-store-move", maxRetriesPerRequest: 1, lazyConnect: true });
   const clusterKeys = () => keyCount(cluster);
   let embedded: RedisServer | undefined;
   try {
+    await refuseUnlessAnswering(cluster, target); // also keeps its error events from being unhandled
     const state = /cluster_state:(\w+)/.exec(String(await cluster.cluster("INFO")))?.[1];
     if (state !== "ok") refuse(`the cluster is not healthy (cluster_state:${state}): see redis-cli --cluster check`);
     const already = await clusterKeys().catch((error: unknown) =>
@@ -73,19 +116,14 @@ async function main() {
     );
     if (already > 0) refuse(`the cluster already holds ${already} keys: move the store into an empty cluster`);
 
-    let sourceUrl = values.from;
+    let sourceUrl = args.from;
     if (!sourceUrl) {
-      embedded = await openEmbeddedStore(config.dataDir, {
-        missing: (dir) => `no store to move: ${dir} does not exist (--from names another Redis)`,
-      });
+      embedded = await openEmbeddedStore(config.dataDir, embeddedStore);
       say(`started the embedded store of ${config.dataDir} for the copy`);
       sourceUrl = embedded.url;
     }
     const source = parseStoreConfig({ REDIS_URL: sourceUrl }).redis;
     const url = new URL(sourceUrl);
-    if (url.protocol !== "redis:" || url.password) {
-      refuse("the one-node store must be a plain redis:// Redis without a password for redis-cli --cluster import");
-    }
     const from = connect(source, { name: "plant-store-move", maxRetriesPerRequest: 1 });
     try {
       await refuseUnlessAnswering(from, source);
@@ -121,4 +159,4 @@ async function main() {
   }
 }
 
-await runCommand("move-to-cluster", main);
+await runCommand("move-to-cluster", USAGE, parseArguments, main);

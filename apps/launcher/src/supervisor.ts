@@ -19,6 +19,7 @@ import { portProblem, waitForPort } from "./net.js";
 import { type RestartPolicy, restartTracker } from "./restart-policy.js";
 import { describeExit, type Service, startService, stopService } from "./services.js";
 import { generateToken } from "./tokens.js";
+import { workerMetricsPort } from "./worker-metrics.js";
 
 /** How long the api and worker get to close gracefully after SIGTERM. */
 const GRACE_MS = 10_000;
@@ -191,12 +192,20 @@ async function main(): Promise<void> {
     API_TOKENS: apiTokens.join(","),
     ADMIN_TOKEN: adminToken,
   };
+  // Chosen once, after Redis took its port: a restarted worker serves its metrics where it did.
+  const { host: metricsHost, port: givenMetricsPort } = config.workerMetrics;
+  const metrics = config.workerMetrics.enabled
+    ? await workerMetricsPort(metricsHost, config.port, givenMetricsPort)
+    : undefined;
+  if (stopping) return; // A signal arrived meanwhile: nothing more to start.
+  if (metrics?.note) logError(metrics.note);
   for (const [name, entry] of [
     ["api", config.apiEntry],
     ["worker", config.workerEntry],
   ] as const) {
     const niceness = name === "worker" ? config.workerNiceness : 0;
-    supervise(name, () => startService(name, entry, env, { niceness, warn: logError }), config.restartPolicy);
+    const serviceEnv = name === "worker" && metrics ? { ...env, WORKER_METRICS_PORT: String(metrics.port) } : env;
+    supervise(name, () => startService(name, entry, serviceEnv, { niceness, warn: logError }), config.restartPolicy);
   }
 
   if (await waitForPort(config.host, config.port, 60_000, () => stopping)) {
@@ -206,6 +215,7 @@ async function main(): Promise<void> {
         port: config.port,
         generatedApiToken: config.apiTokens ? undefined : apiTokens[0],
         generatedAdminToken: config.adminToken ? undefined : adminToken,
+        workerMetrics: metrics,
       }),
     );
   } else if (!stopping) {

@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmSync } from "node:
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type RedisCluster, startRedisCluster, startRedisServer } from "@plant-store/redis-server";
+import { freePort, type RedisCluster, startRedisCluster, startRedisServer } from "@plant-store/redis-server";
 import {
   connect,
   disconnect,
@@ -30,11 +30,14 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** Runs `npm run move-to-cluster`'s script; resolves with its exit code and output. */
+/** Runs `npm run move-to-cluster`'s script; resolves with its exit code, output and duration. */
 function move(env: Record<string, string>, args: string[] = []) {
   const base: NodeJS.ProcessEnv = { ...process.env };
   for (const key of ["REDIS_URL", "REDIS_CLUSTER_NODES", "DATA_DIR"]) delete base[key];
+  const started = Date.now();
   const child = spawn(process.execPath, [moveMain, ...args], { env: { ...base, ...env } });
+  // A command that hangs is stopped (and fails its test) rather than holding the file up.
+  const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
   let output = "";
   child.stdout.on("data", (chunk: Buffer) => {
     output += chunk.toString();
@@ -42,8 +45,11 @@ function move(env: Record<string, string>, args: string[] = []) {
   child.stderr.on("data", (chunk: Buffer) => {
     output += chunk.toString();
   });
-  return new Promise<{ code: number | null; output: string }>((resolve) =>
-    child.once("exit", (code) => resolve({ code, output })),
+  return new Promise<{ code: number | null; output: string; ms: number }>((resolve) =>
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, output, ms: Date.now() - started });
+    }),
   );
 }
 
@@ -144,5 +150,45 @@ describe("npm run move-to-cluster", { timeout: 120_000 }, () => {
     } finally {
       await empty.stop();
     }
+  });
+
+  it("ends in one sentence, within seconds, when the cluster does not answer or is no cluster", async () => {
+    const dataDir = await dataFolder();
+    const oneSentence = /^\[move-to-cluster\] [^\n]+\n$/;
+
+    const nobody = await freePort();
+    const down = await move({ DATA_DIR: dataDir, REDIS_CLUSTER_NODES: `127.0.0.1:${nobody}` });
+    expect(down.code).toBe(1);
+    expect(down.output).toMatch(oneSentence);
+    expect(down.output).toContain(`no node of REDIS_CLUSTER_NODES answers (127.0.0.1:${nobody}: connect ECONNREFUSED`);
+    expect(down.ms).toBeLessThan(5_000);
+    expect(processesIn(join(dataDir, "redis"))).toEqual([]); // the embedded store was not started for it
+
+    const plain = await startRedisServer();
+    try {
+      const seed = new URL(plain.url).host;
+      const single = await move({ DATA_DIR: dataDir, REDIS_CLUSTER_NODES: seed });
+      expect(single.code).toBe(1);
+      expect(single.output).toMatch(oneSentence);
+      expect(single.output).toContain(
+        `${seed} (REDIS_CLUSTER_NODES) is a Redis without cluster mode, not a Redis Cluster`,
+      );
+      expect(single.ms).toBeLessThan(5_000);
+    } finally {
+      await plain.stop();
+    }
+
+    // npm start running on the data folder is refused first, before any cluster is asked.
+    recordEmbeddedStore(dataDir, { url: "redis://127.0.0.1:1", pid: process.pid });
+    const running = await move({ DATA_DIR: dataDir, REDIS_CLUSTER_NODES: `127.0.0.1:${nobody}` });
+    expect(running.code).toBe(1);
+    expect(running.output).toMatch(oneSentence);
+    expect(running.output).toMatch(/npm start is running on this data folder/);
+  });
+
+  it("--help prints the usage and moves nothing", async () => {
+    const help = await move({ REDIS_CLUSTER_NODES: cluster.seeds }, ["--help"]);
+    expect(help.code).toBe(0);
+    expect(help.output).toMatch(/^Usage: REDIS_CLUSTER_NODES=host:port,… npm run move-to-cluster/);
   });
 });

@@ -2,9 +2,18 @@
 // The audit log, read back: `npm run audit-log [-- --plant ID] [--actor ID] [--since 24h] …`.
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { PLANT_EVENT_TYPES, type PlantEventType, PlantIdParam } from "@plant-store/contracts";
-import { type AuditEntry, openLayout, partitionOf, readAuditLog, withOperatorStore } from "@plant-store/store";
+import {
+  type AuditEntry,
+  HELP,
+  openLayout,
+  parseCommandLine,
+  partitionOf,
+  readAuditLog,
+  runCommandLine,
+  UsageError,
+  withOperatorStore,
+} from "@plant-store/store";
 
 const USAGE = `Usage: npm run audit-log [-- [options]]
        node apps/worker/dist/audit-log.js [options]
@@ -34,8 +43,6 @@ Exit status: 0 success, 1 failure (Redis unreachable), 2 bad arguments.
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
-class UsageError extends Error {}
-
 const AGE_UNITS_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
 /** A time given as ISO 8601 or as an age before `now` ("30m"), in ms. */
@@ -47,28 +54,17 @@ function parseTime(option: string, text: string, now: number): number {
   return ms;
 }
 
-const OPTIONS = {
-  plant: { type: "string" },
-  actor: { type: "string" },
-  type: { type: "string" },
-  since: { type: "string" },
-  until: { type: "string" },
-  limit: { type: "string" },
-  json: { type: "boolean" },
-  help: { type: "boolean", short: "h" },
-} as const;
-
-function parseOrUsage(argv: string[]) {
-  try {
-    return parseArgs({ args: argv, options: OPTIONS, allowPositionals: false });
-  } catch (error) {
-    throw new UsageError(error instanceof Error ? error.message : String(error));
-  }
-}
-
-function parseOptions(argv: string[], now: number) {
-  const { values } = parseOrUsage(argv);
-  if (values.help) return { help: true as const };
+function parseOptions(argv: readonly string[], now: number) {
+  const { values } = parseCommandLine(argv, {
+    plant: { type: "string" },
+    actor: { type: "string" },
+    type: { type: "string" },
+    since: { type: "string" },
+    until: { type: "string" },
+    limit: { type: "string" },
+    json: { type: "boolean" },
+  });
+  if (values.help) return HELP;
   let plant: string | undefined;
   if (values.plant !== undefined) {
     const id = PlantIdParam.safeParse(values.plant);
@@ -83,7 +79,6 @@ function parseOptions(argv: string[], now: number) {
     throw new UsageError(`--limit must be a positive integer, not "${values.limit}"`);
   }
   return {
-    help: false as const,
     plant,
     actor: values.actor,
     type: values.type,
@@ -108,19 +103,9 @@ function describeEntry({ fields }: AuditEntry): string {
   return line;
 }
 
-async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  let options: ReturnType<typeof parseOptions>;
-  try {
-    options = parseOptions(argv, Date.now());
-  } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
-    process.stderr.write(`error: ${error.message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (options.help) {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+type Options = Exclude<ReturnType<typeof parseOptions>, typeof HELP>;
+
+async function printAuditLog(options: Options, env: NodeJS.ProcessEnv): Promise<number> {
   return withOperatorStore("audit-log", env, resolve(repoRoot, "data"), async (redis) => {
     const { partitions } = await openLayout(redis, {});
     const { plant, actor, type } = options;
@@ -147,6 +132,15 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     if (!options.json) process.stdout.write(`${count} entr${count === 1 ? "y" : "ies"}.\n`);
     return 0;
   });
+}
+
+function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  return runCommandLine(
+    argv,
+    USAGE,
+    (args) => parseOptions(args, Date.now()),
+    (options) => printAuditLog(options, env),
+  );
 }
 
 process.exitCode = await main(process.argv.slice(2), process.env);

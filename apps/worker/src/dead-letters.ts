@@ -2,8 +2,16 @@
 // Dead-lettered outbox entries: `npm run dead-letters [-- replay [--partition N] [--id ID]]`.
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
-import { type DeadLetter, openLayout, outbox, withOperatorStore } from "@plant-store/store";
+import {
+  type DeadLetter,
+  HELP,
+  openLayout,
+  outbox,
+  parseCommandLine,
+  runCommandLine,
+  UsageError,
+  withOperatorStore,
+} from "@plant-store/store";
 
 const USAGE = `Usage: npm run dead-letters [-- <command> [options]]
        node apps/worker/dist/dead-letters.js [<command>] [options]
@@ -32,29 +40,14 @@ const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 /** Dead letters read per partition per page. */
 const PAGE = 500;
 
-class UsageError extends Error {}
-
-function parseOrUsage(argv: string[]) {
-  try {
-    return parseArgs({
-      args: argv,
-      options: {
-        partition: { type: "string" },
-        id: { type: "string" },
-        json: { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-      },
-      allowPositionals: true,
-    });
-  } catch (error) {
-    throw new UsageError(error instanceof Error ? error.message : String(error));
-  }
-}
-
-function parseCommand(argv: string[]) {
-  const { values, positionals } = parseOrUsage(argv);
+function parseCommand(argv: readonly string[]) {
+  const { values, positionals } = parseCommandLine(
+    argv,
+    { partition: { type: "string" }, id: { type: "string" }, json: { type: "boolean" } },
+    { positionals: true },
+  );
   const command = positionals[0] ?? "list";
-  if (values.help || command === "help") return { command: "help" as const };
+  if (values.help || command === "help") return HELP;
   if (command !== "list" && command !== "replay") throw new UsageError(`unknown command "${command}"`);
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
   const partition = values.partition === undefined ? undefined : Number(values.partition);
@@ -68,19 +61,9 @@ function parseCommand(argv: string[]) {
   return { command, partition, id: values.id, json: values.json ?? false };
 }
 
-async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
-  let options: ReturnType<typeof parseCommand>;
-  try {
-    options = parseCommand(argv);
-  } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
-    process.stderr.write(`error: ${error.message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (options.command === "help") {
-    process.stdout.write(USAGE);
-    return 0;
-  }
+type Options = Exclude<ReturnType<typeof parseCommand>, typeof HELP>;
+
+async function deadLetters(options: Options, env: NodeJS.ProcessEnv): Promise<number> {
   return withOperatorStore("dead-letters", env, resolve(repoRoot, "data"), async (redis) => {
     const { partitions } = await openLayout(redis, {});
     if (options.partition !== undefined && options.partition >= partitions) {
@@ -124,6 +107,10 @@ async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
     else if (!options.json) process.stdout.write(`${count} dead letter(s).\n`);
     return 0;
   });
+}
+
+function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  return runCommandLine(argv, USAGE, parseCommand, (options) => deadLetters(options, env));
 }
 
 process.exitCode = await main(process.argv.slice(2), process.env);

@@ -53,7 +53,7 @@ async function main(): Promise<void> {
   logger.info("worker ready", {
     relayConsumer: worker.relayConsumer,
     concurrency: config.concurrency,
-    metrics: worker.metricsUrl ?? "off",
+    metrics: worker.metricsUrl ?? (config.metrics.enabled ? "not listening" : "off"),
   });
 }
 

@@ -49,7 +49,7 @@ export interface RunningWorker {
   readonly layout: Layout;
   /** The partitions this worker relays now. */
   relayedPartitions(): ReadonlySet<number>;
-  /** Where `GET /metrics` answers; undefined when METRICS_ENABLED=false. */
+  /** Where `GET /metrics` answers; undefined when METRICS_ENABLED=false or its port could not be had. */
   readonly metricsUrl: string | undefined;
   /**
    * Graceful stop: the relay stops reading (finishing the batch in hand), the BullMQ workers
@@ -254,6 +254,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
         queues,
       });
       const tokens = createTokenStore(metricsConnection);
+      const { host, port } = config.metrics;
       metricsServer = await serveMetrics({
         registry: metrics.registry,
         authenticator: createAuthenticator({
@@ -263,8 +264,19 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
         }),
         limiter: createRateLimiter(metricsConnection),
         authFailuresPerMinute: config.metrics.authFailuresPerMinute,
-        host: config.metrics.host,
-        port: config.metrics.port,
+        host,
+        port,
+      }).catch((error: NodeJS.ErrnoException) => {
+        // Metrics are optional: a port taken by another program (or another stack) must not stop the side work.
+        logger.warn(
+          "metrics endpoint not started; the worker goes on without it (set WORKER_METRICS_PORT to a free port)",
+          {
+            host,
+            port,
+            error: error.code ?? error.message,
+          },
+        );
+        return undefined;
       });
     }
   } catch (error) {

@@ -1,3 +1,4 @@
+import { createServer, type Server } from "node:net";
 import { queueNames } from "@plant-store/contracts";
 import { partitionKeys, storeKeys } from "@plant-store/store";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -80,5 +81,29 @@ describe("worker process (dist/main.js)", { timeout: 20_000 }, () => {
     const mismatch = spawnWorker({ ...t.env, STORE_PARTITIONS: "64" });
     expect((await mismatch.exit).code).toBe(1);
     expect(fatalMessage(mismatch.lines())).toMatch(/created with 16 partitions.*STORE_PARTITIONS=64/);
+  });
+
+  it("goes on without metrics, warning once, when its metrics port is taken", async () => {
+    // Another program on the port (e.g. a second stack's worker, or an OpenTelemetry exporter on 9464).
+    const taken = await new Promise<Server>((resolve) => {
+      const server = createServer().listen(0, "127.0.0.1", () => resolve(server));
+    });
+    const port = (taken.address() as { port: number }).port;
+    const worker = spawnWorker({ ...t.env, WORKER_METRICS_PORT: String(port) });
+    try {
+      await waitFor("the ready line", () => worker.lines().some((line) => line.msg === "worker ready"), 10_000);
+      const warnings = worker.lines().filter((line) => line.level === "warn");
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatchObject({ port, error: "EADDRINUSE" });
+      expect(String(warnings[0]?.msg)).toMatch(/metrics endpoint not started; the worker goes on without it/);
+      expect(worker.lines().find((line) => line.msg === "worker ready")?.metrics).toBe("not listening");
+      // Its side work goes on: a create is audited.
+      await t.createPlant({ id: "7" });
+      await waitFor("the create audited", async () => (await t.audit()).length === 1);
+      expect(worker.child.exitCode).toBeNull();
+    } finally {
+      worker.child.kill("SIGKILL");
+      taken.close();
+    }
   });
 });

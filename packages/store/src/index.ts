@@ -17,6 +17,7 @@ export {
   trimAudit,
   trimDeadLetters,
 } from "./audit.js";
+export { HELP, parseCommandLine, runCommandLine, UsageError } from "./command-line.js";
 export type { Durability } from "./commit.js";
 export {
   DEFAULT_REDIS_URL,

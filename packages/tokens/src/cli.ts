@@ -2,9 +2,8 @@
 // Token administration: `node packages/tokens/dist/cli.js <command>` (`npm run tokens -- <command>`).
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type ParseArgsConfig, parseArgs } from "node:util";
 import { NewToken, type TokenRecord, TokenScope } from "@plant-store/contracts";
-import { withOperatorStore } from "@plant-store/store";
+import { HELP, parseCommandLine, runCommandLine, UsageError, withOperatorStore } from "@plant-store/store";
 import { createTokenStore, type TokenStore } from "./store.js";
 
 const USAGE = `Usage: npm run tokens -- <command> [options]
@@ -37,9 +36,6 @@ Exit status: 0 success, 1 failure (e.g. Redis unreachable, unknown id), 2 bad ar
 /** Repository root: this file runs from packages/tokens/dist/ (the launcher's default data folder is its ./data). */
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
-/** Bad command line: usage on stderr, exit 2. */
-class UsageError extends Error {}
-
 const UNITS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 };
 
 function parseDuration(text: string): number {
@@ -62,39 +58,23 @@ function parseScopes(text: string) {
 }
 
 type Command =
-  | { kind: "help" }
   | { kind: "create"; input: NewToken; json: boolean }
   | { kind: "list"; json: boolean }
   | { kind: "revoke"; id: string };
 
-/** parseArgs, its errors (unknown option, missing value...) as a UsageError. */
-function parseOrUsage<T extends ParseArgsConfig>(config: T) {
-  try {
-    return parseArgs(config);
-  } catch (error) {
-    throw new UsageError(error instanceof Error ? error.message : String(error));
-  }
-}
-
-function parseCommand(argv: readonly string[]): Command {
+function parseCommand(argv: readonly string[]): Command | typeof HELP {
   const [command, ...rest] = argv;
   if (command === undefined) throw new UsageError("a command is required");
-  if (command === "--help" || command === "-h" || command === "help") return { kind: "help" };
+  if (command === "--help" || command === "-h" || command === "help") return HELP;
   switch (command) {
     case "create": {
-      const { values } = parseOrUsage({
-        args: rest,
-        options: {
-          name: { type: "string" },
-          scopes: { type: "string" },
-          "expires-in": { type: "string" },
-          json: { type: "boolean" },
-          help: { type: "boolean", short: "h" },
-        },
-        strict: true,
-        allowPositionals: false,
+      const { values } = parseCommandLine(rest, {
+        name: { type: "string" },
+        scopes: { type: "string" },
+        "expires-in": { type: "string" },
+        json: { type: "boolean" },
       });
-      if (values.help) return { kind: "help" };
+      if (values.help) return HELP;
       if (typeof values.name !== "string") throw new UsageError("create needs --name <name>");
       if (typeof values.scopes !== "string") throw new UsageError("create needs --scopes <scopes>");
       const expires = values["expires-in"];
@@ -115,29 +95,19 @@ function parseCommand(argv: readonly string[]): Command {
       return { kind: "create", input: parsed.data, json: values.json === true };
     }
     case "list": {
-      const { values } = parseOrUsage({
-        args: rest,
-        options: { json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
-        strict: true,
-        allowPositionals: false,
-      });
-      if (values.help) return { kind: "help" };
+      const { values } = parseCommandLine(rest, { json: { type: "boolean" } });
+      if (values.help) return HELP;
       return { kind: "list", json: values.json === true };
     }
     case "revoke": {
-      const { values, positionals } = parseOrUsage({
-        args: rest,
-        options: { help: { type: "boolean", short: "h" } },
-        strict: true,
-        allowPositionals: true,
-      });
-      if (values.help) return { kind: "help" };
+      const { values, positionals } = parseCommandLine(rest, {}, { positionals: true });
+      if (values.help) return HELP;
       if (positionals.length !== 1)
         throw new UsageError("revoke needs exactly one token id, e.g. revoke tok_0123456789ab");
       return { kind: "revoke", id: positionals[0] as string };
     }
     default:
-      throw new UsageError(`unknown command "${command}"`);
+      throw new UsageError(command.startsWith("-") ? `unknown option ${command}` : `unknown command "${command}"`);
   }
 }
 
@@ -166,7 +136,7 @@ function table(records: readonly TokenRecord[]): string {
     .join("\n");
 }
 
-async function execute(store: TokenStore, command: Exclude<Command, { kind: "help" }>): Promise<number> {
+async function execute(store: TokenStore, command: Command): Promise<number> {
   switch (command.kind) {
     case "create": {
       const created = await store.create(command.input);
@@ -220,21 +190,9 @@ async function execute(store: TokenStore, command: Exclude<Command, { kind: "hel
   }
 }
 
-async function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
-  let command: Command;
-  try {
-    command = parseCommand(argv);
-  } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
-    process.stderr.write(`error: ${error.message}\n\n${USAGE}`);
-    return 2;
-  }
-  if (command.kind === "help") {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  return withOperatorStore("tokens", env, resolve(repoRoot, "data"), (redis) =>
-    execute(createTokenStore(redis), command),
+function main(argv: readonly string[], env: NodeJS.ProcessEnv): Promise<number> {
+  return runCommandLine(argv, USAGE, parseCommand, (command) =>
+    withOperatorStore("tokens", env, resolve(repoRoot, "data"), (redis) => execute(createTokenStore(redis), command)),
   );
 }
 

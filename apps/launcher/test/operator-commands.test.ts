@@ -1,0 +1,89 @@
+// Every operator command reads its command line the same way: -h/--help prints the usage (stdout,
+// exit 0) and does nothing else; an unknown option or an argument it does not take is told in one
+// sentence with the usage (stderr, exit 2), and nothing is done either. Each runs where acting
+// would show: an empty data folder, a Redis that does not answer.
+import { spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { repoRoot } from "./stack.js";
+
+const commands = {
+  migrate: "apps/launcher/dist/migrate.js",
+  "move-to-cluster": "apps/launcher/dist/move-to-cluster.js",
+  backup: "apps/launcher/dist/backup.js",
+  tokens: "packages/tokens/dist/cli.js",
+  "audit-log": "apps/worker/dist/audit-log.js",
+  "dead-letters": "apps/worker/dist/dead-letters.js",
+} as const;
+type Name = keyof typeof commands;
+
+let dataDir: string;
+beforeAll(() => {
+  dataDir = mkdtempSync(join(tmpdir(), "plant-store-commands-"));
+});
+afterAll(() => {
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** Runs a built command with only PATH, an empty DATA_DIR and, for move-to-cluster, a cluster that does not answer. */
+function run(name: Name, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const env = {
+    PATH: process.env.PATH ?? "",
+    DATA_DIR: dataDir,
+    ...(name === "move-to-cluster" ? { REDIS_CLUSTER_NODES: "127.0.0.1:1" } : {}),
+  };
+  const child = spawn(process.execPath, [join(repoRoot, commands[name]), ...args], { env });
+  // A command that acts instead may wait for a Redis: it is stopped, and fails the test.
+  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  return new Promise((resolve) =>
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    }),
+  );
+}
+
+const names = Object.keys(commands) as Name[];
+
+describe("operator commands' command lines", { timeout: 60_000 }, () => {
+  it.each(names)("%s: --help and -h print the usage on stdout, exit 0, and do nothing else", async (name) => {
+    for (const help of ["--help", "-h"]) {
+      const result = await run(name, [help]);
+      expect({ code: result.code, stderr: result.stderr }, help).toEqual({ code: 0, stderr: "" });
+      expect(result.stdout).toMatch(/^Usage: /);
+    }
+    expect(readdirSync(dataDir)).toEqual([]); // no store started in it
+  });
+
+  it.each(names)("%s: an unknown option is one sentence and the usage on stderr, exit 2", async (name) => {
+    const result = await run(name, ["--bogus"]);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe("");
+    expect(result.stderr).toMatch(/^error: unknown option --bogus\n\nUsage: /);
+  });
+
+  it.each([
+    ["migrate", ["extra"], 'unexpected argument "extra"'],
+    ["move-to-cluster", ["--from"], "--from needs a value"],
+    ["backup", ["one", "two"], "expected one folder"],
+    ["backup", ["restore"], "restore needs one folder"],
+    ["tokens", ["list", "--json=yes"], "--json takes no value"],
+    ["audit-log", ["extra"], 'unexpected argument "extra"'],
+    ["dead-letters", ["list", "extra"], 'unexpected argument "extra"'],
+  ] as [Name, string[], string][])("%s %j: %s, with the usage, exit 2", async (name, args, sentence) => {
+    const result = await run(name, args);
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe("");
+    expect(result.stderr).toBe(`error: ${sentence}\n\n${(await run(name, ["--help"])).stdout}`);
+  });
+});
