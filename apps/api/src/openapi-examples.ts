@@ -6,6 +6,11 @@ import { limits } from "@plant-store/contracts";
  * integers) yet each is one a double holds exactly, so tools that read JSON into doubles — the docs
  * page, Dredd, most generators — still show and send them unchanged; the document's int64 section
  * says what happens to the ones in between.
+ *
+ * Tools send the examples (Swagger UI's Try-it-out fills them in, Dredd sends them), so each is a
+ * value a request on a fresh store can send and succeed with. An optional parameter no such value
+ * exists for has none: If-Match (only an ETag the store made matches; any other is a 412) and the
+ * token list's cursor (an issued token's id; any other is a 400).
  */
 export type OperationExamples = {
   request?: unknown;
@@ -22,7 +27,6 @@ const OTHER_PLANT_ID = 9007199254741000;
 const TOKEN_ID = "tok_3f9a1c0e7b2d";
 const WEBHOOK_ID = "wh_5e0c9a7b3d1f2e4a6c8b0d9f";
 const EVENT_ID = "p87-1795512600123-0";
-const ETAG = '"3"';
 const CREATED_AT = "2026-11-24T09:30:00.000Z";
 
 /** The message each error status answers with, unless the operation says otherwise. */
@@ -90,13 +94,13 @@ export const operationExamples: Record<string, OperationExamples> = {
     errors: { ...read, ...badPathId, ...noPlant },
   },
   replacePlant: {
-    parameters: { ...plantPath, "If-Match": ETAG },
+    parameters: plantPath,
     request: { name: "Monstera deliciosa", tag: "climber" },
     response: { ...plant, tag: "climber" },
     errors: { ...noPlant, 400: "name must be a string" },
   },
   patchPlant: {
-    parameters: { ...plantPath, "If-Match": ETAG },
+    parameters: plantPath,
     request: { tag: null },
     response: { id: plant.id, name: plant.name },
     errors: {
@@ -106,7 +110,7 @@ export const operationExamples: Record<string, OperationExamples> = {
     },
   },
   deletePlant: {
-    parameters: { ...plantPath, "If-Match": ETAG },
+    parameters: plantPath,
     errors: { ...badPathId, ...noPlant },
   },
   createToken: {
@@ -115,7 +119,7 @@ export const operationExamples: Record<string, OperationExamples> = {
     errors: { ...admin, 400: "scopes must name at least one scope" },
   },
   listTokens: {
-    parameters: { limit: 100, cursor: TOKEN_ID },
+    parameters: { limit: 100 },
     response: [token],
     errors: { ...admin, 400: "limit must be an integer from 1 to 1000" },
   },

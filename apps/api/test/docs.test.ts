@@ -98,4 +98,40 @@ describe("the reference in Chromium", () => {
     const stored = await call(stack.url, { method: "GET", path: "/plants/9007199254740993" });
     expect(stored.text).toBe('{"id":9007199254740993,"name":"Fern","tag":"docs"}');
   });
+
+  it("shows a response body with an id beyond 2^53 exactly as it came, not re-parsed into doubles", {
+    timeout: 120_000,
+  }, async () => {
+    // 2^53 + 3: a double rounds it to 2^53 + 4.
+    const id = "9007199254740995";
+    expect((await call(stack.url, { path: "/plants", body: `{"id":${id},"name":"Exact","tag":"docs"}` })).status).toBe(
+      200,
+    );
+    const page = await browser.newPage();
+    page.setDefaultTimeout(30_000);
+    const problems: string[] = [];
+    page.on("pageerror", (error) => problems.push(error.message));
+    await page.goto(`${stack.url}/docs`);
+    await page
+      .getByRole("button", { name: /authorize/i })
+      .first()
+      .click();
+    await page.locator(".modal-ux input[type=text], .modal-ux input[type=password]").first().fill(TOKEN);
+    await page.locator(".modal-ux .auth-btn-wrapper button.authorize").click();
+    await page.locator(".modal-ux .auth-btn-wrapper button.btn-done").click();
+
+    const operation = page.locator("#operations-plants-getPlant");
+    await operation.locator(".opblock-summary").click();
+    await operation.getByRole("button", { name: /try it out/i }).click();
+    await operation.locator('tr[data-param-name="id"] input').fill(id);
+    const responded = page.waitForResponse((response) => new URL(response.url()).pathname === `/plants/${id}`);
+    await operation.getByRole("button", { name: /execute/i }).click();
+    const wire = await (await responded).text();
+    const shown = operation.locator(".live-responses-table .response-col_description .highlight-code pre").first();
+    await shown.waitFor();
+
+    expect(wire).toBe(`{"id":${id},"name":"Exact","tag":"docs"}`);
+    expect(await shown.textContent()).toBe(wire);
+    expect(problems).toEqual([]);
+  });
 });

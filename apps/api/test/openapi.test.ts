@@ -224,10 +224,12 @@ describe("GET /openapi.json", () => {
       ...Object.values(document.webhooks as Record<string, Record<string, any>>),
     ].flatMap((ops) => Object.values(ops));
     expect(operations.length).toBe(21);
+    const withoutExample: string[] = [];
     for (const operation of operations) {
       const id = operation.operationId;
-      for (const parameter of operation.parameters ?? [])
-        expect(parameter.example, `${id} ${parameter.name}`).toBeDefined();
+      for (const parameter of operation.parameters ?? []) {
+        if (parameter.example === undefined) withoutExample.push(`${id} ${parameter.name}`);
+      }
       for (const [type, media] of Object.entries<any>(operation.requestBody?.content ?? {})) {
         expect(media.example, `${id} ${type}`).toBeDefined();
       }
@@ -239,6 +241,13 @@ describe("GET /openapi.json", () => {
           expect(media.example).toEqual({ error: Number(status), message: expect.any(String) });
       }
     }
+    // Only optional ones no request on a fresh store could send successfully (openapi-examples.test.ts).
+    expect(withoutExample.sort()).toEqual([
+      "deletePlant If-Match",
+      "listTokens cursor",
+      "patchPlant If-Match",
+      "replacePlant If-Match",
+    ]);
   });
 
   it("writes int64 examples above 2^53 that survive a parser reading doubles", async () => {

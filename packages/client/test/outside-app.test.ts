@@ -2,6 +2,7 @@
 // program against them under `strict`, and runs it against the running service. The tarballs must carry
 // everything the program needs (the tRPC router's types included) and pull in no server code.
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -15,8 +16,14 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 const run = promisify(execFile);
 const TOKEN = "outside-app-token-0123456789";
 const PACKAGES = ["client", "rest-client"].map((name) => fileURLToPath(new URL(`../../${name}`, import.meta.url)));
-/** The app installs the TypeScript this workspace compiles with (not whatever is newest that day). */
-const TYPESCRIPT = `typescript@${(createRequire(import.meta.url)("typescript/package.json") as { version: string }).version}`;
+/** The app installs the TypeScript and Node types this workspace compiles with (not whatever is newest that day). */
+const versionOf = (name: string) =>
+  `${name}@${(createRequire(import.meta.url)(`${name}/package.json`) as { version: string }).version}`;
+const TYPESCRIPT = versionOf("typescript");
+const NODE_TYPES = versionOf("@types/node");
+/** The `lib` the README tells a TypeScript app using the clients to compile with. */
+const README = readFileSync(fileURLToPath(new URL("../../../README.md", import.meta.url)), "utf8");
+const DOCUMENTED_LIB: unknown = JSON.parse(/`"lib": (\[[^\]`]*\])`/.exec(README)?.[1] ?? "null");
 /** Server code a client app must never have to install. */
 const SERVER_PACKAGES = ["@plant-store/api", "@plant-store/store", "fastify", "bullmq", "ioredis", "trpc-to-openapi"];
 
@@ -24,10 +31,10 @@ let redisServer: RedisServer;
 let api: Awaited<ReturnType<typeof startApi>>;
 let app: string;
 
-/** Compiles the app with its own TypeScript; a failure carries the compiler's report. */
-async function compile(...args: string[]) {
+/** Compiles the app (or another of its projects) with its own TypeScript; a failure carries the compiler's report. */
+async function compile(args: string[] = [], project = ".") {
   const tsc = join(app, "node_modules", "typescript", "bin", "tsc");
-  return run(process.execPath, [tsc, "-p", ".", ...args], { cwd: app }).then(
+  return run(process.execPath, [tsc, "-p", project, ...args], { cwd: app }).then(
     () => "compiled",
     (error: { stdout: string }) => error.stdout,
   );
@@ -52,21 +59,27 @@ beforeAll(async () => {
   await writeFile(
     join(app, "tsconfig.json"),
     JSON.stringify({
+      // A Node app's settings, every declaration checked, and the README's `lib`.
       compilerOptions: {
         strict: true,
         target: "ES2022",
         module: "NodeNext",
         moduleResolution: "NodeNext",
-        lib: ["ESNext", "DOM"],
-        types: [],
+        lib: DOCUMENTED_LIB,
+        types: ["node"],
         skipLibCheck: false,
       },
       include: ["*.ts"],
     }),
   );
+  // The REST client alone needs no DOM: Node's types declare fetch and its classes.
+  await writeFile(
+    join(app, "tsconfig.rest.json"),
+    JSON.stringify({ extends: "./tsconfig.json", compilerOptions: { lib: ["ESNext"] }, include: ["rest-only.ts"] }),
+  );
   await run(
     "npm",
-    ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error", ...tarballs, TYPESCRIPT],
+    ["install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error", ...tarballs, TYPESCRIPT, NODE_TYPES],
     {
       cwd: app,
       env: appEnv(),
@@ -141,6 +154,21 @@ describe("both clients, packed and installed into an app outside the workspace",
     });
   });
 
+  it("compile with the README's `lib` (ESNext and DOM, for @trpc/client's fetch types); the REST client alone without DOM", async () => {
+    // The program above compiled with it; @types/node declares no `RequestInfo`, which @trpc/client's types name.
+    expect(DOCUMENTED_LIB).toEqual(["ESNext", "DOM"]);
+    await writeFile(
+      join(app, "rest-only.ts"),
+      `import { createPlantStoreRestClient, type StoredPlant } from "@plant-store/rest-client";
+const rest = createPlantStoreRestClient({ url: "http://127.0.0.1:1", token: "t" });
+export const read: Promise<StoredPlant> = rest.plants.get(1n).then((answer) => answer.plant);
+`,
+    );
+    const outcome = await compile(["--noEmit"], "tsconfig.rest.json");
+    await rm(join(app, "rest-only.ts"));
+    expect(outcome).toBe("compiled");
+  });
+
   it("type errors in the program are reported (the shipped types are not `any`)", async () => {
     await writeFile(
       join(app, "wrong.ts"),
@@ -153,7 +181,7 @@ export const b = await trpc.plants.create.mutate({ id: 1n, nom: "x" });
 export const c: string = (await rest.plants.get(1n)).plant.id;
 `,
     );
-    const failure = await compile("--noEmit");
+    const failure = await compile(["--noEmit"]);
     await rm(join(app, "wrong.ts"));
     expect(failure).toMatch(/wrong\.ts\(5,14\): error TS2322/);
     expect(failure).toMatch(/wrong\.ts\(6,\d+\): error TS2353/);

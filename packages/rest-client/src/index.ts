@@ -61,13 +61,14 @@ function retryAfterMs(headers: Headers): number | undefined {
 
 /**
  * The response with a `json()` that keeps int64 ids exact. openapi-fetch calls `json()` when the
- * length is known and JSON.parse on the text otherwise, so the copy states its length.
+ * length is known and JSON.parse on the text otherwise, so the copy states its length (in UTF-8
+ * bytes, counted with web APIs only: the client runs in browsers too).
  */
 async function withLosslessJson(response: Response): Promise<Response> {
   if (response.status === 204 || response.status === 304 || response.body === null) return response;
   const text = await response.text();
   const headers = new Headers(response.headers);
-  headers.set("content-length", String(Buffer.byteLength(text)));
+  headers.set("content-length", String(new TextEncoder().encode(text).byteLength));
   const copy = new Response(text, { status: response.status, statusText: response.statusText, headers });
   Object.defineProperty(copy, "json", { value: async () => parseJson(text) });
   return copy;

@@ -11,9 +11,9 @@ export type CorsOrigins = "*" | readonly string[];
 
 /** What a browser app sends besides the CORS-safelisted headers. */
 const ALLOWED_HEADERS = "authorization, content-type, if-match, if-none-match, x-request-id";
-/** What it may read besides the safelisted response headers. */
+/** What it may read besides the safelisted response headers (`link`: the next page of a listing). */
 const EXPOSED_HEADERS =
-  "etag, location, allow, retry-after, www-authenticate, x-request-id, " +
+  "etag, link, location, allow, retry-after, www-authenticate, x-request-id, " +
   "ratelimit-limit, ratelimit-remaining, ratelimit-reset, ratelimit-policy";
 /** How long a browser may reuse a preflight's answer (Chromium caps it at 2 hours). */
 const PREFLIGHT_MAX_AGE_S = "7200";

@@ -20,15 +20,39 @@ export async function docsPage(app: FastifyInstance) {
     "favicon-32x32.png": { type: "image/png", body: asset("favicon-32x32.png") },
     "init.js": {
       type: "text/javascript; charset=utf-8",
-      body: `window.ui = SwaggerUIBundle({
+      body: `// Swagger UI shows a JSON response re-formatted through JSON.parse, which rounds integers beyond
+// 2^53 (9007199254740993 showed as 9007199254740992). A body that would not survive that is shown
+// as it came, in the same viewer (a plugin's wrapComponents: Swagger UI's extension point).
+const survivesParsing = (text) => {
+  try {
+    return JSON.stringify(JSON.parse(text)) === text;
+  } catch {
+    return true; // not JSON: Swagger UI shows it raw itself
+  }
+};
+const ExactJsonBodies = () => ({
+  wrapComponents: {
+    responseBody: (Original, system) => (props) => {
+      const h = system.React.createElement;
+      const { content, contentType } = props;
+      if (typeof content !== "string" || !/json/i.test(contentType || "") || survivesParsing(content)) {
+        return h(Original, props);
+      }
+      const HighlightCode = system.getComponent("HighlightCode", true);
+      const options = { language: "json", downloadable: true, fileName: "response.json", canCopy: true };
+      return h("div", null, h("h5", null, "Response body"), h(HighlightCode, options, content));
+    },
+  },
+});
+window.ui = SwaggerUIBundle({
   url: "/openapi.json",
   dom_id: "#reference",
   deepLinking: true,
   displayOperationId: true,
   persistAuthorization: false,
   tryItOutEnabled: false,
-  // Large ids stay exact only in the raw response text: the rendered JSON is parsed by the browser.
   defaultModelRendering: "model",
+  plugins: [ExactJsonBodies],
 });
 `,
     },

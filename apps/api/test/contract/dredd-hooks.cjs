@@ -1,8 +1,9 @@
 // Dredd hooks for the document's success paths (.ci/dredd runs them against a running service).
 // They only authenticate and set up fixtures: a token per request (admin for /admin), the things the
 // examples name made to exist (the token, webhook and delivery ids are the service's own, so the
-// path takes the one just made), the current ETag where a change is conditional, and enough plants
-// for a second page. Error responses are the property and security suites' business: skipped here.
+// path takes the one just made), and enough plants or tokens for a second page. Every other value is
+// the document's own example, sent as it stands (If-Match has none: no fixed value can match an ETag
+// the store makes). Error responses are the property and security suites' business: skipped here.
 const { createServer } = require("node:http");
 const hooks = require("hooks");
 
@@ -40,11 +41,6 @@ const swap = (transaction, pairs) => {
 };
 const pathId = (transaction, at) => transaction.fullPath.split("?")[0].split("/")[at];
 
-async function currentEtag(transaction) {
-  const plant = await call("GET", transaction.fullPath);
-  transaction.request.headers["If-Match"] = plant.headers.get("etag");
-}
-
 const fixtures = {
   async "GET /plants"(transaction) {
     const query = new URL(transaction.fullPath, base).searchParams;
@@ -55,22 +51,12 @@ const fixtures = {
       (await call("GET", transaction.fullPath)).headers.has("link"),
     );
   },
-  "PUT /plants/{id}": currentEtag,
-  "PATCH /plants/{id}": currentEtag,
-  "DELETE /plants/{id}": currentEtag,
   async "GET /admin/tokens"(transaction) {
-    // The example's cursor names a token, and the documented Link needs a next page: three tokens
-    // shaped like the example's (with an expiry), pages of one, the page after the first.
-    const issue = async (name) =>
-      (await call("POST", "/admin/tokens", { name, scopes: ["plants:read"], expiresInSeconds: 86_400 }, tokens.admin))
-        .json.id;
-    const first = await issue("cursor");
-    for (const name of ["second", "third"]) await issue(name);
+    // The documented Link needs a next page: tokens shaped like the example's (with an expiry), pages of one.
+    for (const name of ["first", "second"])
+      await call("POST", "/admin/tokens", { name, scopes: ["plants:read"], expiresInSeconds: 86_400 }, tokens.admin);
     const query = new URL(transaction.fullPath, base).searchParams;
-    swap(transaction, [
-      [`cursor=${query.get("cursor")}`, `cursor=${first}`],
-      [`limit=${query.get("limit")}`, "limit=1"],
-    ]);
+    swap(transaction, [[`limit=${query.get("limit")}`, "limit=1"]]);
   },
   async "DELETE /admin/tokens/{id}"(transaction) {
     swap(transaction, [[pathId(transaction, 3), made.token]]);
@@ -128,6 +114,11 @@ hooks.beforeEach((transaction, done) => {
   if (!/^2/.test(transaction.expected.statusCode)) {
     transaction.skip = true;
     return done();
+  }
+  // Dredd sends an optional header the document gives no example for (If-Match) with an empty value,
+  // which the service refuses as malformed; a client leaves such a header out.
+  for (const [name, value] of Object.entries(transaction.request.headers)) {
+    if (value === "") delete transaction.request.headers[name];
   }
   const admin = transaction.fullPath.startsWith("/admin/");
   transaction.request.headers.Authorization = `Bearer ${admin ? tokens.admin : tokens.plants}`;

@@ -1,0 +1,198 @@
+// Both clients in a browser, as shipped: a page of another origin loads their built ESM (dist) and
+// their dependencies' from a tiny local server, through an import map (no bundler, so a Node-only
+// API in any of them fails here as it would in an app), and calls the api, which lists that origin
+// in CORS_ORIGINS. Real Chromium (Debian's package, driven by playwright-core).
+import { existsSync, readFileSync, realpathSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type Browser, chromium } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ADMIN_TOKEN, call, type Stack, startStack, TOKEN } from "./stack.js";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const CLIENTS = ["@plant-store/client", "@plant-store/rest-client"];
+const HERE = dirname(fileURLToPath(import.meta.url));
+
+/** The static imports of built ESM (`import … from "x"`, `export … from "x"`, `import "x"`), one a line. */
+const SPECIFIERS = /^(?:import|export)\s*(?:[\w$*{}\s,]+\bfrom\s*)?["']([^"'\n]+)["']/gm;
+
+/** An `exports` entry as a browser bundler picks it: the browser, import or default condition. */
+function pick(entry: unknown): string {
+  if (typeof entry === "string") return entry;
+  const conditions = entry as Record<string, unknown>;
+  const chosen = conditions.browser ?? conditions.import ?? conditions.default;
+  if (chosen === undefined) throw new Error(`no browser, import or default export in ${JSON.stringify(entry)}`);
+  return pick(chosen);
+}
+
+/** The file a bare specifier names, from a module in `from`: node_modules upwards, then `exports`. */
+function resolveBare(specifier: string, from: string): string {
+  const parts = specifier.split("/");
+  const name = parts.slice(0, specifier.startsWith("@") ? 2 : 1).join("/");
+  const subpath = `.${specifier.slice(name.length)}`;
+  let dir = from;
+  while (!existsSync(join(dir, "node_modules", name, "package.json"))) {
+    if (dir === dirname(dir)) throw new Error(`${specifier} is not installed above ${from}`);
+    dir = dirname(dir);
+  }
+  const root = realpathSync(join(dir, "node_modules", name));
+  const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
+  const exports = manifest.exports;
+  const entry =
+    exports === undefined
+      ? subpath === "."
+        ? (manifest.module ?? manifest.main ?? "index.js")
+        : subpath
+      : typeof exports === "string" || !Object.keys(exports).some((key) => key.startsWith("."))
+        ? subpath === "."
+          ? pick(exports)
+          : undefined
+        : exports[subpath] !== undefined
+          ? pick(exports[subpath])
+          : undefined;
+  if (entry === undefined) throw new Error(`${name} exports no ${subpath}`);
+  return join(root, entry);
+}
+
+/**
+ * The files a page needs to import `entries`, and its import map: every module the entries reach,
+ * following relative and bare specifiers. One bare specifier must name one file everywhere.
+ */
+function moduleGraph(entries: string[]) {
+  const files = new Set<string>();
+  const imports: Record<string, string> = {};
+  const url = (file: string) => `/files${file}`;
+  const visit = (file: string) => {
+    if (files.has(file)) return;
+    files.add(file);
+    for (const [, specifier = ""] of readFileSync(file, "utf8").matchAll(SPECIFIERS)) {
+      if (specifier.startsWith(".")) {
+        visit(resolve(dirname(file), specifier));
+        continue;
+      }
+      if (specifier.startsWith("node:")) throw new Error(`${file} imports ${specifier}: no such module in a browser`);
+      const target = resolveBare(specifier, dirname(file));
+      if (imports[specifier] !== undefined && imports[specifier] !== url(target)) {
+        throw new Error(`${specifier} names two files: ${imports[specifier]} and ${url(target)}`);
+      }
+      imports[specifier] = url(target);
+      visit(target);
+    }
+  };
+  for (const entry of entries) {
+    const target = resolveBare(entry, HERE);
+    imports[entry] = url(target);
+    visit(target);
+  }
+  return { files, importMap: { imports } };
+}
+
+/** What the page's module puts on `window`: the two clients' factories (typed as far as used here). */
+type Clients = {
+  createPlantStoreRestClient(options: { url: string; token: string }): {
+    plants: {
+      create(plant: { id: bigint; name: string; tag?: string }): Promise<{ plant: object; etag: string | null }>;
+      get(id: bigint): Promise<{ plant: { id: bigint; name: string; tag?: string } }>;
+    };
+    tokens: {
+      create(token: { name: string; scopes: string[] }): Promise<unknown>;
+      list(query: { limit: number }): Promise<{ tokens: unknown[]; next?: string }>;
+    };
+  };
+  createPlantStoreClient(options: { url: string; token: string }): {
+    plants: {
+      create: { mutate(plant: { id: bigint; name: string }): Promise<unknown> };
+      get: { query(input: { id: bigint }): Promise<{ id: bigint; name: string }> };
+    };
+  };
+};
+
+let pages: Server;
+let origin: string;
+let stack: Stack;
+let browser: Browser;
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`no Chromium at ${CHROMIUM}: install Debian's chromium package (or set CHROMIUM_PATH)`);
+  }
+  const { files, importMap } = moduleGraph(CLIENTS);
+  // The app: the import map, and a module that imports both clients by name as an app's code would.
+  const page = `<!doctype html><title>app</title><link rel="icon" href="data:,">
+<script type="importmap">${JSON.stringify(importMap)}</script>
+<script type="module">
+import { createPlantStoreClient } from "@plant-store/client";
+import { createPlantStoreRestClient } from "@plant-store/rest-client";
+window.clients = { createPlantStoreClient, createPlantStoreRestClient };
+</script>`;
+  pages = createServer((request, response) => {
+    const file = decodeURIComponent(new URL(request.url ?? "/", "http://x").pathname.replace(/^\/files/, ""));
+    if (request.url === "/") return response.writeHead(200, { "content-type": "text/html" }).end(page);
+    if (!files.has(file)) return response.writeHead(404).end();
+    response.writeHead(200, { "content-type": "text/javascript" }).end(readFileSync(file));
+  });
+  await new Promise<void>((done) => pages.listen(0, "127.0.0.1", done));
+  origin = `http://127.0.0.1:${(pages.address() as { port: number }).port}`;
+  stack = await startStack({ env: { CORS_ORIGINS: origin } });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+}, 60_000);
+afterAll(async () => {
+  await browser?.close();
+  await stack?.stop();
+  pages?.close();
+});
+
+describe("both clients in a browser page of another origin", () => {
+  it("load as shipped (no Node-only API) and create, read and page with exact int64 ids", {
+    timeout: 60_000,
+  }, async () => {
+    const page = await browser.newPage();
+    const problems: string[] = [];
+    page.on("console", (message) => {
+      if (message.type() === "error") problems.push(`${message.text()} ${message.location().url}`);
+    });
+    page.on("pageerror", (error) => problems.push(error.message));
+    await page.goto(`${origin}/`);
+    await page.waitForFunction(() => "clients" in globalThis, undefined, { timeout: 20_000 });
+    const result = await page.evaluate(
+      async ({ url, token, adminToken }) => {
+        try {
+          const { createPlantStoreClient, createPlantStoreRestClient } = (globalThis as unknown as { clients: Clients })
+            .clients;
+          const rest = createPlantStoreRestClient({ url, token });
+          const trpc = createPlantStoreClient({ url, token });
+
+          const created = await rest.plants.create({ id: 9007199254740993n, name: "browser-rest", tag: "web" });
+          const read = await rest.plants.get(9007199254740993n);
+          await trpc.plants.create.mutate({ id: 2n ** 63n - 1n, name: "browser-trpc" });
+          const viaTrpc = await trpc.plants.get.query({ id: 2n ** 63n - 1n });
+          // A page of one and the next one's cursor: the Link header is readable across origins.
+          const admin = createPlantStoreRestClient({ url, token: adminToken });
+          for (const name of ["first", "second"]) await admin.tokens.create({ name, scopes: ["plants:read"] });
+          const firstPage = await admin.tokens.list({ limit: 1 });
+          return {
+            created: created.plant,
+            etag: typeof created.etag,
+            read: { ...read.plant, id: `${typeof read.plant.id} ${read.plant.id}` },
+            viaTrpc: { ...viaTrpc, id: `${typeof viaTrpc.id} ${viaTrpc.id}` },
+            tokensPage: { length: firstPage.tokens.length, next: typeof firstPage.next },
+          };
+        } catch (error) {
+          return { failed: String(error) };
+        }
+      },
+      { url: stack.url, token: TOKEN, adminToken: ADMIN_TOKEN },
+    );
+    expect(result).toEqual({
+      created: { name: "browser-rest", tag: "web" },
+      etag: "string",
+      read: { id: "bigint 9007199254740993", name: "browser-rest", tag: "web" },
+      viaTrpc: { id: "bigint 9223372036854775807", name: "browser-trpc" },
+      tokensPage: { length: 1, next: "string" },
+    });
+    expect(problems).toEqual([]);
+    // Stored as sent, every digit.
+    const stored = await call(stack.url, { method: "GET", path: "/plants/9007199254740993" });
+    expect(stored.text).toBe('{"id":9007199254740993,"name":"browser-rest","tag":"web"}');
+  });
+});
