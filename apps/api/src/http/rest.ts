@@ -22,6 +22,11 @@ declare module "fastify" {
 
 const takesBody = (method: string) => method === "POST" || method === "PUT" || method === "PATCH";
 
+/** No content follows the header (Fastify's own test): neither Transfer-Encoding nor a Content-Length above 0. */
+const hasNoContent = (headers: FastifyRequest["headers"]) =>
+  headers["transfer-encoding"] === undefined &&
+  (headers["content-length"] === undefined || headers["content-length"] === "0");
+
 const MERGE_PATCH = "application/merge-patch+json";
 
 /** Why a body's media type does not suit the method: PATCH takes merge patches, the rest JSON. */
@@ -90,6 +95,11 @@ export async function restApi(
     request.restRoute = match.route;
     // Authentication first, always: nothing about the request is judged before it.
     if (!(await guard.check(request, reply, { scope: match.route.scope }))) return reply;
+    // Many clients label every request: on an operation that takes no body (GET, DELETE, an action
+    // on its path alone), a Content-Type without content describes nothing, so nothing parses it.
+    if ((!takesBody(request.method) || match.route.bodyless) && hasNoContent(request.headers)) {
+      delete request.headers["content-type"];
+    }
     // Before the body is read: a merge patch only for PATCH, and a PATCH takes nothing else.
     const mismatch = takesBody(request.method)
       ? mediaTypeMismatch(request.method, request.headers["content-type"])
