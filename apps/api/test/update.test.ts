@@ -109,6 +109,40 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       expectError(await patch("424242", { name: "x" }), 404);
       expect((await get("6002")).json).toEqual({ id: 6002, name: "Moss" });
     });
+
+    it("judges an id in the body as PUT does: the path's own is accepted and ignored, anything else is a 400", async () => {
+      await create("3003", "Ivy");
+      await create("0", "Zero");
+      const before = await lastOutboxId("3003");
+      // Another id, or one that is no int64 integer: refused, nothing written (PUT refuses them too).
+      const refused = ["3004", '"3003"', "null", "1e400", "9223372036854775808", "-0", "3003.5", "true", "[3003]"];
+      for (const id of refused) {
+        const patched = await patch("3003", `{"id":${id},"name":"changed"}`);
+        expectError(patched, 400, /^(id must|The id in the body)/);
+        expect(patched.status, id).toBe((await put("3003", `{"id":${id},"name":"changed"}`)).status);
+      }
+      expectError(
+        await patch("3003", `{"id":3004}`),
+        400,
+        /The id in the body \(3004\) is not the id in the path \(3003\)/,
+      );
+      expect(await lastOutboxId("3003")).toBe(before);
+      expect((await get("3003")).json).toEqual({ id: 3003, name: "Ivy" });
+      // The path's id, as an integer however written, changes nothing: the rest of the patch applies.
+      for (const [path, id] of [
+        ["3003", "3003"],
+        ["3003", "3003.0"],
+        ["3003", "3.003e3"],
+        ["0", "-0"],
+      ]) {
+        const patched = await patch(path as string, `{"id":${id},"tag":"same id"}`);
+        expect(patched.status, `${path} ${id}: ${patched.text}`).toBe(200);
+        expect(
+          (await put(path as string, `{"id":${id},"name":"${path === "0" ? "Zero" : "Ivy"}","tag":"same id"}`)).status,
+        ).toBe(200);
+      }
+      expect((await get("3003")).json).toEqual({ id: 3003, name: "Ivy", tag: "same id" });
+    });
   });
 
   describe("versions and conditional requests", () => {

@@ -37,7 +37,10 @@ function mediaTypeMismatch(method: string, contentType: string | undefined): str
   return undefined;
 }
 
-/** Why a PUT body's `id` is refused: not an int64, or not the path's id (the path's own errors are the operation's). */
+/** The operations whose body may repeat the path's plant id: PUT and PATCH /plants/{id}. */
+const PLANT_CHANGES = new Set(["plants.update", "plants.patch"]);
+
+/** Why a PUT or PATCH body's `id` is refused: not an int64, or not the path's id (the path's own errors are the operation's). */
 function bodyIdProblem(bodyId: unknown, url: string): string | undefined {
   const body = PlantId.safeParse(bodyId);
   if (!body.success) return describeIssues(body.error.issues);
@@ -127,9 +130,10 @@ export async function restApi(
     if (typeof request.body !== "object" || request.body === null || Array.isArray(request.body)) {
       return reply.code(400).send(apiError(400, "The request body must be a JSON object"));
     }
-    // A PUT's path names the plant; the adapter would let it silently override a body's `id`.
+    // A PUT's or PATCH's path names the plant; the adapter would let it silently override a body's
+    // `id`. The path's own id changes nothing and passes; any other is refused.
     const bodyId = (request.body as Record<string, unknown>).id;
-    if (request.method === "PUT" && bodyId !== undefined) {
+    if (bodyId !== undefined && PLANT_CHANGES.has(request.restRoute?.procedure ?? "")) {
       const problem = bodyIdProblem(bodyId, request.url);
       if (problem) return reply.code(400).send(apiError(400, problem));
     }
