@@ -187,6 +187,39 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       expect((await del("7002", { "if-match": current })).status).toBe(204);
     });
 
+    it("If-None-Match on PUT, PATCH and DELETE: * or the current version is a 412 that writes nothing", async () => {
+      await create("7005", "Chive");
+      const current = (await patch("7005", { tag: "herb" })).headers.get("etag") as string;
+      const before = await lastOutboxId("7005");
+      // RFC 9110 §13.1.2: `*` fails when the plant exists; a list, when it names the current version
+      // (weak comparison). Each 412 names the current version.
+      for (const ifNoneMatch of ["*", current, `"1", W/${current}`]) {
+        const refused = [
+          await put("7005", { name: "Lost" }, { "if-none-match": ifNoneMatch }),
+          await patch("7005", { name: "Lost" }, { "if-none-match": ifNoneMatch }),
+          await del("7005", { "if-none-match": ifNoneMatch }),
+        ];
+        for (const result of refused) {
+          expectError(result, 412, /If-None-Match/);
+          expect(result.headers.get("etag"), ifNoneMatch).toBe(current);
+        }
+      }
+      // With If-Match too: each must hold.
+      expectError(await patch("7005", { name: "Lost" }, { "if-match": current, "if-none-match": "*" }), 412);
+      expectError(await put("7005", { name: "x" }, { "if-none-match": "not-a-tag" }), 400, /If-None-Match/);
+      expect(await lastOutboxId("7005")).toBe(before);
+      expect((await get("7005")).json).toEqual({ id: 7005, name: "Chive", tag: "herb" });
+      // Another version holds the condition; an unknown plant is a 404 whatever the condition.
+      const renamed = await patch("7005", { name: "Garlic chive" }, { "if-none-match": `"1", W/"2"` });
+      expect(renamed.status, renamed.text).toBe(200);
+      expect((await put("7005", { name: "Chive" }, { "if-none-match": current })).status).toBe(200);
+      for (const ifNoneMatch of ["*", current]) {
+        expectError(await patch("424242", { name: "x" }, { "if-none-match": ifNoneMatch }), 404);
+        expectError(await del("424242", { "if-none-match": ifNoneMatch }), 404);
+      }
+      expect((await del("7005", { "if-none-match": current })).status).toBe(204);
+    });
+
     it("a change that changes nothing answers 200 with the same ETag and writes nothing", async () => {
       const etag = await create("7003", "Thyme", "herb");
       const before = await lastOutboxId("7003");
