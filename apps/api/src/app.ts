@@ -13,7 +13,7 @@ import { createGuard, type Limits } from "./http/guard.js";
 import { clientErrorHandler, frameworkErrors } from "./http/low-level-errors.js";
 import { createApiMetrics } from "./http/metrics.js";
 import { createRateLimiter } from "./http/rate-limit.js";
-import { OneLineRequestLog } from "./http/request-log.js";
+import { OneLineRequestLog, requestSerializer } from "./http/request-log.js";
 import { restApi } from "./http/rest.js";
 import { createRouteMatcher, replyRouteMiss, restRoutesOf } from "./http/routes.js";
 import { securityHeadersFor } from "./http/security-headers.js";
@@ -74,12 +74,23 @@ const REQUEST_ID = /^[\w.:-]{1,128}$/;
 const trustProxyOption = (trust: boolean | number | string[]): FastifyServerOptions["trustProxy"] =>
   typeof trust === "number" ? (_address: string, hop: number) => hop < trust : trust;
 
+/** tRPC's query parameters: a GET's input, and the flag of a batch. */
+const TRPC_PARAMETERS = ["input", "batch"];
+
 /** Builds the HTTP service: REST at the root, native tRPC at /trpc, the document, the dashboard. */
 export async function buildApp(options: AppOptions) {
+  const restRoutes = restRoutesOf(appRouter);
+  // The query parameters the API defines: the only ones whose values the access log shows.
+  const knownParameters = new Set([
+    ...restRoutes.flatMap((route) => Object.keys(route.query?.shape ?? {})),
+    ...TRPC_PARAMETERS,
+  ]);
+  const logger = loggerOptions("api", options.logLevel ?? "info");
   const app = Fastify({
     // The format every process shares (ISO time, level names, service), so logs read side by side.
     logger: {
-      ...loggerOptions("api", options.logLevel ?? "info"),
+      ...logger,
+      serializers: { ...logger.serializers, req: requestSerializer(knownParameters) },
       ...(options.logStream ? { stream: options.logStream } : {}),
     },
     logController: new OneLineRequestLog(),
@@ -188,7 +199,6 @@ export async function buildApp(options: AppOptions) {
     return reply.code(status).send(apiError(status, error.message));
   });
 
-  const restRoutes = restRoutesOf(appRouter);
   const matchRoute = createRouteMatcher(restRoutes, app.routeList);
   // OPTIONS is no operation: matching it lists the methods of the path.
   const cors = createCors(options.corsOrigins ?? [], (url) => {
