@@ -9,6 +9,7 @@ import { refuseContentCodings } from "./http/content-coding.js";
 import { type CorsOrigins, createCors } from "./http/cors.js";
 import { DASHBOARD_PATH, queueDashboard } from "./http/dashboard.js";
 import { docsPage } from "./http/docs.js";
+import { dropMalformedForwardedFor } from "./http/forwarded-for.js";
 import { createGuard, type Limits } from "./http/guard.js";
 import { clientErrorHandler, frameworkErrors } from "./http/low-level-errors.js";
 import { createApiMetrics } from "./http/metrics.js";
@@ -151,9 +152,15 @@ export async function buildApp(options: AppOptions) {
   app.addHook("preClose", async () => {
     closing = true;
   });
+  // request.ip reads X-Forwarded-For when a proxy is trusted: a malformed entry must not become it.
+  const trustsProxy = options.trustProxy !== undefined && options.trustProxy !== false;
+  const checkForwardedFor = (request: FastifyRequest) => {
+    if (trustsProxy) dropMalformedForwardedFor(request.raw.headers);
+  };
 
   // Callback style: nothing here waits, and an async hook costs a promise per request.
   app.addHook("onRequest", (request, reply, done) => {
+    checkForwardedFor(request);
     metrics?.started();
     reply.headers(securityHeadersFor(request.url)).header("x-request-id", request.id);
     if (cors.apply(request, reply)) return; // a preflight, answered
@@ -213,6 +220,7 @@ export async function buildApp(options: AppOptions) {
   app.setNotFoundHandler(routeMiss);
   /** A malformed path that names a protected operation or the dashboard: the guard answers first. */
   function authenticateFirst(request: FastifyRequest, reply: FastifyReply) {
+    checkForwardedFor(request); // no hook ran
     const match = matchRoute(request.method, request.url);
     if (match.kind === "found") return guard.check(request, reply, { scope: match.route.scope });
     const path = request.url.split("?", 1)[0] as string;
