@@ -15,10 +15,11 @@ import { refuseContentCodings } from "./http/content-coding.js";
 import { type CorsOrigins, createCors } from "./http/cors.js";
 import { DASHBOARD_PATH, queueDashboard } from "./http/dashboard.js";
 import { docsPage } from "./http/docs.js";
+import { dropMalformedForwardedFor } from "./http/forwarded-for.js";
 import { createGuard, type Limits } from "./http/guard.js";
 import { clientErrorHandler, frameworkErrors } from "./http/low-level-errors.js";
 import { createApiMetrics } from "./http/metrics.js";
-import { OneLineRequestLog } from "./http/request-log.js";
+import { OneLineRequestLog, requestSerializer } from "./http/request-log.js";
 import { restApi } from "./http/rest.js";
 import { createRouteMatcher, replyRouteMiss, restRoutesOf } from "./http/routes.js";
 import { securityHeadersFor } from "./http/security-headers.js";
@@ -79,12 +80,23 @@ const REQUEST_ID = /^[\w.:-]{1,128}$/;
 const trustProxyOption = (trust: boolean | number | string[]): FastifyServerOptions["trustProxy"] =>
   typeof trust === "number" ? (_address: string, hop: number) => hop < trust : trust;
 
+/** tRPC's query parameters: a GET's input, and the flag of a batch. */
+const TRPC_PARAMETERS = ["input", "batch"];
+
 /** Builds the HTTP service: REST at the root, native tRPC at /trpc, the document, the dashboard. */
 export async function buildApp(options: AppOptions) {
+  const restRoutes = restRoutesOf(appRouter);
+  // The query parameters the API defines: the only ones whose values the access log shows.
+  const knownParameters = new Set([
+    ...restRoutes.flatMap((route) => Object.keys(route.query?.shape ?? {})),
+    ...TRPC_PARAMETERS,
+  ]);
+  const logger = loggerOptions("api", options.logLevel ?? "info");
   const app = Fastify({
     // The format every process shares (ISO time, level names, service), so logs read side by side.
     logger: {
-      ...loggerOptions("api", options.logLevel ?? "info"),
+      ...logger,
+      serializers: { ...logger.serializers, req: requestSerializer(knownParameters) },
       ...(options.logStream ? { stream: options.logStream } : {}),
     },
     logController: new OneLineRequestLog(),
@@ -151,9 +163,15 @@ export async function buildApp(options: AppOptions) {
   app.addHook("preClose", async () => {
     closing = true;
   });
+  // request.ip reads X-Forwarded-For when a proxy is trusted: a malformed entry must not become it.
+  const trustsProxy = options.trustProxy !== undefined && options.trustProxy !== false;
+  const checkForwardedFor = (request: FastifyRequest) => {
+    if (trustsProxy) dropMalformedForwardedFor(request.raw.headers);
+  };
 
   // Callback style: nothing here waits, and an async hook costs a promise per request.
   app.addHook("onRequest", (request, reply, done) => {
+    checkForwardedFor(request);
     metrics?.started();
     reply.headers(securityHeadersFor(request.url)).header("x-request-id", request.id);
     if (cors.apply(request, reply)) return; // a preflight, answered
@@ -199,7 +217,6 @@ export async function buildApp(options: AppOptions) {
     return reply.code(status).send(apiError(status, error.message));
   });
 
-  const restRoutes = restRoutesOf(appRouter);
   const matchRoute = createRouteMatcher(restRoutes, app.routeList);
   // OPTIONS is no operation: matching it lists the methods of the path.
   const cors = createCors(options.corsOrigins ?? [], (url) => {
@@ -214,6 +231,7 @@ export async function buildApp(options: AppOptions) {
   app.setNotFoundHandler(routeMiss);
   /** A malformed path that names a protected operation or the dashboard: the guard answers first. */
   function authenticateFirst(request: FastifyRequest, reply: FastifyReply) {
+    checkForwardedFor(request); // no hook ran
     const match = matchRoute(request.method, request.url);
     if (match.kind === "found") return guard.check(request, reply, { scope: match.route.scope });
     const path = request.url.split("?", 1)[0] as string;

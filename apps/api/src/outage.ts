@@ -41,7 +41,8 @@ export class WriteUnconfirmedError extends StoreUnavailableError {
 
 /** A replica shortfall, from the store or from Redis itself (`min-replicas-to-write`: NOREPLICAS). */
 const isReplicaShortfall = (error: unknown) =>
-  error instanceof ReplicaShortfallError || (error instanceof ReplyError && /^NOREPLICAS\b/.test((error as Error).message));
+  error instanceof ReplicaShortfallError ||
+  (error instanceof ReplyError && /^NOREPLICAS\b/.test((error as Error).message));
 
 /**
  * Replies by which a node says it cannot serve now (a cluster without a master for the slot, a

@@ -434,6 +434,10 @@ describe("properties", () => {
         };
         const plantId = id;
         const expectAuth = expectedAuth(auth);
+        if (expectAuth === "ambiguous") {
+          checkErrorBody(req, (await send(req)).res, 400);
+          return;
+        }
         if (expectAuth !== "ok") {
           const { res } = await send(req);
           checkErrorBody(req, res, 401);

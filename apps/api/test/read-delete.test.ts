@@ -1,7 +1,7 @@
 import { storeKinds } from "@plant-store/redis-server";
 import { encodeCursor } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { call, eventually, expectError, type Stack, startStack } from "./stack.js";
+import { call, eventually, expectError, rawCall, type Stack, startStack, TOKEN } from "./stack.js";
 
 describe.each(storeKinds)("on %s Redis", (kind) => {
   let stack: Stack;
@@ -179,6 +179,29 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       });
       await new Promise((resolve) => setTimeout(resolve, 200)); // a late deletion job must not remove it
       expect((await get("/plants?tag=reuse")).json).toEqual([{ id: 600, name: "Second", tag: "reuse" }]);
+    });
+
+    it("is never refused for a Content-Type when it carries no body (nor are GET and HEAD)", async () => {
+      const contentTypes = ["application/json", "application/merge-patch+json", "nonsense", "text/plain"];
+      // No body at all (neither Content-Length nor Transfer-Encoding), or Content-Length: 0.
+      const framings: Record<string, string>[] = [{}, { "content-length": "0" }];
+      const bodiless = (url: string, method: string, headers: Record<string, string>) =>
+        rawCall(url, method, { authorization: `Bearer ${TOKEN}`, ...headers });
+      let id = 900;
+      for (const contentType of contentTypes) {
+        for (const framing of framings) {
+          const headers = { "content-type": contentType, ...framing };
+          const what = JSON.stringify(headers);
+          await create(++id, "Bodiless");
+          const read = await bodiless(`${stack.url}/plants/${id}`, "GET", headers);
+          expect([read.status, read.text], what).toEqual([200, `{"id":${id},"name":"Bodiless"}`]);
+          expect((await bodiless(`${stack.url}/metrics`, "HEAD", headers)).status, what).toBe(200);
+          expect((await bodiless(`${stack.url}/plants?limit=1`, "GET", headers)).status, what).toBe(200);
+          const deleted = await bodiless(`${stack.url}/plants/${id}`, "DELETE", headers);
+          expect([deleted.status, deleted.text], what).toEqual([204, ""]);
+          expectError(await get(`/plants/${id}`), 404);
+        }
+      }
     });
 
     it("answers 400 for an invalid id and 404 for an unknown one", async () => {

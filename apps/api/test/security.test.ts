@@ -3,7 +3,7 @@ import { request as httpRequest } from "node:http";
 import { storeKeys } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { appRouter } from "../src/router.js";
-import { call, expectError, type Stack, startStack, TOKEN } from "./stack.js";
+import { call, expectError, rawCall, type Stack, startStack, TOKEN } from "./stack.js";
 
 /**
  * Walks every route the service exposes with seven credentials and checks each answer. A route
@@ -348,6 +348,68 @@ describe("tRPC procedures", () => {
       });
       expect(status, method).toBeGreaterThanOrEqual(400);
     }
+  });
+});
+
+describe("two Authorization headers", () => {
+  /** Sends two Authorization lines (node:http: fetch would join them into one). */
+  const twice = (method: string, path: string, credentials: string[], body?: string, contentType?: string) =>
+    rawCall(
+      `${stack.url}${path}`,
+      method,
+      {
+        authorization: credentials,
+        ...(body === undefined ? {} : { "content-type": contentType ?? "application/json" }),
+      },
+      body,
+    );
+  const ambiguous = /more than one Authorization header/;
+
+  it("are refused with 400 on every REST operation, before anything else, and nothing runs", async () => {
+    for (const [name, operation] of Object.entries(REST_OPERATIONS)) {
+      const [method = ""] = name.split(" ");
+      const path = operation.path
+        .replace("{victim}", victim)
+        .replace("{hook}", hook)
+        .replace("{doomedHook}", doomedHook);
+      const right = authorization("right", operation.scope) as string;
+      const body = operation.body === undefined ? undefined : JSON.stringify(operation.body);
+      for (const credentials of [
+        [right, right],
+        [right, "Bearer wrong-token-0000000000"],
+        ["Bearer wrong-token-0000000000", right],
+      ]) {
+        const result = await twice(method, path, credentials, body, operation.contentType);
+        expectError(result, 400, ambiguous);
+        expect(result.headers.get("x-request-id"), name).toBeTruthy();
+      }
+      // Judged before the body, the media type and the path's id.
+      expectError(await twice(method, path, [right, right], "{not json", "text/plain"), 400, ambiguous);
+    }
+    expectError(await twice("GET", "/plants/%zz", [`Bearer ${TOKEN}`, `Bearer ${TOKEN}`]), 400, ambiguous);
+    const create = await twice("POST", "/plants", [`Bearer ${TOKEN}`, `Bearer ${TOKEN}`], '{"id":7101,"name":"x"}');
+    expectError(create, 400, ambiguous);
+    expectError(await call(stack.url, { method: "GET", path: "/plants/7101" }), 404);
+  });
+
+  it("are refused with 400 on every tRPC procedure, on /metrics and on the dashboard", async () => {
+    for (const [name, procedure] of Object.entries(PROCEDURES)) {
+      const right = authorization("right", procedure.scope) as string;
+      const input = JSON.stringify({ json: procedure.input });
+      const result =
+        procedure.method === "GET"
+          ? await twice("GET", `/trpc/${name}?input=${encodeURIComponent(input)}`, [right, right])
+          : await twice("POST", `/trpc/${name}`, [right, right], input);
+      expectError(result, 400, ambiguous);
+    }
+    const metrics = authorization("right", "metrics:read") as string;
+    expectError(await twice("GET", "/metrics", [metrics, metrics]), 400, ambiguous);
+    const admin = authorization("right", "admin", true) as string;
+    expectError(await twice("GET", "/admin/queues", [admin, admin]), 400, ambiguous);
+    expectError(await twice("GET", "/admin/queues/api/queues", [admin, `Bearer ${TOKEN}`]), 400, ambiguous);
+    // One header still works, and routes that take no credential ignore the repetition.
+    expect((await rawCall(`${stack.url}/metrics`, "GET", { authorization: metrics })).status).toBe(200);
+    expect((await twice("GET", "/healthz", [metrics, metrics])).status).toBe(200);
   });
 });
 

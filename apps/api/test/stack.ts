@@ -1,3 +1,4 @@
+import { request as httpRequest } from "node:http";
 import { type StoreKind, startTestStore } from "@plant-store/redis-server";
 import { connect, inspectStore, parseStoreConfig, partitionKeys, partitionOf } from "@plant-store/store";
 import { loadApiConfig } from "../src/config.js";
@@ -129,6 +130,41 @@ export async function call(baseUrl: string, options: CallOptions = {}) {
     json = undefined;
   }
   return { status: response.status, headers: response.headers, text, json };
+}
+
+/**
+ * One HTTP call over node:http, for what fetch cannot send: a header line repeated (an array value
+ * sends one line per element), or an exact framing (without `body`, a GET, HEAD or DELETE carries
+ * neither Content-Length nor Transfer-Encoding). Sends exactly `headers`: no token is added.
+ */
+export function rawCall(url: string, method: string, headers: Record<string, string | string[]>, body?: string) {
+  // As [name, value, name, value…]: one line per value (Node then adds no Host of its own).
+  const lines = Object.entries({ host: new URL(url).host, ...headers }).flatMap(([name, value]) =>
+    [value].flat().flatMap((each) => [name, each]),
+  );
+  return new Promise<{ status: number; headers: Headers; text: string; json: unknown }>((resolve, reject) => {
+    const request = httpRequest(url, { method, headers: lines });
+    request.on("response", (response) => {
+      const chunks: Buffer[] = [];
+      response.on("data", (chunk: Buffer) => chunks.push(chunk));
+      response.on("end", () => {
+        const text = Buffer.concat(chunks).toString();
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        const received = new Headers();
+        for (const [name, value] of Object.entries(response.headers)) {
+          for (const each of [value ?? []].flat()) received.append(name, each);
+        }
+        resolve({ status: response.statusCode ?? 0, headers: received, text, json });
+      });
+    });
+    request.on("error", reject);
+    request.end(body);
+  });
 }
 
 /** Polls until `check` returns a value other than undefined/false, or fails after `timeoutMs`. */

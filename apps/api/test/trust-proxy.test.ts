@@ -74,6 +74,22 @@ describe("TRUST_PROXY", () => {
     },
   );
 
+  it.each(["127.0.0.1", "1", "true"])(
+    "TRUST_PROXY=%s: a malformed X-Forwarded-For entry is ignored, the proxy's own address counts",
+    async (trust) => {
+      stack = await startStack({ env: { TRUST_PROXY: trust, AUTH_FAILURES_PER_MINUTE: String(LIMIT) } });
+      // Each a different string: taken as addresses, none would be throttled.
+      const malformed = ["not-an-ip", "203.0.113.7:8080", "1.2.3.4.5", "unknown"];
+      for (const forwarded of malformed.slice(0, LIMIT)) expectError(await fail(forwarded), 401);
+      // The proxy's address (127.0.0.1) is locked out, whatever comes next.
+      expectError(await fail(malformed[LIMIT] as string), 429);
+      expectError(await fail("203.0.113.7, not-an-ip"), 429);
+      expectError(await fail(""), 429);
+      // Entries before the malformed one are no better: the proxy vouches for none of them.
+      expectError(await fail("not-an-ip, 198.51.100.20"), 401);
+    },
+  );
+
   it("ignores X-Forwarded-For by default: a forger is throttled by its real address, however it varies the header", async () => {
     stack = await startStack({ env: { AUTH_FAILURES_PER_MINUTE: String(LIMIT) } });
     for (let i = 0; i < LIMIT; i++) expectError(await fail(`203.0.113.${i}`), 401);
@@ -108,6 +124,29 @@ describe("TRUST_PROXY", () => {
     // Whatever the configuration accepts, Fastify accepts too (it refuses a /0 prefix when it starts).
     for (const good of ["1.2.3.4/1", "::1/128", "::ffff:10.0.0.0/104", "10.0.0.1/32"]) {
       expect(() => Fastify({ trustProxy: parse(good) as string[] }), good).not.toThrow();
+    }
+  });
+
+  it("logs the proxy's address for a malformed X-Forwarded-For, the last good one for a chain", async () => {
+    for (const [forwarded, expected] of [
+      ["not-an-ip", "127.0.0.1"],
+      ["203.0.113.7, not-an-ip", "127.0.0.1"],
+      ["not-an-ip, 203.0.113.7", "203.0.113.7"],
+      [" , 203.0.113.7 ,", "203.0.113.7"],
+      ["2001:db8::1", "2001:db8::1"],
+    ] as const) {
+      const logged = await withLoggingApp("true", async (url) => {
+        const result = await call(url, {
+          method: "GET",
+          token: "wrong-token-0123456789abcdef",
+          headers: { "x-forwarded-for": forwarded },
+        });
+        expectError(result, 401);
+      });
+      const failure = logged.find((line) => line.msg === "authentication failed");
+      expect(failure, forwarded).toMatchObject({ ip: expected });
+      const completed = logged.find((line) => line.msg === "request completed");
+      expect(completed?.req, forwarded).toMatchObject({ remoteAddress: expected });
     }
   });
 

@@ -109,6 +109,40 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       expectError(await patch("424242", { name: "x" }), 404);
       expect((await get("6002")).json).toEqual({ id: 6002, name: "Moss" });
     });
+
+    it("judges an id in the body as PUT does: the path's own is accepted and ignored, anything else is a 400", async () => {
+      await create("3003", "Ivy");
+      await create("0", "Zero");
+      const before = await lastOutboxId("3003");
+      // Another id, or one that is no int64 integer: refused, nothing written (PUT refuses them too).
+      const refused = ["3004", '"3003"', "null", "1e400", "9223372036854775808", "-0", "3003.5", "true", "[3003]"];
+      for (const id of refused) {
+        const patched = await patch("3003", `{"id":${id},"name":"changed"}`);
+        expectError(patched, 400, /^(id must|The id in the body)/);
+        expect(patched.status, id).toBe((await put("3003", `{"id":${id},"name":"changed"}`)).status);
+      }
+      expectError(
+        await patch("3003", `{"id":3004}`),
+        400,
+        /The id in the body \(3004\) is not the id in the path \(3003\)/,
+      );
+      expect(await lastOutboxId("3003")).toBe(before);
+      expect((await get("3003")).json).toEqual({ id: 3003, name: "Ivy" });
+      // The path's id, as an integer however written, changes nothing: the rest of the patch applies.
+      for (const [path, id] of [
+        ["3003", "3003"],
+        ["3003", "3003.0"],
+        ["3003", "3.003e3"],
+        ["0", "-0"],
+      ]) {
+        const patched = await patch(path as string, `{"id":${id},"tag":"same id"}`);
+        expect(patched.status, `${path} ${id}: ${patched.text}`).toBe(200);
+        expect(
+          (await put(path as string, `{"id":${id},"name":"${path === "0" ? "Zero" : "Ivy"}","tag":"same id"}`)).status,
+        ).toBe(200);
+      }
+      expect((await get("3003")).json).toEqual({ id: 3003, name: "Ivy", tag: "same id" });
+    });
   });
 
   describe("versions and conditional requests", () => {
@@ -151,6 +185,39 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       expectError(await put("424242", { name: "x" }, { "if-match": "*" }), 404);
       const current = (await get("7002")).headers.get("etag") as string;
       expect((await del("7002", { "if-match": current })).status).toBe(204);
+    });
+
+    it("If-None-Match on PUT, PATCH and DELETE: * or the current version is a 412 that writes nothing", async () => {
+      await create("7005", "Chive");
+      const current = (await patch("7005", { tag: "herb" })).headers.get("etag") as string;
+      const before = await lastOutboxId("7005");
+      // RFC 9110 §13.1.2: `*` fails when the plant exists; a list, when it names the current version
+      // (weak comparison). Each 412 names the current version.
+      for (const ifNoneMatch of ["*", current, `"1", W/${current}`]) {
+        const refused = [
+          await put("7005", { name: "Lost" }, { "if-none-match": ifNoneMatch }),
+          await patch("7005", { name: "Lost" }, { "if-none-match": ifNoneMatch }),
+          await del("7005", { "if-none-match": ifNoneMatch }),
+        ];
+        for (const result of refused) {
+          expectError(result, 412, /If-None-Match/);
+          expect(result.headers.get("etag"), ifNoneMatch).toBe(current);
+        }
+      }
+      // With If-Match too: each must hold.
+      expectError(await patch("7005", { name: "Lost" }, { "if-match": current, "if-none-match": "*" }), 412);
+      expectError(await put("7005", { name: "x" }, { "if-none-match": "not-a-tag" }), 400, /If-None-Match/);
+      expect(await lastOutboxId("7005")).toBe(before);
+      expect((await get("7005")).json).toEqual({ id: 7005, name: "Chive", tag: "herb" });
+      // Another version holds the condition; an unknown plant is a 404 whatever the condition.
+      const renamed = await patch("7005", { name: "Garlic chive" }, { "if-none-match": `"1", W/"2"` });
+      expect(renamed.status, renamed.text).toBe(200);
+      expect((await put("7005", { name: "Chive" }, { "if-none-match": current })).status).toBe(200);
+      for (const ifNoneMatch of ["*", current]) {
+        expectError(await patch("424242", { name: "x" }, { "if-none-match": ifNoneMatch }), 404);
+        expectError(await del("424242", { "if-none-match": ifNoneMatch }), 404);
+      }
+      expect((await del("7005", { "if-none-match": current })).status).toBe(204);
     });
 
     it("a change that changes nothing answers 200 with the same ETag and writes nothing", async () => {

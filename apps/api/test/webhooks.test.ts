@@ -6,7 +6,7 @@ import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
 import { webhookAdmin } from "../src/webhooks/admin.js";
-import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack } from "./stack.js";
+import { ADMIN_TOKEN, call, eventually, expectError, rawCall, type Stack, startStack } from "./stack.js";
 import { type Receiver, startReceiver } from "./webhook-receiver.js";
 
 const admin = (stack: Stack, method: string, path: string, body?: object) =>
@@ -313,6 +313,22 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
     }
     expect(request?.headers["webhook-signature"]?.split(" ")).toHaveLength(2);
     await admin(stack, "DELETE", `/admin/webhooks/${id}`);
+  });
+
+  it("takes an action on its path alone (no body) whatever Content-Type a client labels it with", async () => {
+    const created = await admin(stack, "POST", "/admin/webhooks", { url: "http://127.0.0.1:9/hook" });
+    const { id } = created.json as { id: string };
+    // A POST without content says so with Content-Length: 0 (RFC 9110 §8.6).
+    for (const contentType of ["application/json", "application/merge-patch+json", "nonsense"]) {
+      const headers = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": contentType, "content-length": "0" };
+      const rotated = await rawCall(`${stack.url}/admin/webhooks/${id}/rotate-secret`, "POST", headers);
+      expect(rotated.status, `${JSON.stringify(headers)}: ${rotated.text}`).toBe(200);
+    }
+    // With content, the label counts again: the body must be JSON.
+    const labelled = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" };
+    expect((await rawCall(`${stack.url}/admin/webhooks/${id}/rotate-secret`, "POST", labelled, "{}")).status).toBe(200);
+    expectError(await rawCall(`${stack.url}/admin/webhooks/${id}/enable`, "POST", labelled, "{not json"), 400);
+    expect((await admin(stack, "DELETE", `/admin/webhooks/${id}`)).status).toBe(204);
   });
 
   it("does not let a receiver that never answers hold up the others", async () => {

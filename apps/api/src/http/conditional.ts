@@ -43,9 +43,22 @@ export function ifMatchCondition(header: string | undefined): VersionCondition |
   });
 }
 
+/**
+ * If-None-Match: `*`, or the versions it names by weak comparison (a weak tag names its version
+ * too); undefined without the header, null when it is malformed.
+ */
+export function ifNoneMatchVersions(header: string | undefined): "*" | bigint[] | null | undefined {
+  const tags = entityTags(header);
+  if (tags === undefined || tags === null || tags === "*") return tags;
+  return tags.flatMap((tag) => {
+    const version = versionOf(tag.opaque);
+    return version === undefined ? [] : [version];
+  });
+}
+
 /** If-None-Match holds (the GET must answer 304) for `version`: weak comparison, or `*`. */
 export function noneMatchHolds(header: string | undefined, version: bigint): boolean {
-  const tags = entityTags(header);
-  if (tags === undefined || tags === null) return false;
-  return tags === "*" || tags.some((tag) => versionOf(tag.opaque) === version);
+  const versions = ifNoneMatchVersions(header);
+  if (versions === undefined || versions === null) return false;
+  return versions === "*" || versions.includes(version);
 }

@@ -16,7 +16,7 @@ import {
   scopeChallenge,
 } from "@plant-store/tokens";
 import type { FastifyReply, FastifyRequest } from "fastify";
-import { basicPassword } from "../auth.js";
+import { basicPassword, repeatsAuthorization } from "../auth.js";
 import { apiError } from "../errors.js";
 import { reach, ShardDownError, StoreUnavailableError, shardBreaker } from "../outage.js";
 
@@ -184,6 +184,10 @@ export function createGuard({
     authOf,
 
     async check(request: FastifyRequest, reply: FastifyReply, check: GuardCheck = {}): Promise<boolean> {
+      if (repeatsAuthorization(request.raw.rawHeaders)) {
+        reply.code(400).send(apiError(400, "The request has more than one Authorization header: send one credential"));
+        return false;
+      }
       try {
         return await admit(request, reply, check);
       } catch (error) {

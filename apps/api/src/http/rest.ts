@@ -22,6 +22,11 @@ declare module "fastify" {
 
 const takesBody = (method: string) => method === "POST" || method === "PUT" || method === "PATCH";
 
+/** No content follows the header (Fastify's own test): neither Transfer-Encoding nor a Content-Length above 0. */
+const hasNoContent = (headers: FastifyRequest["headers"]) =>
+  headers["transfer-encoding"] === undefined &&
+  (headers["content-length"] === undefined || headers["content-length"] === "0");
+
 const MERGE_PATCH = "application/merge-patch+json";
 
 /** Why a body's media type does not suit the method: PATCH takes merge patches, the rest JSON. */
@@ -32,7 +37,10 @@ function mediaTypeMismatch(method: string, contentType: string | undefined): str
   return undefined;
 }
 
-/** Why a PUT body's `id` is refused: not an int64, or not the path's id (the path's own errors are the operation's). */
+/** The operations whose body may repeat the path's plant id: PUT and PATCH /plants/{id}. */
+const PLANT_CHANGES = new Set(["plants.update", "plants.patch"]);
+
+/** Why a PUT or PATCH body's `id` is refused: not an int64, or not the path's id (the path's own errors are the operation's). */
 function bodyIdProblem(bodyId: unknown, url: string): string | undefined {
   const body = PlantId.safeParse(bodyId);
   if (!body.success) return describeIssues(body.error.issues);
@@ -90,6 +98,11 @@ export async function restApi(
     request.restRoute = match.route;
     // Authentication first, always: nothing about the request is judged before it.
     if (!(await guard.check(request, reply, { scope: match.route.scope }))) return reply;
+    // Many clients label every request: on an operation that takes no body (GET, DELETE, an action
+    // on its path alone), a Content-Type without content describes nothing, so nothing parses it.
+    if ((!takesBody(request.method) || match.route.bodyless) && hasNoContent(request.headers)) {
+      delete request.headers["content-type"];
+    }
     // Before the body is read: a merge patch only for PATCH, and a PATCH takes nothing else.
     const mismatch = takesBody(request.method)
       ? mediaTypeMismatch(request.method, request.headers["content-type"])
@@ -117,9 +130,10 @@ export async function restApi(
     if (typeof request.body !== "object" || request.body === null || Array.isArray(request.body)) {
       return reply.code(400).send(apiError(400, "The request body must be a JSON object"));
     }
-    // A PUT's path names the plant; the adapter would let it silently override a body's `id`.
+    // A PUT's or PATCH's path names the plant; the adapter would let it silently override a body's
+    // `id`. The path's own id changes nothing and passes; any other is refused.
     const bodyId = (request.body as Record<string, unknown>).id;
-    if (request.method === "PUT" && bodyId !== undefined) {
+    if (bodyId !== undefined && PLANT_CHANGES.has(request.restRoute?.procedure ?? "")) {
       const problem = bodyIdProblem(bodyId, request.url);
       if (problem) return reply.code(400).send(apiError(400, problem));
     }

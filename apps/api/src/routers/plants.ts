@@ -11,7 +11,7 @@ import {
 } from "@plant-store/contracts";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
-import { etagOf, ifMatchCondition, noneMatchHolds } from "../http/conditional.js";
+import { etagOf, ifMatchCondition, ifNoneMatchVersions, noneMatchHolds } from "../http/conditional.js";
 import { type PlantChange, storedPlant, toPlantResponse } from "../plants/store.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
 import { errors } from "./errors.js";
@@ -40,6 +40,7 @@ const preconditionFailed = {
   412: "If-Match names no current version of the plant: it changed since it was read (read it again)",
 } as const;
 const badIfMatch = { 400: "If-Match is not * or a list of entity tags" } as const;
+const badIfNoneMatch = "If-None-Match is not * or a list of entity tags";
 
 type PlantsContext = Context & { principal: { id: string } };
 
@@ -55,23 +56,45 @@ async function readPlant(ctx: PlantsContext, id: bigint) {
   return plant;
 }
 
+/** The 412 of a change whose If-None-Match holds (the caller sets the current ETag first). */
+const currentVersionNamed = (id: bigint) =>
+  new TRPCError({
+    code: "PRECONDITION_FAILED",
+    message: `If-None-Match names the plant's current version (or is *, and the plant exists): nothing was changed; plant ${id}`,
+  });
+
 /**
- * The If-Match condition of a change (a 400 when malformed). tRPC clients send the header too: the
- * typed client sets it from a call's `context: { ifMatch }`.
+ * The store condition of a change (PUT, PATCH, DELETE) from If-Match and If-None-Match, and the 412
+ * to answer when the store finds it does not hold; a 400 when either header is malformed. tRPC
+ * clients send the headers too: the typed client sets If-Match from a call's `context: { ifMatch }`.
+ * If-None-Match forbids the change while the plant is at a version it names, or at any for `*`
+ * (RFC 9110 §13.1.2). For `*` the store gets a condition no version meets: 412 for a plant, 404
+ * without one, atomically. A list is checked against the plant as read here: a version never
+ * comes back, so one that is not current now cannot be when the change commits.
  */
-function conditionOf(ctx: PlantsContext) {
-  const condition = ifMatchCondition(ctx.preconditions.ifMatch);
-  if (condition === null) throw new TRPCError({ code: "BAD_REQUEST", message: badIfMatch[400] });
-  return condition;
+async function preconditionsOf(ctx: PlantsContext, id: bigint) {
+  const ifMatch = ifMatchCondition(ctx.preconditions.ifMatch);
+  if (ifMatch === null) throw new TRPCError({ code: "BAD_REQUEST", message: badIfMatch[400] });
+  const ifNoneMatch = ifNoneMatchVersions(ctx.preconditions.ifNoneMatch);
+  if (ifNoneMatch === null) throw new TRPCError({ code: "BAD_REQUEST", message: badIfNoneMatch });
+  if (ifNoneMatch === "*") return { condition: [], refusal: currentVersionNamed };
+  if (ifNoneMatch !== undefined && ifNoneMatch.length > 0) {
+    const plant = await ctx.store.get(id);
+    if (plant && ifNoneMatch.includes(plant.version)) {
+      ctx.responseHeaders.etag = etagOf(plant.version);
+      throw currentVersionNamed(id);
+    }
+  }
+  return { condition: ifMatch, refusal: staleVersion };
 }
 
 /** Applies a PUT's or PATCH's change: the stored plant with its ETag, 404 or 412. */
 async function changePlant(ctx: PlantsContext, id: bigint, change: PlantChange) {
-  const condition = conditionOf(ctx);
+  const { condition, refusal } = await preconditionsOf(ctx, id);
   const result = await ctx.store.update(id, change, condition, { actor: ctx.principal.id, requestId: ctx.requestId });
   if (result.outcome === "missing") throw noSuchPlant(id);
   ctx.responseHeaders.etag = etagOf(result.plant.version); // on a 412 too: what If-Match may name now
-  if (result.outcome === "mismatch") throw staleVersion(id);
+  if (result.outcome === "mismatch") throw refusal(id);
   return storedPlant(result.plant);
 }
 
@@ -279,7 +302,7 @@ export const plantsRouter = router({
     .input(ById)
     .output(z.void())
     .mutation(async ({ input, ctx }) => {
-      const condition = conditionOf(ctx);
+      const { condition, refusal } = await preconditionsOf(ctx, input.id);
       const deleted = await ctx.store.delete(input.id, condition, {
         actor: ctx.principal.id,
         requestId: ctx.requestId,
@@ -287,7 +310,7 @@ export const plantsRouter = router({
       if (deleted.outcome === "missing") throw noSuchPlant(input.id);
       if (deleted.outcome === "mismatch") {
         ctx.responseHeaders.etag = etagOf(deleted.version);
-        throw staleVersion(input.id);
+        throw refusal(input.id);
       }
     }),
 });

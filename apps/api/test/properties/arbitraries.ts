@@ -450,18 +450,21 @@ export const authorization: fc.Arbitrary<AuthCase> = fc.oneof(
     .map((v): AuthCase => ({ authorization: v })),
   headerValue.map((v): AuthCase => ({ authorization: v })),
   headerValue.map((v): AuthCase => ({ authorization: `Bearer ${v}` })),
-  // Node's server keeps the first of repeated Authorization headers.
+  // Repeated Authorization headers: ambiguous, refused whichever comes first.
+  fc.constant<AuthCase>({ authorization: [`Bearer ${TOKEN}`, `Bearer ${TOKEN}`] }),
   fc.constant<AuthCase>({ authorization: [`Bearer ${TOKEN}`, "Bearer wrong-token-0000000000"] }),
   fc.constant<AuthCase>({ authorization: ["Bearer wrong-token-0000000000", `Bearer ${TOKEN}`] }),
 );
 
 /**
  * What the README promises for a header: "missing" (absent or blank: 401, realm only),
- * "ok" (Bearer + the token, scheme in any case), else "invalid" (401, error="invalid_token").
+ * "ok" (Bearer + the token, scheme in any case), "ambiguous" (more than one header: 400), else
+ * "invalid" (401, error="invalid_token").
  * HTTP strips spaces and tabs around a field value; a NBSP-only value may count as either.
  */
-export function expectedAuth(headers: AuthCase): "ok" | "missing" | "invalid" | "missing-or-invalid" {
+export function expectedAuth(headers: AuthCase): "ok" | "missing" | "invalid" | "missing-or-invalid" | "ambiguous" {
   const raw = headers.authorization;
+  if (Array.isArray(raw) && raw.length > 1) return "ambiguous";
   const first = Array.isArray(raw) ? raw[0] : raw;
   if (first === undefined) return "missing";
   const value = first.replace(/^[ \t]+|[ \t]+$/g, "");

@@ -262,10 +262,10 @@ export type UpdateVerdict =
   | { kind: "valid"; value: { name?: string; tag?: string | null }; depth: number };
 
 /**
- * What the README makes of a PUT or PATCH body for the plant `pathId`. PUT: `name` required, `tag`
- * optional (its absence removes the tag), an `id`, when present, must be the path's — checked
- * before the rest, so a wrong id is the only field named. PATCH: `name` and `tag` only when given,
- * `tag: null` removes the tag, `name: null` is invalid; an `id` is ignored. Unknown members are dropped.
+ * What the README makes of a PUT or PATCH body for the plant `pathId`. Both: an `id`, when present,
+ * must be the path's — checked before the rest, so a wrong id is the only field named. PUT: `name`
+ * required, `tag` optional (its absence removes the tag). PATCH: `name` and `tag` only when given,
+ * `tag: null` removes the tag, `name: null` is invalid. Unknown members are dropped.
  */
 export function judgeUpdateBody(method: "PUT" | "PATCH", text: string, pathId: bigint): UpdateVerdict {
   const body = readObjectBody(text);
@@ -276,10 +276,10 @@ export function judgeUpdateBody(method: "PUT" | "PATCH", text: string, pathId: b
   const tag = members.get("tag");
   const nameValue = name?.kind === "string" ? name.value : undefined;
   const tagValue = tag?.kind === "string" ? tag.value : undefined;
+  if (id !== undefined && (id.kind !== "number" || int64OfLiteral(id.literal) !== pathId)) {
+    return { kind: "invalid", fields: ["id"], depth };
+  }
   if (method === "PUT") {
-    if (id !== undefined && (id.kind !== "number" || int64OfLiteral(id.literal) !== pathId)) {
-      return { kind: "invalid", fields: ["id"], depth };
-    }
     const fields: string[] = [];
     if (!isText(nameValue, NAME_MAX)) fields.push("name");
     if (tag !== undefined && !isText(tagValue, TAG_MAX)) fields.push("tag");
