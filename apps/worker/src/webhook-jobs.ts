@@ -11,6 +11,7 @@ import {
 } from "@plant-store/contracts";
 import type { RedisClient } from "@plant-store/store";
 import {
+  activeAt,
   type DeliveryResult,
   deliver,
   retryDelay,
@@ -27,8 +28,10 @@ const DAY_S = 24 * 3600;
 
 /**
  * Processor of the `plant-webhooks` queue: each event of the batch becomes one delivery job per
- * subscription that wants its type. Job ids are the delivery ids, so a retried fan-out (or a batch
- * relayed twice) queues nothing twice.
+ * subscription that wants its type and was active when the event was committed. One disabled since
+ * (a 410 answered while the event waited to be fanned out) gets its job too, which its delivery
+ * records as skipped, to replay once enabled again. Job ids are the delivery ids, so a retried
+ * fan-out (or a batch relayed twice) queues nothing twice.
  */
 export async function fanOutWebhooks(
   subscriptions: WebhookSubscriptions,
@@ -36,15 +39,15 @@ export async function fanOutWebhooks(
   config: WebhookConfig,
   events: readonly PlantEvent[],
 ): Promise<number> {
-  const active = await subscriptions.active();
-  if (active.length === 0) return 0;
+  const subscribed = await subscriptions.forFanOut();
+  if (subscribed.length === 0) return 0;
   const jobs: { name: string; data: WebhookDeliveryJob; opts: JobsOptions }[] = [];
   const noted = new Map<string, { deliveryId: string; queuedMs: number }[]>();
   const queuedMs = Date.now();
   for (const event of events) {
     const body = webhookBody(event);
-    for (const subscription of active) {
-      if (!subscription.events.includes(event.type)) continue;
+    for (const subscription of subscribed) {
+      if (!subscription.events.includes(event.type) || !activeAt(subscription, event.at)) continue;
       const deliveryId = webhookDeliveryId(subscription.id, event.eventId);
       jobs.push({
         name: WEBHOOK_DELIVERY_JOB,
@@ -75,9 +78,10 @@ export async function fanOutWebhooks(
  * disables the subscription and fails the job for good; anything else fails the attempt, and BullMQ
  * retries it after the schedule's next delay (see `retryDelayOf`) until the schedule is used up —
  * the job then stays in the failed set, listed and replayable. A deleted subscription's
- * deliveries end quietly; a disabled one's fail without trying. When its destination already has
- * its share of the slots in flight (`slots`), the job goes back to the delayed set without
- * counting an attempt, and its slot serves another destination meanwhile.
+ * deliveries end quietly; a disabled one's fail without trying, as skipped (replayable once it is
+ * enabled again). When its destination already has its share of the slots in flight (`slots`),
+ * the job goes back to the delayed set without counting an attempt, and its slot serves another
+ * destination meanwhile.
  */
 export async function deliverWebhook(
   job: Job,
@@ -91,7 +95,7 @@ export async function deliverWebhook(
   const found = await subscriptions.forDelivery(data.subscriptionId);
   if (!found) return { skipped: "the subscription was deleted" };
   if (found.webhook.disabledAt)
-    throw new UnrecoverableError(`the subscription is disabled: ${found.webhook.disabledReason ?? ""}`);
+    throw new UnrecoverableError(`skipped: the subscription is disabled (${found.webhook.disabledReason ?? ""})`);
 
   const slot = slots.take(found.webhook.url);
   if ("waitMs" in slot) {
