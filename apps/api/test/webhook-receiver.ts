@@ -2,8 +2,11 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
 
-/** What a receiver got: the raw body (ids exact), its headers, and whether its signature verified. */
-type Received = { body: string; headers: Record<string, string>; verified: boolean };
+/**
+ * What a receiver got: the raw body (ids exact), its headers, whether its signature verified, and
+ * when it arrived (epoch ms, as the body was read).
+ */
+type Received = { body: string; headers: Record<string, string>; verified: boolean; at: number };
 
 /**
  * A real webhook receiver: verifies every request with the standardwebhooks library against the
@@ -27,7 +30,7 @@ export async function startReceiver(port = 0) {
           return false;
         }
       });
-      received.push({ body, headers, verified });
+      received.push({ body, headers, verified, at: Date.now() });
       const status = answer(request, body);
       if (status === "hang") return; // never answers: the worker's timeout ends the attempt
       response.writeHead(status).end(status >= 300 ? "receiver says no" : "ok");

@@ -1,7 +1,15 @@
 import type { AddressInfo } from "node:net";
 import { PassThrough } from "node:stream";
+import {
+  type WebhookDelivery as Delivery,
+  type QueueName,
+  queueNames,
+  queuePrefix,
+  type Webhook as Subscription,
+} from "@plant-store/contracts";
 import { storeKinds } from "@plant-store/redis-server";
 import { parseWebhookConfig, webhookSubscriptions } from "@plant-store/webhooks";
+import { Queue } from "bullmq";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
@@ -294,6 +302,74 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
     const missing = await admin(stack, "POST", `/admin/webhooks/${id}/enable`);
     expect(missing.status).toBe(404);
     expect(missing.json).toEqual({ error: 404, message: "There is no webhook subscription with this id" });
+  });
+
+  it("records every event committed before a 410 disabled the subscription, skipped, and replays those once enabled", async () => {
+    const gone = await receiver();
+    const { id } = await subscribe(gone, { events: ["plant.created"] });
+    gone.answer(() => 410);
+    const queue = (name: QueueName) => new Queue(name, { connection: stack.redis, prefix: queuePrefix(name) });
+    const [fanOut, deliveries] = [queue(queueNames.webhooks), queue(queueNames.webhookDeliveries)];
+    const deliveriesOf = async () => (await admin(stack, "GET", `/admin/webhooks/${id}/deliveries`)).json as Delivery[];
+    const before = [7602, 7603, 7604, 7605, 7606];
+    try {
+      // The first event's delivery waits (the deliveries paused) while the next events are
+      // committed and relayed; their fan-out waits (paused too) until its 410 disabled the
+      // subscription: as when the fan-out lags behind the deliveries.
+      await deliveries.pause();
+      expect((await call(stack.url, { body: { id: 7601, name: "first" } })).status).toBe(200);
+      await eventually(async () => (await deliveriesOf()).length === 1);
+      await fanOut.pause();
+      for (const plantId of before)
+        expect((await call(stack.url, { body: { id: plantId, name: `before ${plantId}` } })).status).toBe(200);
+      await eventually(async () => (await stack.inspect.outboxDepth()) === 0);
+      await deliveries.resume();
+      await eventually(
+        async () => ((await admin(stack, "GET", `/admin/webhooks/${id}`)).json as Subscription).disabledAt,
+      );
+      // Committed while it is disabled: not for it.
+      expect((await call(stack.url, { body: { id: 7607, name: "after" } })).status).toBe(200);
+      await eventually(async () => (await stack.inspect.outboxDepth()) === 0);
+    } finally {
+      await Promise.all([fanOut.resume(), deliveries.resume()]);
+      await Promise.all([fanOut.close(), deliveries.close()]);
+    }
+
+    // Every event committed before the disabling has a delivery: the first failed with its 410,
+    // the others skipped; the one committed after it has none.
+    const all = [7601, ...before, 7607];
+    const audits = await eventually(async () => {
+      const entries = await stack.inspect.auditEntries();
+      return all.every((plantId) => entries.some((entry) => entry.plantId === String(plantId))) ? entries : undefined;
+    });
+    const eventOf = (plantId: number) => audits.find((entry) => entry.plantId === String(plantId))?.eventId;
+    const listed = await eventually(async () => {
+      const list = await deliveriesOf();
+      return list.length >= 1 + before.length && list.every((d) => d.status === "failed") ? list : undefined;
+    });
+    expect(listed.map((d) => d.eventId).sort()).toEqual([7601, ...before].map(eventOf).sort());
+    const byEvent = (plantId: number) => listed.find((d) => d.eventId === eventOf(plantId));
+    expect(byEvent(7601)).toMatchObject({ lastStatusCode: 410 });
+    const skipped = before.map((plantId) => byEvent(plantId) as Delivery);
+    for (const delivery of skipped) expect(delivery.lastError).toMatch(/^skipped: the subscription is disabled \(/);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await deliveriesOf()).toHaveLength(listed.length);
+    expect(gone.received).toHaveLength(1);
+
+    // Enabled again: replaying the skipped deliveries sends them.
+    gone.answer(() => 200);
+    expect((await admin(stack, "POST", `/admin/webhooks/${id}/enable`)).status).toBe(200);
+    for (const delivery of skipped) {
+      const replayed = await admin(stack, "POST", `/admin/webhooks/${id}/deliveries/${delivery.id}/replay`);
+      expect(replayed.status).toBe(200);
+    }
+    await eventually(async () => {
+      const list = await deliveriesOf();
+      return skipped.every((s) => list.find((d) => d.id === s.id)?.status === "succeeded");
+    });
+    expect([...gone.eventsById().keys()].sort()).toEqual([7601, ...before].map(eventOf).sort());
+    expect(gone.received).toHaveLength(1 + before.length);
+    await admin(stack, "DELETE", `/admin/webhooks/${id}`);
   });
 
   it("signs with the old and the new secret after a rotation", async () => {

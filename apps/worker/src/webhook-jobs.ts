@@ -10,17 +10,28 @@ import {
   webhookLimits,
 } from "@plant-store/contracts";
 import type { RedisClient } from "@plant-store/store";
-import { deliver, retryDelay, type WebhookConfig, type WebhookSubscriptions, webhookBody } from "@plant-store/webhooks";
-import { type Job, type JobsOptions, Queue, UnrecoverableError, Worker } from "bullmq";
+import {
+  activeAt,
+  type DeliveryResult,
+  deliver,
+  retryDelay,
+  type WebhookConfig,
+  type WebhookSubscriptions,
+  webhookBody,
+} from "@plant-store/webhooks";
+import { DelayedError, type Job, type JobsOptions, Queue, UnrecoverableError, Worker } from "bullmq";
 import type { WorkerConfig } from "./config.js";
+import { type DestinationSlots, destinationSlots } from "./destination-slots.js";
 import type { Logger } from "./logger.js";
 
 const DAY_S = 24 * 3600;
 
 /**
  * Processor of the `plant-webhooks` queue: each event of the batch becomes one delivery job per
- * subscription that wants its type. Job ids are the delivery ids, so a retried fan-out (or a batch
- * relayed twice) queues nothing twice.
+ * subscription that wants its type and was active when the event was committed. One disabled since
+ * (a 410 answered while the event waited to be fanned out) gets its job too, which its delivery
+ * records as skipped, to replay once enabled again. Job ids are the delivery ids, so a retried
+ * fan-out (or a batch relayed twice) queues nothing twice.
  */
 export async function fanOutWebhooks(
   subscriptions: WebhookSubscriptions,
@@ -28,15 +39,15 @@ export async function fanOutWebhooks(
   config: WebhookConfig,
   events: readonly PlantEvent[],
 ): Promise<number> {
-  const active = await subscriptions.active();
-  if (active.length === 0) return 0;
+  const subscribed = await subscriptions.forFanOut();
+  if (subscribed.length === 0) return 0;
   const jobs: { name: string; data: WebhookDeliveryJob; opts: JobsOptions }[] = [];
   const noted = new Map<string, { deliveryId: string; queuedMs: number }[]>();
   const queuedMs = Date.now();
   for (const event of events) {
     const body = webhookBody(event);
-    for (const subscription of active) {
-      if (!subscription.events.includes(event.type)) continue;
+    for (const subscription of subscribed) {
+      if (!subscription.events.includes(event.type) || !activeAt(subscription, event.at)) continue;
       const deliveryId = webhookDeliveryId(subscription.id, event.eventId);
       jobs.push({
         name: WEBHOOK_DELIVERY_JOB,
@@ -67,31 +78,44 @@ export async function fanOutWebhooks(
  * disables the subscription and fails the job for good; anything else fails the attempt, and BullMQ
  * retries it after the schedule's next delay (see `retryDelayOf`) until the schedule is used up —
  * the job then stays in the failed set, listed and replayable. A deleted subscription's
- * deliveries end quietly; a disabled one's fail without trying.
+ * deliveries end quietly; a disabled one's fail without trying, as skipped (replayable once it is
+ * enabled again). When its destination already has its share of the slots in flight (`slots`),
+ * the job goes back to the delayed set without counting an attempt, and its slot serves another
+ * destination meanwhile.
  */
 export async function deliverWebhook(
   job: Job,
-  subscriptions: WebhookSubscriptions,
-  config: WebhookConfig,
-  userAgent: string,
+  token: string | undefined,
+  context: { subscriptions: WebhookSubscriptions; config: WebhookConfig; slots: DestinationSlots; userAgent: string },
 ): Promise<{ statusCode: number; deliveredAt: string } | { skipped: string }> {
+  const { subscriptions, config, slots, userAgent } = context;
   const parsed = DeliveryJobSchema.safeParse(job.data);
   if (!parsed.success) throw new UnrecoverableError(`invalid delivery payload: ${parsed.error.message}`);
   const data = parsed.data;
   const found = await subscriptions.forDelivery(data.subscriptionId);
   if (!found) return { skipped: "the subscription was deleted" };
   if (found.webhook.disabledAt)
-    throw new UnrecoverableError(`the subscription is disabled: ${found.webhook.disabledReason ?? ""}`);
+    throw new UnrecoverableError(`skipped: the subscription is disabled (${found.webhook.disabledReason ?? ""})`);
 
-  const result = await deliver({
-    url: found.webhook.url,
-    messageId: data.eventId,
-    body: data.body,
-    secrets: found.secrets,
-    timeoutMs: config.timeoutMs,
-    policy: config.policy,
-    userAgent,
-  });
+  const slot = slots.take(found.webhook.url);
+  if ("waitMs" in slot) {
+    await job.moveToDelayed(Date.now() + slot.waitMs, token);
+    throw new DelayedError();
+  }
+  let result: DeliveryResult | undefined;
+  try {
+    result = await deliver({
+      url: found.webhook.url,
+      messageId: data.eventId,
+      body: data.body,
+      secrets: found.secrets,
+      timeoutMs: config.timeoutMs,
+      policy: config.policy,
+      userAgent,
+    });
+  } finally {
+    slot.release(result?.status !== undefined);
+  }
   if (result.ok) return { statusCode: result.status ?? 200, deliveredAt: new Date().toISOString() };
 
   if (result.status === 410) {
@@ -120,8 +144,10 @@ function retryDelayOf(job: { progress?: unknown } | undefined): number {
 const USER_AGENT = "PlantStore-Webhooks/1";
 
 /**
- * The deliveries' own queue and worker: many attempts at once (a slow receiver holds one slot, not
- * the others), each retried on the webhook schedule (the failed attempt notes its delay).
+ * The deliveries' own queue and worker: many attempts at once, each retried on the webhook schedule
+ * (the failed attempt notes its delay). One destination has at most a fifth of the slots in flight
+ * (10 of the default 50), or all but a fifth while it answers (see `destinationSlots`): a receiver
+ * that never answers holds its fifth until the timeout, and the other destinations keep the rest.
  */
 export function startDeliveries(options: {
   connection: RedisClient;
@@ -135,19 +161,27 @@ export function startDeliveries(options: {
   const prefix = queuePrefix(name);
   const queue = new Queue(name, { connection, prefix });
   queue.on("error", (error) => logError(`queue ${name}`, error));
+  const { concurrency, timeoutMs } = config.webhooks;
+  const fifth = Math.max(1, Math.floor(concurrency / 5));
+  const context = {
+    subscriptions,
+    config: config.webhooks,
+    slots: destinationSlots({ quiet: fifth, answering: Math.max(fifth, concurrency - fifth) }, timeoutMs),
+    userAgent: USER_AGENT,
+  };
   const worker = new Worker(
     name,
-    async (job) => {
+    async (job, token) => {
       if (job.name !== WEBHOOK_DELIVERY_JOB)
         throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)}`);
-      return deliverWebhook(job, subscriptions, config.webhooks, USER_AGENT);
+      return deliverWebhook(job, token, context);
     },
     {
       connection,
       prefix,
-      concurrency: config.webhooks.concurrency,
+      concurrency,
       // An attempt may wait for its receiver the whole timeout: the lock outlasts it.
-      lockDuration: Math.max(config.jobLockMs, config.webhooks.timeoutMs * 2),
+      lockDuration: Math.max(config.jobLockMs, timeoutMs * 2),
       stalledInterval: config.stalledCheckMs,
       settings: { backoffStrategy: (_attempts, _type, _error, job) => retryDelayOf(job) },
     },

@@ -15,6 +15,7 @@ export { webhookBody } from "./payload.js";
 export { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, retryDelay } from "./schedule.js";
 export { generateSecret, SecretKeyError, secretSealer } from "./secrets.js";
 export {
+  activeAt,
   SECRET_ROTATION_OVERLAP_MS,
   SubscriptionLimitError,
   type SubscriptionsOptions,

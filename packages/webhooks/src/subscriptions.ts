@@ -58,6 +58,15 @@ const eventsField = (types: readonly WebhookEventType[]) =>
 const storedSecrets = (fields: WebhookFields): StoredSecret[] => JSON.parse(fields.secrets ?? "[]") as StoredSecret[];
 
 /**
+ * Whether the subscription received events when one was committed at `committedAt` (RFC 3339):
+ * it is not disabled, or was disabled after that. The commit time is the api's clock and the
+ * disabling the worker's: an event committed within their skew of the disabling counts as before it.
+ */
+export function activeAt(webhook: Webhook, committedAt: string): boolean {
+  return webhook.disabledAt === undefined || Date.parse(webhook.disabledAt) >= Date.parse(committedAt);
+}
+
+/**
  * Webhook subscriptions: created with a signing secret shown once and stored sealed, listed without
  * it, rotated with an overlap during which the previous secret also signs, disabled when the
  * receiver answers 410 Gone. The URL is checked against the destination policy when subscribed;
@@ -68,7 +77,20 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
   const sealer = secretSealer(options.secretKey);
   const now = options.now ?? (() => new Date());
   const max = options.maxSubscriptions ?? DEFAULT_MAX_SUBSCRIPTIONS;
-  let activeCache: { version: string | null; active: Webhook[] } | undefined;
+  let cache: { version: string | null; subscriptions: Webhook[] } | undefined;
+
+  /**
+   * Every subscription, disabled ones included. Read again only when any subscription changed
+   * since the last call (one GET otherwise): the worker asks for every batch.
+   */
+  async function forFanOut(): Promise<Webhook[]> {
+    const version = await records.version();
+    if (cache?.version !== version) {
+      const subscriptions = (await records.list()).map(({ id, fields }) => webhookOf(id, fields));
+      cache = { version, subscriptions };
+    }
+    return cache.subscriptions;
+  }
 
   return {
     /** A new subscription; a DestinationError for a URL the policy refuses, a SubscriptionLimitError when full. */
@@ -150,8 +172,8 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
     /**
      * Delivers to a disabled subscription again (a receiver that answered 410 Gone by mistake), its
      * URL checked against today's destination policy first (a DestinationError when refused).
-     * Events committed while it was disabled were never queued for it; deliveries that failed
-     * because it was disabled stay failed (replayable). Undefined: no such subscription. The answer
+     * Events committed while it was disabled were never queued for it; deliveries skipped because
+     * it was disabled stay failed (replayable). Undefined: no such subscription. The answer
      * is the subscription as stored after the change.
      */
     async enable(id: string): Promise<Webhook | undefined> {
@@ -174,19 +196,13 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
     },
 
     /**
-     * The subscriptions that receive events now (not disabled). Read again only when any
-     * subscription changed since the last call (one GET otherwise): the worker asks for every batch.
+     * Every subscription, disabled ones included: the fan-out gives a disabled one the events
+     * committed before its disabling (see `activeAt`), which its delivery records as skipped.
      */
-    async active(): Promise<Webhook[]> {
-      const version = await records.version();
-      if (activeCache?.version !== version) {
-        const active = (await records.list())
-          .map(({ id, fields }) => webhookOf(id, fields))
-          .filter((webhook) => !webhook.disabledAt);
-        activeCache = { version, active };
-      }
-      return activeCache.active;
-    },
+    forFanOut,
+
+    /** The subscriptions that receive events now (not disabled); cached as `forFanOut`. */
+    active: async (): Promise<Webhook[]> => (await forFanOut()).filter((webhook) => !webhook.disabledAt),
 
     noteDeliveries: records.noteDeliveries,
     deliveryIds: records.deliveries,

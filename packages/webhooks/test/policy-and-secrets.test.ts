@@ -1,8 +1,9 @@
-import { type PlantEvent, WEBHOOK_SECRET_PREFIX } from "@plant-store/contracts";
+import { type PlantEvent, WEBHOOK_SECRET_PREFIX, type Webhook } from "@plant-store/contracts";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { connect, disconnect, type RedisClient } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  activeAt,
   checkDestination,
   DEFAULT_RETRY_SCHEDULE,
   DestinationError,
@@ -180,8 +181,14 @@ describe("subscriptions in Redis", () => {
 
     const second = await api.create({ url: "http://127.0.0.1:9/second" });
     expect(await activeIds()).toEqual([first.id, second.id]);
+    const committedBefore = new Date().toISOString();
     await api.disable(first.id, "gone");
     expect(await activeIds()).toEqual([second.id]);
+    // The fan-out still sees it: events committed before the disabling are for it, later ones not.
+    const [disabled] = await worker.forFanOut();
+    expect(disabled).toMatchObject({ id: first.id, disabledReason: "gone" });
+    expect(activeAt(disabled as Webhook, committedBefore)).toBe(true);
+    expect(activeAt(disabled as Webhook, new Date(Date.now() + 1000).toISOString())).toBe(false);
     await api.enable(first.id);
     expect(await activeIds()).toEqual([first.id, second.id]);
     await api.delete(second.id);

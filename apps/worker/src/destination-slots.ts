@@ -1,0 +1,68 @@
+/** The shortest wait of an attempt turned away from a busy destination: one that answers frees a slot soon. */
+const MIN_WAIT_MS = 100;
+/** A destination that answered within this long is answering: it may use more slots. */
+const ANSWERING_MS = 1000;
+
+interface Destination {
+  /** Start times (ms) of the attempts in flight. */
+  started: number[];
+  /** When one of its attempts last got an answer (any status). */
+  answeredAt: number | undefined;
+}
+
+/**
+ * Each destination's share of this worker's delivery slots, so that one receiver's slowness cannot
+ * take the slots the others need. A destination has at most `quiet` attempts in flight (a receiver
+ * that never answers holds those, each until the timeout), or `answering` while it answers (an
+ * answer within the last second: a busy, healthy receiver is not held back); `answering` leaves
+ * the other destinations some slots even when such a receiver suddenly stops answering.
+ *
+ * An attempt turned away is told how long to wait: as long as the destination has gone without
+ * answering (since its latest answer, or since its oldest attempt in flight began), at least
+ * MIN_WAIT_MS and at most `maxWaitMs`, plus up to a quarter of jitter. A receiver that answers
+ * gets its turned-away attempts back within about MIN_WAIT_MS; a hanging one's come back less and
+ * less often, up to once per timeout, instead of crowding the queue.
+ */
+export function destinationSlots(
+  limits: { quiet: number; answering: number },
+  maxWaitMs: number,
+  random = Math.random,
+) {
+  /** Only destinations with attempts in flight. */
+  const destinations = new Map<string, Destination>();
+
+  return {
+    /**
+     * A slot for an attempt to `destination` — release it when the attempt ends, saying whether the
+     * receiver answered — or how long to wait before trying again.
+     */
+    take(
+      destination: string,
+      now = Date.now(),
+    ): { release: (answered: boolean, at?: number) => void } | { waitMs: number } {
+      const entry = destinations.get(destination) ?? { started: [], answeredAt: undefined };
+      const answering = entry.answeredAt !== undefined && now - entry.answeredAt < ANSWERING_MS;
+      if (entry.started.length >= (answering ? limits.answering : limits.quiet)) {
+        const silentMs = now - Math.max(entry.answeredAt ?? 0, Math.min(...entry.started));
+        const wait = Math.min(Math.max(silentMs, MIN_WAIT_MS) * (1 + 0.25 * random()), maxWaitMs);
+        return { waitMs: Math.round(wait) };
+      }
+      entry.started.push(now);
+      destinations.set(destination, entry);
+      let released = false;
+      return {
+        release(answered: boolean, at = Date.now()) {
+          if (released) return;
+          released = true;
+          entry.started.splice(entry.started.indexOf(now), 1);
+          if (answered) entry.answeredAt = at;
+          if (entry.started.length === 0) destinations.delete(destination);
+        },
+      };
+    },
+    /** Attempts in flight to `destination`. */
+    inFlight: (destination: string) => destinations.get(destination)?.started.length ?? 0,
+  };
+}
+
+export type DestinationSlots = ReturnType<typeof destinationSlots>;
