@@ -1,10 +1,10 @@
 import calculateSlot from "cluster-key-slot";
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
+import { isCluster, type RedisClient } from "./client.js";
 import type { RedisTarget } from "./config.js";
 import { keyCountFirstScripts } from "./scripts.js";
 
-/** A connection to the store: one node or a cluster. Both run the same commands and scripts. */
-export type RedisClient = Redis | Cluster;
+export { isCluster, type RedisClient } from "./client.js";
 
 export interface ConnectOptions {
   /** CLIENT SETNAME on every node connection: shows who is who in CLIENT LIST. */
@@ -89,8 +89,6 @@ export function connect(target: RedisTarget, options: ConnectOptions): RedisClie
   };
   return new Cluster(target.nodes, clusterOptions);
 }
-
-export const isCluster = (client: RedisClient): client is Cluster => client instanceof Cluster;
 
 /**
  * The node that serves `key`, as the client last saw the cluster: `host:port` of its slot's master

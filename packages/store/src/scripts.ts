@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import type { RedisClient } from "./connection.js";
+import type { RedisClient } from "./client.js";
 
 /**
  * Every Lua script of the store lives in `packages/store/lua/`, one file per script, named
