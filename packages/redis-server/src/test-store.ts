@@ -1,6 +1,7 @@
-import { type RedisCluster, startRedisCluster } from "./cluster.js";
-import { type RedisServer, startRedisServer } from "./index.js";
+import { startRedisCluster } from "./cluster/redis-cluster.js";
+import type { RedisCluster } from "./cluster/types.js";
 import { respCall, respCommand } from "./resp.js";
+import { type RedisServer, startRedisServer } from "./server.js";
 
 /** The two deployments every end-to-end suite runs against. */
 export type StoreKind = "single" | "cluster";

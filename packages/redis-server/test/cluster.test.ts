@@ -9,7 +9,7 @@ import { createInterface } from "node:readline";
 import { setTimeout as delay } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pickClusterPort } from "../src/cluster.js";
+import { pickClusterPort } from "../src/cluster/ports.js";
 import { keySlot, type RedisCluster, startRedisCluster } from "../src/index.js";
 import { RedisReplyError, respCall } from "../src/resp.js";
 
