@@ -4,8 +4,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { keySlot } from "@plant-store/redis-server";
 import { partitionKeys, partitionOf } from "@plant-store/store";
-import { outcomeCounts } from "./load.js";
-import { type Stack, TOKEN } from "./processes.js";
+import { outcomeCounts } from "../load.js";
+import { type Stack, TOKEN } from "../processes.js";
 import {
   between,
   describeCounts,
@@ -14,8 +14,8 @@ import {
   runIdBase,
   type Scenario,
   servicePids,
-} from "./scenario.js";
-import type { ExpectedPlant } from "./verify.js";
+} from "../scenario.js";
+import type { ExpectedPlant } from "../verify.js";
 
 /** Reads of the failed shard must all answer 200 from this long after the kill on. */
 export const READS_BACK_WITHIN_MS = 10_000;
