@@ -1,6 +1,6 @@
 export { type AppOptions, buildApp } from "./app.js";
 export { type ApiConfig, loadApiConfig } from "./config.js";
-export { buildOpenApiDocument } from "./openapi.js";
+export { buildOpenApiDocument } from "./http/openapi.js";
 export type { AppRouter } from "./router.js";
 export { appRouter } from "./router.js";
 export { startApi } from "./server.js";

@@ -1,5 +1,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { DASHBOARD_PATH } from "./dashboard.js";
+import type { RouteMatcher } from "./routes.js";
+import { TRPC_METHODS } from "./trpc.js";
 
 /**
  * Cross-origin requests from browser apps (CORS_ORIGINS): `"*"` any origin, a list of exact
@@ -58,3 +60,13 @@ export function createCors(origins: CorsOrigins, allowedMethods: (url: string) =
     },
   };
 }
+
+/** The methods the service answers on `url`'s path: tRPC's under /trpc/, else the REST operations'. */
+export const methodsOfPath =
+  (matchRoute: RouteMatcher) =>
+  (url: string): readonly string[] => {
+    if (url.startsWith("/trpc/")) return TRPC_METHODS;
+    // OPTIONS is no operation: matching it lists the methods of the path.
+    const match = matchRoute("OPTIONS", url);
+    return match.kind === "method-not-allowed" ? match.allow : [];
+  };

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { isIP } from "node:net";
+import type { FastifyRequest } from "fastify";
 
 /**
  * Cuts X-Forwarded-For at its last entry that is not an IP address, in place. The client's
@@ -18,4 +19,15 @@ export function dropMalformedForwardedFor(headers: IncomingHttpHeaders): void {
   const trusted = entries.slice(kept).filter((entry) => entry !== "");
   if (trusted.length === 0) delete headers["x-forwarded-for"];
   else headers["x-forwarded-for"] = trusted.join(", ");
+}
+
+/**
+ * What the api does to every request's X-Forwarded-For before request.ip reads it: when a proxy is
+ * trusted (`trustProxy` set and not false), a malformed entry must not become the client's address.
+ */
+export function forwardedForCheck(trustProxy: boolean | number | string[] | undefined) {
+  const trustsProxy = trustProxy !== undefined && trustProxy !== false;
+  return (request: FastifyRequest) => {
+    if (trustsProxy) dropMalformedForwardedFor(request.raw.headers);
+  };
 }

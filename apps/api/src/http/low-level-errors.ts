@@ -4,6 +4,9 @@ import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { apiError, JSON_MEDIA_TYPE } from "../errors.js";
 import { StoreUnavailableError } from "../outage.js";
+import { DASHBOARD_PATH } from "./dashboard.js";
+import type { Guard } from "./guard.js";
+import type { RouteMatcher } from "./routes.js";
 import { API_HEADERS } from "./security-headers.js";
 
 /**
@@ -34,6 +37,28 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
 
 /** Authenticates a request to a protected path; false when it has answered (401, 403, 429). */
 export type AuthenticateFirst = (request: FastifyRequest, reply: FastifyReply) => Promise<boolean>;
+
+/**
+ * The guard for a malformed path that names a protected operation or the dashboard (when it is
+ * served): it answers first, as for every other request to them.
+ */
+export function authenticateMalformedPaths(options: {
+  matchRoute: RouteMatcher;
+  guard: Guard;
+  dashboard: boolean;
+  checkForwardedFor: (request: FastifyRequest) => void;
+}): AuthenticateFirst {
+  const { matchRoute, guard } = options;
+  return (request, reply) => {
+    options.checkForwardedFor(request); // no hook ran
+    const match = matchRoute(request.method, request.url);
+    if (match.kind === "found") return guard.check(request, reply, { scope: match.route.scope });
+    const path = request.url.split("?", 1)[0] as string;
+    const dashboard = path === DASHBOARD_PATH || path.startsWith(`${DASHBOARD_PATH}/`);
+    if (dashboard && options.dashboard) return guard.check(request, reply, { scope: "admin", basic: true });
+    return Promise.resolve(true);
+  };
+}
 
 /**
  * Fastify's framework errors (a malformed percent-encoding in the path): no hook runs for them,

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import fp from "fastify-plugin";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Guard } from "./guard.js";
 
@@ -155,3 +156,11 @@ export function createApiMetrics(
 }
 
 export type ApiMetrics = ReturnType<typeof createApiMetrics>;
+
+/** Counts every request (the metrics' onSend hook); nothing without metrics. Register it before the other hooks. */
+export const requestMetrics = fp<{ metrics: ApiMetrics | undefined }>(
+  async (app, { metrics }) => {
+    metrics?.install(app);
+  },
+  { name: "plant-store-request-metrics" },
+);

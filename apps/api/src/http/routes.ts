@@ -1,6 +1,6 @@
 import type { TokenScope } from "@plant-store/contracts";
 import type { AnyRouter } from "@trpc/server";
-import type { FastifyReply } from "fastify";
+import type { FastifyReply, FastifyRequest } from "fastify";
 import { ZodObject, type ZodType } from "zod";
 import { apiError } from "../errors.js";
 import type { Meta } from "../trpc.js";
@@ -95,3 +95,9 @@ export function replyRouteMiss(reply: FastifyReply, method: string, match: Exclu
   }
   return reply.code(404).send(apiError(404, "There is no resource at this path"));
 }
+
+/** The not-found handler (and the onRequest hook's answer to an unknown path): 405 or 404. */
+export const routeMissHandler = (matchRoute: RouteMatcher) => (request: FastifyRequest, reply: FastifyReply) => {
+  const match = matchRoute(request.method, request.url);
+  return replyRouteMiss(reply, request.method, match.kind === "found" ? { kind: "not-found" } : match);
+};

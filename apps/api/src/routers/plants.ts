@@ -11,7 +11,7 @@ import {
 } from "@plant-store/contracts";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
-import { etagOf, ifMatchCondition, ifNoneMatchVersions, noneMatchHolds } from "../http/conditional.js";
+import { etagOf, ifMatchCondition, ifNoneMatchVersions, noneMatchHolds } from "../plants/conditional.js";
 import { type PlantChange, storedPlant, toPlantResponse } from "../plants/store.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
 import { errors } from "./errors.js";

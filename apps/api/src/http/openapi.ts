@@ -3,8 +3,8 @@ import type { AnyRouter } from "@trpc/server";
 import { generateOpenApiDocument } from "trpc-to-openapi";
 import { globalRegistry, type ZodType } from "zod";
 import { createSchema } from "zod-openapi";
-import { statusMessages } from "./errors.js";
-import { isBodylessAction } from "./http/routes.js";
+import { statusMessages } from "../errors.js";
+import type { Meta } from "../trpc.js";
 import {
   EXAMPLE_PLANT_ID,
   errorMessages,
@@ -12,7 +12,7 @@ import {
   operationExamples,
   webhookExample,
 } from "./openapi-examples.js";
-import type { Meta } from "./trpc.js";
+import { isBodylessAction } from "./routes.js";
 
 type Json = Record<string, unknown>;
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });

@@ -1,0 +1,63 @@
+import type { FastifyReply, FastifyRequest } from "fastify";
+import fp from "fastify-plugin";
+import { apiError, JSON_MEDIA_TYPE, RETRY_AFTER_503_SECONDS } from "../errors.js";
+import { refuseContentCodings } from "./content-coding.js";
+import type { createCors } from "./cors.js";
+import type { ApiMetrics } from "./metrics.js";
+import { securityHeadersFor } from "./security-headers.js";
+
+/** The content type Fastify gives a JSON reply. */
+const FASTIFY_JSON = "application/json; charset=utf-8";
+
+export type RequestHooksOptions = {
+  metrics: ApiMetrics | undefined;
+  cors: ReturnType<typeof createCors>;
+  /** Drops a malformed X-Forwarded-For entry when a proxy is trusted (`forwardedForCheck`). */
+  checkForwardedFor: (request: FastifyRequest) => void;
+  /** Answers a request that matched no route (404, or 405 with Allow). */
+  routeMiss: (request: FastifyRequest, reply: FastifyReply) => unknown;
+};
+
+/**
+ * What every request goes through before and after its route: security headers and its id, CORS
+ * (a preflight is answered here), 503 while shutting down, unknown paths answered before any body
+ * is read, content codings refused, and the reply's media type and Retry-After. Hooks on the root
+ * (fastify-plugin), so they run for every route, the plugins' too.
+ */
+export const requestHooks = fp<RequestHooksOptions>(
+  async (app, { metrics, cors, checkForwardedFor, routeMiss }) => {
+    let closing = false;
+    app.addHook("preClose", async () => {
+      closing = true;
+    });
+
+    // Callback style: nothing here waits, and an async hook costs a promise per request.
+    app.addHook("onRequest", (request, reply, done) => {
+      checkForwardedFor(request);
+      metrics?.started();
+      reply.headers(securityHeadersFor(request.url)).header("x-request-id", request.id);
+      if (cors.apply(request, reply)) return; // a preflight, answered
+      if (closing) {
+        reply.header("connection", "close").code(503);
+        return reply.send(apiError(503, "The service is shutting down; retry the request"));
+      }
+      // Unknown paths and methods are answered before any body is read.
+      if (request.is404) return routeMiss(request, reply);
+      // Media types are case-insensitive (RFC 9110); Fastify's parser lookup is not.
+      const contentType = request.headers["content-type"];
+      if (contentType) request.headers["content-type"] = contentType.toLowerCase();
+      done();
+    });
+    // After the guards' onRequest hooks: a request without a valid token is a 401, whatever its coding.
+    app.addHook("preParsing", refuseContentCodings);
+    // JSON defines no charset parameter (RFC 8259 §11) but Fastify appends one to every JSON reply:
+    // answer with the document's media type exactly, as contract testers (Dredd) compare it.
+    // A 503 says when to come back (tRPC's own answers get it in its responseMeta).
+    app.addHook("onSend", (_request, reply, payload, done) => {
+      if (reply.getHeader("content-type") === FASTIFY_JSON) reply.header("content-type", JSON_MEDIA_TYPE);
+      if (reply.statusCode === 503) reply.header("retry-after", RETRY_AFTER_503_SECONDS);
+      done(null, payload);
+    });
+  },
+  { name: "plant-store-request-hooks" },
+);
