@@ -15,7 +15,9 @@ afterAll(async () => {
 
 describe("GET /openapi.json", () => {
   it("is served without auth and matches the committed snapshot (update with `vitest -u`)", async () => {
-    await expect(`${JSON.stringify(document, null, 2)}\n`).toMatchFileSnapshot("../openapi.json");
+    await expect(`${JSON.stringify(document, null, 2)}\n`).toMatchFileSnapshot(
+      "../../../packages/api-contract/openapi.json",
+    );
   });
 
   it("resolves every $ref, and each JSON request body names its own input schema", () => {
