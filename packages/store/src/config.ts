@@ -123,3 +123,53 @@ export function describeTarget(target: RedisTarget): string {
   if (url.password) url.password = "***";
   return `Redis ${url.toString()}`;
 }
+
+/** The store's environment variables, as `parseStoreConfig` reads them: every process's, one list. */
+export const STORE_ENV_NAMES = [
+  "REDIS_URL",
+  "REDIS_CLUSTER_NODES",
+  "REDIS_PASSWORD",
+  "STORE_PARTITIONS",
+  "REDIS_MIN_REPLICAS_ACK",
+  "REDIS_REPLICA_ACK_TIMEOUT_MS",
+] as const;
+
+/** A store as a process is told it (`storeEnv`): where it is, and the commit settings when not the defaults. */
+export interface StoreSettings {
+  /** One Redis: its redis:// or rediss:// URL. */
+  url?: string;
+  /** A Redis Cluster: seed nodes, `host:port` or redis:// URLs (a list, or comma separated). */
+  clusterNodes?: string | readonly string[];
+  password?: string;
+  partitions?: number;
+  minReplicasAck?: number;
+  replicaAckTimeoutMs?: number;
+}
+
+/**
+ * The environment variables that give a process (api, worker, a CLI) this store: what
+ * `parseStoreConfig` reads back. Tools and tests start processes with it instead of spelling the
+ * variables themselves.
+ */
+export function storeEnv(settings: StoreSettings): Record<string, string> {
+  if ((settings.url === undefined) === (settings.clusterNodes === undefined)) {
+    throw new StoreConfigError("a store is one Redis (url) or a Redis Cluster (clusterNodes)");
+  }
+  const env: Record<string, string> = {};
+  if (settings.url !== undefined) env.REDIS_URL = settings.url;
+  if (settings.clusterNodes !== undefined) {
+    env.REDIS_CLUSTER_NODES =
+      typeof settings.clusterNodes === "string" ? settings.clusterNodes : settings.clusterNodes.join(",");
+  }
+  if (settings.password !== undefined) env.REDIS_PASSWORD = settings.password;
+  if (settings.partitions !== undefined) env.STORE_PARTITIONS = String(settings.partitions);
+  if (settings.minReplicasAck !== undefined) env.REDIS_MIN_REPLICAS_ACK = String(settings.minReplicasAck);
+  if (settings.replicaAckTimeoutMs !== undefined)
+    env.REDIS_REPLICA_ACK_TIMEOUT_MS = String(settings.replicaAckTimeoutMs);
+  return env;
+}
+
+/** The store's variables that `env` sets (non-empty), to hand a store one was given on to other processes. */
+export function storeEnvOf(env: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(STORE_ENV_NAMES.flatMap((name) => (env[name] ? [[name, env[name] as string]] : [])));
+}

@@ -24,8 +24,12 @@ export {
   describeTarget,
   parseStoreConfig,
   type RedisTarget,
+  STORE_ENV_NAMES,
   type StoreConfig,
   StoreConfigError,
+  type StoreSettings,
+  storeEnv,
+  storeEnvOf,
 } from "./config.js";
 export {
   type ConnectOptions,
