@@ -32,7 +32,7 @@ RUN npx turbo run build --filter=@plant-store/api... --filter=@plant-store/worke
  # Workspace links to what is not shipped would dangle in the runtime image.
  && rm -rf node_modules/typescript node_modules/@plant-store/bench node_modules/@plant-store/chaos \
            node_modules/@plant-store/client node_modules/@plant-store/launcher node_modules/@plant-store/redis-server \
-           node_modules/@plant-store/rest-client
+           node_modules/@plant-store/rest-client node_modules/@plant-store/testing node_modules/@plant-store/api-contract
 
 # Code stays owned by root (read-only for the app); the processes run as the image's "node" user.
 FROM base AS runtime

@@ -21,7 +21,13 @@ export default defineConfig({
         extends: true,
         test: {
           name: "parallel",
-          include: ["apps/*/test/**/*.test.ts", "packages/*/test/**/*.test.ts", "tools/*/test/**/*.test.ts"],
+          include: [
+            "apps/*/test/**/*.test.ts",
+            "packages/*/test/**/*.test.ts",
+            "tools/*/test/**/*.test.ts",
+            // The whole stack (api and worker together): webhooks, side work, the dashboard, metrics…
+            "tests/**/*.test.ts",
+          ],
           exclude: [...configDefaults.exclude, ...alone],
           // Each file starts its own redis-server; files run in parallel, one per core. (Vitest's
           // default keeps a core free: on a 2-core machine that ran the files one after the other.)

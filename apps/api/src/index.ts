@@ -4,3 +4,4 @@ export { buildOpenApiDocument } from "./http/openapi.js";
 export type { AppRouter } from "./router.js";
 export { appRouter } from "./router.js";
 export { startApi } from "./server.js";
+export { type WebhookAdmin, webhookAdmin } from "./webhooks/admin.js";

@@ -1,4 +1,4 @@
-import { storeKinds } from "@plant-store/redis-server";
+import { storeKinds } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, expectError, type Stack, startStack } from "./stack.js";
 

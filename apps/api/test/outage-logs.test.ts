@@ -1,10 +1,9 @@
 // A Redis outage in the logs: one error line when it starts, one info line when it ends, and a
-// short warn line (no stack) per request answered 503, whatever the load; in the format the
-// worker writes too.
+// short warn line (no stack) per request answered 503, whatever the load. (That the api writes the
+// worker's format: tests/e2e/log-format.test.ts.)
 import { PassThrough } from "node:stream";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { connect, openLayout, parseStoreConfig, type RedisClient } from "@plant-store/store";
-import { createLogger } from "@plant-store/worker";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
 import { call, eventually, expectError, TOKEN } from "./stack.js";
@@ -126,20 +125,5 @@ describe("a Redis outage in the api's log", () => {
     expect(warnings.filter((line) => line.operation === "GET /readyz")).toHaveLength(1);
     expect(warnings.every((line) => line.level === "warn")).toBe(true);
     expect(raw.slice(from).filter((line) => line.includes("    at ") || line.includes('"stack"'))).toEqual([]);
-  });
-
-  it("writes lines with the same fields as the worker's", async () => {
-    const from = lines.length;
-    app.log.info({ detail: 1 }, "format check");
-    const workerLines: string[] = [];
-    createLogger("info", (line) => workerLines.push(line)).info("format check", { detail: 1 });
-
-    await eventually(async () => lines.slice(from).some((line) => line.msg === "format check"));
-    const api = lines.slice(from).find((line) => line.msg === "format check");
-    const worker = JSON.parse(workerLines[0] ?? "") as Record<string, unknown>;
-    expect(Object.keys(worker).sort()).toEqual(Object.keys(api ?? {}).sort());
-    expect(api).toMatchObject({ level: "info", service: "api", msg: "format check", detail: 1 });
-    expect(worker).toMatchObject({ level: "info", service: "worker", msg: "format check", detail: 1 });
-    for (const line of [api, worker]) expect(new Date(String(line?.time)).toISOString()).toBe(line?.time);
   });
 });

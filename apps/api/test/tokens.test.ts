@@ -1,6 +1,6 @@
 import { PassThrough } from "node:stream";
-import { storeKinds } from "@plant-store/redis-server";
 import { connect, isCluster, parseStoreConfig, storeKeys } from "@plant-store/store";
+import { storeKinds } from "@plant-store/testing";
 import { cachedVerifier, createTokenStore } from "@plant-store/tokens";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";

@@ -5,8 +5,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePort, startRedisServer, startTestStore, type TestStore } from "@plant-store/redis-server";
+import { freePort, startRedisServer } from "@plant-store/redis-server";
 import { embeddedStoreFile, LAYOUT_VERSION, recordEmbeddedStore, storeKeys } from "@plant-store/store";
+import { startTestStore, type TestStore } from "@plant-store/testing";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 

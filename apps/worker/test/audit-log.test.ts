@@ -1,8 +1,9 @@
 // `npm run audit-log` (the built CLI) and the store's reader under it, on a real store audited by
 // the real worker: every change in the order it was recorded, filtered by plant, token, type and
 // time, across partitions and pages.
-import { type StoreKind, storeKinds } from "@plant-store/redis-server";
+
 import { plantStore, readAuditLog } from "@plant-store/store";
+import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningWorker, startWorker } from "../src/worker.js";
 import { openTestStore, runCli, type TestStoreContext, waitFor } from "./support.js";

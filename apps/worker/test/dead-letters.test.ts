@@ -1,8 +1,9 @@
 // `npm run dead-letters` (the built CLI) on a real store with the real worker: an entry an older
 // worker could not read waits in its partition's dead letters; listed, then replayed, it is relayed
 // and its side work done exactly once.
-import { type StoreKind, storeKinds } from "@plant-store/redis-server";
+
 import { outbox, partitionKeys } from "@plant-store/store";
+import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningWorker, startWorker } from "../src/worker.js";
 import { auditCountByPlant, openTestStore, runCli, type TestStoreContext, waitFor } from "./support.js";

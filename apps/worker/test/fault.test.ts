@@ -1,8 +1,8 @@
 // Worker processes (dist/main.js) on a real store — a single redis-server and a 3+3 Redis Cluster:
 // a crash between reading the outbox and enqueueing, and two workers sharing the partitions.
 import { queueNames, queuePrefix } from "@plant-store/contracts";
-import { type StoreKind, storeKinds } from "@plant-store/redis-server";
 import { indexMember, partitionKeys, storeKeys } from "@plant-store/store";
+import { type StoreKind, storeKinds } from "@plant-store/testing";
 import type { Queue } from "bullmq";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { loadWorkerConfig, loadWorkerFault, WorkerConfigError } from "../src/config.js";

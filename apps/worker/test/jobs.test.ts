@@ -1,8 +1,8 @@
 // The index and audit jobs' processors on a real store — a single redis-server and a 3+3 Redis
 // Cluster — fed with events exactly as the relay builds them from the store's outbox entries.
 import type { PlantCreatedEvent, PlantDeletedEvent, PlantEvent } from "@plant-store/contracts";
-import { type StoreKind, storeKinds } from "@plant-store/redis-server";
 import { auditRecordKey, DAY_MS, indexMember, partitionKeys, plantStore } from "@plant-store/store";
+import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { recordAudit, recordAudits } from "../src/audit-job.js";
 import { updateIndexes } from "../src/index-job.js";

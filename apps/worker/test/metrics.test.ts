@@ -2,8 +2,8 @@
 // real relay and BullMQ workers: what it counts moves with what the worker did, the outbox series
 // show entries that wait, and only a token with metrics:read (or admin) reads it.
 import { queueNames } from "@plant-store/contracts";
-import { type StoreKind, storeKinds } from "@plant-store/redis-server";
 import { indexKeys, outbox, partitionKeys, rateLimitNames, storeKeys } from "@plant-store/store";
+import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { createTokenStore } from "@plant-store/tokens";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type RunningWorker, startWorker } from "../src/worker.js";

@@ -2,8 +2,8 @@
 // records expire by day, the pass trims audit and dead-letter streams and failed jobs past their
 // retention and keeps everything younger, and the running worker does it by itself.
 import { queueNames } from "@plant-store/contracts";
-import { type StoreKind, storeKinds } from "@plant-store/redis-server";
 import { appendAudit, auditRecordKey, DAY_MS, eventIdOf, partitionKeys } from "@plant-store/store";
+import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { Queue, UnrecoverableError, Worker } from "bullmq";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { retentionPolicy, runRetentionPass } from "../src/retention.js";

@@ -2,7 +2,6 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { type PlantEvent, parseOutboxEntry, type QueueName, queuePrefix } from "@plant-store/contracts";
-import { type StoreKind, startTestStore, type TestStore } from "@plant-store/redis-server";
 import {
   connect,
   disconnect,
@@ -19,6 +18,7 @@ import {
   plantStore,
   type RedisClient,
 } from "@plant-store/store";
+import { type StoreKind, startTestStore, type TestStore } from "@plant-store/testing";
 import { Queue } from "bullmq";
 import { loadWorkerConfig, type WorkerConfig } from "../src/config.js";
 
@@ -31,7 +31,7 @@ export const PARTITIONS = 16;
  * the store's operations the tests write and read with — the api's own commit and delete.
  */
 export async function openTestStore(kind: StoreKind) {
-  const store: TestStore = await startTestStore(kind);
+  const store: TestStore = await startTestStore(kind, { partitions: PARTITIONS });
   const client = connect(parseStoreConfig(store.env).redis, { name: "worker-test", maxRetriesPerRequest: null });
   client.on("error", () => {});
   let layout: Layout = await openLayout(client, { partitions: PARTITIONS });
@@ -61,8 +61,8 @@ export async function openTestStore(kind: StoreKind) {
     kind,
     store,
     client,
-    /** What a worker needs to reach this store (REDIS_URL or REDIS_CLUSTER_NODES, STORE_PARTITIONS). */
-    env: { ...store.env, STORE_PARTITIONS: String(PARTITIONS) },
+    /** What a worker needs to reach this store (its location and partition count). */
+    env: store.env,
     get layout() {
       return layout;
     },

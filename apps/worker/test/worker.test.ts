@@ -1,8 +1,8 @@
 // The worker in-process on a real store — a single redis-server and a 3+3 Redis Cluster — with
 // real BullMQ: the relay over the partitions, the index and audit jobs, retries and failures.
 import { jobIdFor, queueNames, queuePrefix } from "@plant-store/contracts";
-import { type StoreKind, storeKinds } from "@plant-store/redis-server";
 import { auditRecordKey, indexKeys, indexMember, partitionKeys, StoreLayoutError } from "@plant-store/store";
+import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { webhookSubscriptions } from "@plant-store/webhooks";
 import type { Queue } from "bullmq";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";

@@ -4,7 +4,7 @@ export { importIntoCluster } from "./cluster/cli.js";
 export { startRedisCluster } from "./cluster/redis-cluster.js";
 export { keySlot } from "./cluster/slots.js";
 export type { RedisCluster, RedisClusterNode, RedisClusterOptions, SlotMove } from "./cluster/types.js";
-export { parseReply, type RespReply } from "./resp.js";
+export { parseReply, type RespReply, respCall, respCommand } from "./resp.js";
 export {
   freePort,
   INSTALL_HINT,
@@ -13,4 +13,3 @@ export {
   redisServerBinary,
   startRedisServer,
 } from "./server.js";
-export { type StoreKind, startTestStore, storeKinds, type TestStore } from "./test-store.js";

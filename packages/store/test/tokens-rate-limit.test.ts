@@ -2,7 +2,15 @@
 // replicas): every script stays in one slot (no CROSSSLOT), and the semantics the api and worker rely on
 // hold on both (window expiry, the limit, exact concurrent counts, nothing in the AOF).
 import { setTimeout as sleep } from "node:timers/promises";
-import { keySlot, startTestStore, storeKinds, type TestStore } from "@plant-store/redis-server";
+import {
+  keySlot,
+  type RedisCluster,
+  type RedisServer,
+  respCall,
+  respCommand,
+  startRedisCluster,
+  startRedisServer,
+} from "@plant-store/redis-server";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
   connect,
@@ -12,9 +20,43 @@ import {
   parseStoreConfig,
   type RedisClient,
   rateLimitNames,
+  storeEnv,
   storeKeys,
   tokenRecords,
 } from "../src/index.js";
+
+// The store is below @plant-store/testing (which starts stores with its environment), so this file
+// starts its own: the kinds PLANT_STORE_TEST_STORES names (both by default), as the other suites.
+const storeKinds = (process.env.PLANT_STORE_TEST_STORES ?? "single,cluster")
+  .split(",")
+  .map((kind) => kind.trim())
+  .filter((kind) => kind === "single" || kind === "cluster");
+
+interface TestStore {
+  env: Record<string, string>;
+  flush(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+async function startTestStore(kind: string): Promise<TestStore> {
+  if (kind === "single") {
+    const server: RedisServer = await startRedisServer();
+    return {
+      env: storeEnv({ url: server.url }),
+      flush: async () => void (await respCommand(server.port, ["FLUSHALL"])),
+      stop: () => server.stop(),
+    };
+  }
+  const cluster: RedisCluster = await startRedisCluster();
+  return {
+    env: storeEnv({ clusterNodes: cluster.seeds }),
+    async flush() {
+      const masters = cluster.nodes.filter((node) => node.running && node.role === "master");
+      await Promise.all(masters.map((node) => respCall(node.port, [["FLUSHALL"], ["WAIT", 1, 2000]])));
+    },
+    stop: () => cluster.stop(),
+  };
+}
 
 describe.each(storeKinds)("tokens and rate limits on %s Redis", (kind) => {
   let testStore: TestStore;

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { startTestStore, storeKinds, type TestStore } from "@plant-store/redis-server";
 import { connect, disconnect, parseStoreConfig, type RedisClient, storeKeys } from "@plant-store/store";
+import { startTestStore, storeKinds, type TestStore } from "@plant-store/testing";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cachedVerifier, createTokenStore, type TokenStore, type VerifyResult } from "../src/index.js";

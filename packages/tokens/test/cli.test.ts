@@ -6,14 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { TokenRecord } from "@plant-store/contracts";
-import {
-  freePort,
-  type RedisServer,
-  startRedisServer,
-  startTestStore,
-  storeKinds,
-  type TestStore,
-} from "@plant-store/redis-server";
+import { freePort, type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import {
   connect,
   describeTarget,
@@ -23,6 +16,7 @@ import {
   recordEmbeddedStore,
   storeKeys,
 } from "@plant-store/store";
+import { startTestStore, storeKinds, type TestStore } from "@plant-store/testing";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTokenStore, type TokenStore } from "../src/index.js";

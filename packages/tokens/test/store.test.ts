@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { TOKEN_PREFIX, tokenLimits } from "@plant-store/contracts";
-import { startTestStore, storeKinds, type TestStore } from "@plant-store/redis-server";
 import { connect, isCluster, parseStoreConfig, type RedisClient, storeKeys } from "@plant-store/store";
+import { startTestStore, storeKinds, type TestStore } from "@plant-store/testing";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createTokenStore, type TokenStore } from "../src/index.js";

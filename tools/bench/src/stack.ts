@@ -1,15 +1,7 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { setPriority } from "node:os";
-import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
-import {
-  freePort,
-  type RedisCluster,
-  type RedisServer,
-  startRedisCluster,
-  startRedisServer,
-} from "@plant-store/redis-server";
+import { freePort } from "@plant-store/redis-server";
 import {
   connect,
   disconnect,
@@ -19,20 +11,21 @@ import {
   type RedisClient,
   type RedisTarget,
 } from "@plant-store/store";
+import {
+  givenClusterEnv,
+  mainNextTo,
+  type Service,
+  spawnService,
+  startTestStore,
+  type TestStore,
+  untilLogged,
+  untilReady,
+} from "@plant-store/testing";
 import { closeClient, TOKEN } from "./http.js";
 import { storeCounts } from "./store-counts.js";
 
-/** A spawned `node <app>/dist/main.js`, with the tail of its output kept for error reports. */
-export interface Service {
-  readonly name: string;
-  readonly child: ChildProcess;
-  /** Last lines the process wrote (stdout and stderr). */
-  readonly output: string[];
-  /** Lines written in total: with the log levels used here, any line beyond start-up is a problem. */
-  lines(): number;
-  running(): boolean;
-  stop(): Promise<void>;
-}
+/** A spawned `node <app>/dist/main.js` (@plant-store/testing's), with the tail of its output kept for error reports. */
+export type { Service } from "@plant-store/testing";
 
 export interface Stack {
   /** Where the store is: `1 node` and `3+3 cluster` are private, `given cluster` is REDIS_CLUSTER_NODES's. */
@@ -64,19 +57,6 @@ export async function stopAll(): Promise<void> {
   closeClient();
 }
 
-/** The store's variables of `env` when it names a cluster (REDIS_CLUSTER_NODES), else undefined. */
-function givenClusterEnv(env: NodeJS.ProcessEnv): Record<string, string> | undefined {
-  if (!env.REDIS_CLUSTER_NODES?.trim()) return undefined;
-  const names = [
-    "REDIS_CLUSTER_NODES",
-    "REDIS_PASSWORD",
-    "STORE_PARTITIONS",
-    "REDIS_MIN_REPLICAS_ACK",
-    "REDIS_REPLICA_ACK_TIMEOUT_MS",
-  ];
-  return Object.fromEntries(names.flatMap((name) => (env[name] ? [[name, env[name] as string]] : [])));
-}
-
 /**
  * The store of a run. By default a private redis-server on a free 127.0.0.1 port, never the shared
  * one on 6379; with `cluster` a private Redis Cluster (3 masters + 3 replicas, `startRedisCluster`);
@@ -93,28 +73,22 @@ export async function startStack(options: {
   if (given && options.cluster) {
     throw new Error("--cluster starts a private cluster: unset REDIS_CLUSTER_NODES or leave --cluster out");
   }
-  let server: RedisServer | undefined;
-  let cluster: RedisCluster | undefined;
-  let storeEnv: Record<string, string>;
-  if (given) {
-    storeEnv = given;
-  } else if (options.cluster) {
-    cluster = await startRedisCluster({ appendfsync: options.appendfsync });
-    storeEnv = { REDIS_CLUSTER_NODES: cluster.seeds };
-  } else {
-    server = await startRedisServer({ appendfsync: options.appendfsync });
-    if (server.port === 6379 || !server.url.startsWith("redis://127.0.0.1:")) {
-      await server.stop();
+  let store: TestStore | undefined;
+  if (!given) {
+    store = await startTestStore(options.cluster ? "cluster" : "single", { appendfsync: options.appendfsync });
+    const { server } = store;
+    if (server && (server.port === 6379 || !server.url.startsWith("redis://127.0.0.1:"))) {
+      await store.stop();
       throw new Error(`refusing to benchmark against ${server.url}`);
     }
-    storeEnv = { REDIS_URL: server.url };
   }
+  const storeEnv = given ?? (store as TestStore).env;
   const config = parseStoreConfig(storeEnv);
   const redis = connect(config.redis, { name: "plant-store-bench", maxRetriesPerRequest: 1 });
   redis.on("error", () => {}); // a command failing reports the problem
   const stopStore = async () => {
     await disconnect(redis);
-    await (cluster ?? server)?.stop();
+    await store?.stop();
   };
   let partitions: number;
   try {
@@ -142,17 +116,12 @@ export async function startStack(options: {
   let stopping: Promise<void> | undefined;
   const stack: Stack = {
     moreApis: [],
-    kind: given ? "given cluster" : cluster ? "3+3 cluster" : "1 node",
+    kind: given ? "given cluster" : store?.kind === "cluster" ? "3+3 cluster" : "1 node",
     storeEnv,
     target: config.redis,
     redis,
     partitions,
-    redisPids: () =>
-      server
-        ? [server.process.pid].filter((pid) => pid !== undefined)
-        : (cluster?.nodes ?? []).flatMap((node) =>
-            node.running && node.process.pid !== undefined ? [node.process.pid] : [],
-          ),
+    redisPids: () => store?.pids() ?? [],
     stop() {
       stopping ??= (async () => {
         live.delete(stack);
@@ -168,63 +137,6 @@ export async function startStack(options: {
   return stack;
 }
 
-/** The process entry of an app: `main.js` next to its package entry `dist/index.js`. */
-function entryOf(pkg: "@plant-store/api" | "@plant-store/worker"): string {
-  return fileURLToPath(new URL("./main.js", import.meta.resolve(pkg)));
-}
-
-function spawnService(name: string, entry: string, env: Record<string, string>, nodeFlags: string[] = []): Service {
-  // Own processes, as deployed: the load generator must not share an event loop with what it measures.
-  const child = spawn(process.execPath, [...nodeFlags, entry], {
-    env: { PATH: process.env.PATH ?? "", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const output: string[] = [];
-  let count = 0;
-  let exited = false;
-  const exit = new Promise<void>((resolve) => {
-    child.once("exit", () => {
-      exited = true;
-      resolve();
-    });
-    child.once("error", (error) => {
-      output.push(`spawn failed: ${error.message}`);
-      if (child.pid === undefined) {
-        exited = true;
-        resolve();
-      }
-    });
-  });
-  const collect = (chunk: Buffer) => {
-    for (const line of chunk.toString().split("\n")) {
-      if (line.trim() === "") continue;
-      count++;
-      output.push(line);
-      if (output.length > 40) output.shift();
-    }
-  };
-  child.stdout?.on("data", collect);
-  child.stderr?.on("data", collect);
-  return {
-    name,
-    child,
-    output,
-    lines: () => count,
-    running: () => !exited,
-    async stop() {
-      if (exited) return;
-      child.kill("SIGTERM");
-      const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
-      await exit;
-      clearTimeout(timer);
-    },
-  };
-}
-
-function describe(service: Service, problem: string) {
-  return new Error(`${service.name} ${problem}:\n${service.output.join("\n")}`);
-}
-
 /** Starts the API process (logging warnings only) and resolves once /readyz answers 200. */
 export async function startApiProcess(
   stack: Stack,
@@ -233,7 +145,7 @@ export async function startApiProcess(
   const port = await freePort();
   const service = spawnService(
     options.metrics ? "api" : "api-without-metrics",
-    entryOf("@plant-store/api"),
+    mainNextTo(import.meta.resolve("@plant-store/api")),
     {
       PORT: String(port),
       HOST: "127.0.0.1",
@@ -245,22 +157,13 @@ export async function startApiProcess(
       METRICS_ENABLED: String(options.metrics),
     },
     // As deployed (Dockerfile, npm start): a 16 MiB young generation.
-    ["--max-semi-space-size=16", ...(options.nodeFlags ?? [])],
+    { nodeFlags: ["--max-semi-space-size=16", ...(options.nodeFlags ?? [])] },
   );
   const api = { ...service, url: `http://127.0.0.1:${port}` };
   if (stack.api) stack.moreApis.push(api);
   else stack.api = api;
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline) {
-    if (!service.running()) throw describe(service, "exited during start-up");
-    const ready = await fetch(`${api.url}/readyz`).then(
-      (response) => response.ok,
-      () => false,
-    );
-    if (ready) return api;
-    await sleep(50);
-  }
-  throw describe(service, "was not ready within 20 s");
+  await untilReady(service, api.url, 20_000);
+  return api;
 }
 
 /** The worker's tuning variables a bench run passes on from its own environment (e.g. RELAY_LINGER_MS=10). */
@@ -283,7 +186,7 @@ export async function startWorkerProcess(
   );
   const service = spawnService(
     "worker",
-    entryOf("@plant-store/worker"),
+    mainNextTo(import.meta.resolve("@plant-store/worker")),
     {
       ...stack.storeEnv,
       // info only for the start-up lines; the worker logs nothing per job at info.
@@ -292,23 +195,12 @@ export async function startWorkerProcess(
       ...Object.fromEntries(tuning),
       ...env,
     },
-    nodeFlags,
+    { nodeFlags },
   );
   if (service.child.pid !== undefined && niceness > 0) setPriority(service.child.pid, niceness);
   stack.worker = service;
   await untilLogged(service, "worker ready", 30_000);
   return service;
-}
-
-/** Waits until the service logs a JSON line with `msg`; fails if it exits or takes longer than `limitMs`. */
-async function untilLogged(service: Service, msg: string, limitMs: number): Promise<void> {
-  const deadline = Date.now() + limitMs;
-  while (Date.now() < deadline) {
-    if (!service.running()) throw describe(service, "exited during start-up");
-    if (service.output.some((line) => line.includes(`"msg":"${msg}"`))) return;
-    await sleep(50);
-  }
-  throw describe(service, `was not ready within ${limitMs / 1000} s`);
 }
 
 /**

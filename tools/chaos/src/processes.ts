@@ -1,19 +1,24 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
 import { connect as netConnect } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
-import {
-  freePort,
-  type RedisCluster,
-  type RedisServer,
-  startRedisCluster,
-  startRedisServer,
-} from "@plant-store/redis-server";
+import { freePort, type RedisCluster, type RedisServer } from "@plant-store/redis-server";
 import { connect, disconnect, openLayout, parseStoreConfig, type RedisClient } from "@plant-store/store";
+import {
+  type ExitInfo,
+  givenClusterEnv,
+  mainNextTo,
+  readyz,
+  type Service,
+  serviceFailure,
+  spawnService,
+  startTestStore,
+  type TestStore,
+} from "@plant-store/testing";
 import type { StoreView } from "./verify.js";
+
+export { type ExitInfo, readyz, type Service } from "@plant-store/testing";
 
 /** One bearer token per chaos run (API_TOKENS: every scope); at least 16 characters. */
 export const TOKEN = `chaos-${randomBytes(16).toString("hex")}`;
@@ -30,87 +35,22 @@ export const RELAY_CLAIM_IDLE_MS = 2000;
 /** The worker's RELAY_LEASE_MS: a killed worker's partitions pass to another after 2 s (default 10 s). */
 export const RELAY_LEASE_MS = 2000;
 
-export interface ExitInfo {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
+/** Only the lines the scenarios look for are kept in full (`Service.saw`). */
+const SCENARIO_LINES = ['"msg":"worker ready"', "fault point", "reclaimed outbox"];
 
 /** A spawned `node apps/<x>/dist/main.js`: its output goes to a log file, the tail is kept for reports. */
-export interface Service {
-  readonly name: string;
-  readonly child: ChildProcess;
-  readonly pid: number | undefined;
-  readonly exit: Promise<ExitInfo>;
-  running(): boolean;
-  /** Last lines of output. */
-  tail(): string;
-  /** True once a line containing `text` was written. */
-  saw(text: string): boolean;
-  kill(signal: NodeJS.Signals): void;
-}
-
-/** The process entry of an app: `main.js` next to its package entry `dist/index.js`. */
-function entryOf(pkg: "@plant-store/api" | "@plant-store/worker"): string {
-  return fileURLToPath(new URL("./main.js", import.meta.resolve(pkg)));
-}
-
-function spawnService(name: string, entry: string, env: Record<string, string>, log: WriteStream): Service {
+function spawnApp(
+  name: string,
+  pkg: "@plant-store/api" | "@plant-store/worker",
+  env: Record<string, string>,
+  log: WriteStream,
+) {
   // Own processes, as deployed; only the variables given (plus PATH) reach them.
-  const child = spawn(process.execPath, [entry], {
-    env: { PATH: process.env.PATH ?? "", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
+  return spawnService(name, mainNextTo(import.meta.resolve(pkg)), env, {
+    log,
+    keepLines: 30,
+    remember: (line) => SCENARIO_LINES.some((text) => line.includes(text)),
   });
-  const tail: string[] = [];
-  const seen: string[] = [];
-  let exited = false;
-  const exit = new Promise<ExitInfo>((resolve) => {
-    child.once("exit", (code, signal) => {
-      exited = true;
-      log.write(`--- ${name} exited: code ${code} signal ${signal}\n`);
-      resolve({ code, signal });
-    });
-    child.once("error", (error) => {
-      tail.push(`spawn failed: ${error.message}`);
-      if (child.pid === undefined) {
-        exited = true;
-        resolve({ code: null, signal: null });
-      }
-    });
-  });
-  let partial = "";
-  const collect = (chunk: Buffer) => {
-    log.write(chunk);
-    const lines = (partial + chunk.toString()).split("\n");
-    partial = lines.pop() ?? "";
-    for (const line of lines) {
-      if (line.trim() === "") continue;
-      tail.push(line);
-      if (tail.length > 30) tail.shift();
-      // Only the lines the scenarios look for are kept in full.
-      if (line.includes('"msg":"worker ready"') || line.includes("fault point") || line.includes("reclaimed outbox")) {
-        seen.push(line);
-      }
-    }
-  };
-  child.stdout?.on("data", collect);
-  child.stderr?.on("data", collect);
-  log.write(`--- ${name} started: pid ${child.pid}\n`);
-  return {
-    name,
-    child,
-    pid: child.pid,
-    exit,
-    running: () => !exited,
-    tail: () => tail.join("\n"),
-    saw: (text) => seen.some((line) => line.includes(text)),
-    kill(signal) {
-      if (!exited) child.kill(signal);
-    },
-  };
-}
-
-function failure(service: Service, problem: string) {
-  return new Error(`${service.name} ${problem}:\n${service.tail()}`);
 }
 
 export interface ApiSlot {
@@ -136,17 +76,7 @@ export type StoreChoice =
   | { kind: "external"; env: Record<string, string> };
 
 /** The store's variables of `env` (as `parseStoreConfig` reads them), for a store chaos is given. */
-export function externalStoreEnv(env: NodeJS.ProcessEnv): Record<string, string> | undefined {
-  if (!env.REDIS_CLUSTER_NODES?.trim()) return undefined;
-  const names = [
-    "REDIS_CLUSTER_NODES",
-    "REDIS_PASSWORD",
-    "STORE_PARTITIONS",
-    "REDIS_MIN_REPLICAS_ACK",
-    "REDIS_REPLICA_ACK_TIMEOUT_MS",
-  ];
-  return Object.fromEntries(names.flatMap((name) => (env[name] ? [[name, env[name] as string]] : [])));
-}
+export const externalStoreEnv = (env: NodeJS.ProcessEnv): Record<string, string> | undefined => givenClusterEnv(env);
 
 /** How a store is named in reports. */
 export function describeStore(store: StoreChoice): string {
@@ -199,26 +129,25 @@ export class Stack {
 
   static async start(options: StackOptions): Promise<Stack> {
     mkdirSync(options.logDir, { recursive: true });
-    let server: RedisServer | undefined;
-    let cluster: RedisCluster | undefined;
-    let storeEnv: Record<string, string>;
+    let testStore: TestStore | undefined;
     const { store } = options;
-    if (store.kind === "external") {
-      storeEnv = store.env;
-    } else if (store.kind === "cluster") {
-      cluster = await startRedisCluster({ replicasPerMaster: store.replicasPerMaster, appendfsync: "always" });
-      storeEnv = {
-        REDIS_CLUSTER_NODES: cluster.seeds,
-        REDIS_MIN_REPLICAS_ACK: String(Math.min(1, store.replicasPerMaster)),
-      };
-    } else {
-      server = await startRedisServer({ appendfsync: "always" });
-      if (server.port === 6379 || !server.url.startsWith("redis://127.0.0.1:")) {
-        await server.stop();
+    if (store.kind === "cluster") {
+      testStore = await startTestStore("cluster", {
+        replicasPerMaster: store.replicasPerMaster,
+        appendfsync: "always",
+        minReplicasAck: Math.min(1, store.replicasPerMaster),
+      });
+    } else if (store.kind === "single") {
+      testStore = await startTestStore("single", { appendfsync: "always" });
+      const { server } = testStore;
+      if (server && (server.port === 6379 || !server.url.startsWith("redis://127.0.0.1:"))) {
+        await testStore.stop();
         throw new Error(`refusing to run against ${server.url}`);
       }
-      storeEnv = { REDIS_URL: server.url };
     }
+    const storeEnv = store.kind === "external" ? store.env : (testStore as TestStore).env;
+    const server = testStore?.server;
+    const cluster = testStore?.cluster;
     const config = parseStoreConfig(storeEnv);
     const redis = connect(config.redis, { name: "plant-store-chaos", maxRetriesPerRequest: null });
     redis.on("error", () => {}); // expected while Redis is killed; commands wait for the reconnect
@@ -283,9 +212,9 @@ export class Stack {
     const api = this.api(index);
     if (api.service?.running()) throw new Error(`api ${index} is still running`);
     const name = `api${index}`;
-    const service = spawnService(
+    const service = spawnApp(
       name,
-      entryOf("@plant-store/api"),
+      "@plant-store/api",
       {
         PORT: String(api.port),
         HOST: "127.0.0.1",
@@ -303,12 +232,12 @@ export class Stack {
     api.service = service;
     const deadline = Date.now() + 20_000;
     while (Date.now() < deadline) {
-      if (!service.running()) throw failure(service, "exited during start-up");
+      if (!service.running()) throw serviceFailure(service, "exited during start-up");
       if ((await readyz(api.url, 1000)) === 200) return service;
       await sleep(50);
     }
     service.kill("SIGKILL");
-    throw failure(service, "was not ready within 20 s");
+    throw serviceFailure(service, "was not ready within 20 s");
   }
 
   /**
@@ -319,9 +248,9 @@ export class Stack {
     const worker = this.worker(index);
     if (worker.service?.running()) throw new Error(`worker ${index} is still running`);
     const name = `worker${index}`;
-    const service = spawnService(
+    const service = spawnApp(
       name,
-      entryOf("@plant-store/worker"),
+      "@plant-store/worker",
       {
         ...this.storeEnv,
         RELAY_CLAIM_IDLE_MS: String(RELAY_CLAIM_IDLE_MS),
@@ -340,13 +269,13 @@ export class Stack {
     while (Date.now() < deadline) {
       if (!service.running()) {
         if (expectCrash) return service;
-        throw failure(service, "exited during start-up");
+        throw serviceFailure(service, "exited during start-up");
       }
       if (!expectCrash && service.saw('"msg":"worker ready"')) return service;
       await sleep(20);
     }
     service.kill("SIGKILL");
-    throw failure(service, expectCrash ? "did not crash within 30 s" : "was not ready within 30 s");
+    throw serviceFailure(service, expectCrash ? "did not crash within 30 s" : "was not ready within 30 s");
   }
 
   /** Sends `signal`, waits (bounded) for the exit. SIGKILL after `timeoutMs` if it is still running. */
@@ -388,17 +317,6 @@ const live = new Set<Stack>();
 /** Stops every stack still running: on Ctrl-C and on the overall time limit. */
 export async function stopAll(): Promise<void> {
   await Promise.allSettled([...live].map((stack) => stack.stop()));
-}
-
-/** Status of GET /readyz on a fresh connection, or 0 when there was no answer within `timeoutMs`. */
-export async function readyz(url: string, timeoutMs: number): Promise<number> {
-  try {
-    const response = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(timeoutMs) });
-    await response.arrayBuffer();
-    return response.status;
-  } catch {
-    return 0;
-  }
 }
 
 /**

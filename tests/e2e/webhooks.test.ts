@@ -1,5 +1,6 @@
 import type { AddressInfo } from "node:net";
 import { PassThrough } from "node:stream";
+import { buildApp, webhookAdmin } from "@plant-store/api";
 import {
   type WebhookDelivery as Delivery,
   type QueueName,
@@ -7,13 +8,11 @@ import {
   queuePrefix,
   type Webhook as Subscription,
 } from "@plant-store/contracts";
-import { storeKinds } from "@plant-store/redis-server";
+import { storeKinds } from "@plant-store/testing";
 import { parseWebhookConfig, webhookSubscriptions } from "@plant-store/webhooks";
 import { Queue } from "bullmq";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
-import { webhookAdmin } from "../src/webhooks/admin.js";
 import { ADMIN_TOKEN, call, eventually, expectError, rawCall, type Stack, startStack } from "./stack.js";
 import { type Receiver, startReceiver } from "./webhook-receiver.js";
 

@@ -3,12 +3,12 @@
 // jobs are shown without their stack frames. Over real HTTP, with the real worker failing real
 // BullMQ jobs, on a second api instance whose log the test reads.
 import { PassThrough } from "node:stream";
+import { buildApp } from "@plant-store/api";
 import { queueNames, queuePrefix } from "@plant-store/contracts";
 import { connect, parseStoreConfig } from "@plant-store/store";
 import { Queue } from "bullmq";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
 import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 
 let stack: Stack;

@@ -1,5 +1,5 @@
-import { storeKinds } from "@plant-store/redis-server";
 import { encodeCursor } from "@plant-store/store";
+import { storeKinds } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, eventually, expectError, rawCall, type Stack, startStack, TOKEN } from "./stack.js";
 

@@ -1,7 +1,7 @@
 // PUT and PATCH (JSON Merge Patch) with ETags and conditional requests, over real HTTP, with the
 // real worker moving plants between tag indexes and auditing each update. (The typed tRPC client's
 // update, patch and conditional calls: packages/client/test.)
-import { storeKinds } from "@plant-store/redis-server";
+import { storeKinds } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, eventually, expectError, type Stack, startStack } from "./stack.js";
 

@@ -12,8 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, eventually, type Stack, startStack } from "./stack.js";
 
 const PROMETHEUS = process.env.PROMETHEUS_PATH ?? "/usr/bin/prometheus";
-const ALERTS = fileURLToPath(new URL("../../../ops/alerts.yml", import.meta.url));
-const DASHBOARD = fileURLToPath(new URL("../../../ops/grafana/plant-store.json", import.meta.url));
+const ALERTS = fileURLToPath(new URL("../../ops/alerts.yml", import.meta.url));
+const DASHBOARD = fileURLToPath(new URL("../../ops/grafana/plant-store.json", import.meta.url));
 
 let stack: Stack;
 let prometheus: ChildProcess | undefined;

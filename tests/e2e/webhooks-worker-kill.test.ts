@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, call, eventually, type Stack, startStack } from "./stack.js";
 import { type Receiver, startReceiver } from "./webhook-receiver.js";
 
-const workerMain = fileURLToPath(new URL("../../worker/dist/main.js", import.meta.url));
+const workerMain = fileURLToPath(new URL("../../apps/worker/dist/main.js", import.meta.url));
 const webhookEnv = { WEBHOOK_ALLOW_INSECURE: "1", WEBHOOK_ALLOW_PRIVATE: "1" };
 
 let stack: Stack;

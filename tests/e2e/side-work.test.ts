@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { queueNames, queuePrefix } from "@plant-store/contracts";
-import { storeKinds } from "@plant-store/redis-server";
 import { indexBucketOf, indexKeys, indexMember } from "@plant-store/store";
+import { storeKinds } from "@plant-store/testing";
 import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, eventually, type Stack, startStack, TOKEN } from "./stack.js";

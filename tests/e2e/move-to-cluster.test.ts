@@ -3,12 +3,12 @@
 // then served from the cluster by new processes. Everything comes along: plants, the read index,
 // the audit log, the issued tokens, and the side work still pending in the outboxes, which the
 // cluster's worker then does exactly once.
+
+import { loadApiConfig, startApi } from "@plant-store/api";
 import { type RedisCluster, type RedisServer, startRedisCluster, startRedisServer } from "@plant-store/redis-server";
 import { connect, inspectStore, openLayout, parseStoreConfig } from "@plant-store/store";
 import { loadWorkerConfig, type RunningWorker, startWorker } from "@plant-store/worker";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadApiConfig } from "../src/config.js";
-import { startApi } from "../src/server.js";
 import { ADMIN_TOKEN, call, eventually, TOKEN } from "./stack.js";
 
 type Api = Awaited<ReturnType<typeof startApi>>;

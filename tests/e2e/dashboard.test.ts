@@ -1,5 +1,5 @@
 import { queueNames } from "@plant-store/contracts";
-import { storeKinds } from "@plant-store/redis-server";
+import { storeKinds } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 

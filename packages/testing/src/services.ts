@@ -1,0 +1,152 @@
+// The service's processes as deployed (`node apps/<app>/dist/main.js`), for tools and tests that
+// must not share an event loop with what they start, or that kill it: spawned with only the
+// variables given (plus PATH), their output kept for error reports, and waits for their readiness.
+import { type ChildProcess, spawn } from "node:child_process";
+import type { Writable } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+
+export interface ExitInfo {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface Service {
+  readonly name: string;
+  readonly child: ChildProcess;
+  readonly pid: number | undefined;
+  readonly exit: Promise<ExitInfo>;
+  /** The last lines it wrote (stdout and stderr). */
+  readonly output: string[];
+  /** Lines written in total. */
+  lines(): number;
+  running(): boolean;
+  /** The last lines, as one text. */
+  tail(): string;
+  /** True once it wrote a line containing `text` among those `remember` keeps. */
+  saw(text: string): boolean;
+  kill(signal: NodeJS.Signals): void;
+  /** SIGTERM (SIGKILL after 10 s); resolves once it has exited. */
+  stop(): Promise<void>;
+}
+
+export interface SpawnOptions {
+  /** Node's own flags, before the entry (`--max-semi-space-size=16`). */
+  nodeFlags?: readonly string[];
+  /** Every byte of output also goes here (a log file), between a start and an exit line. */
+  log?: Writable;
+  /** How many of the last lines `output` keeps; default 40. */
+  keepLines?: number;
+  /** Lines kept in full for `saw`; default none. */
+  remember?: (line: string) => boolean;
+}
+
+/** The process entry of an app: `main.js` next to its package entry (`import.meta.resolve("@plant-store/api")`). */
+export const mainNextTo = (packageEntry: string): string => fileURLToPath(new URL("./main.js", packageEntry));
+
+/** Runs `node <entry>` as its own process with just `env` (and PATH). */
+export function spawnService(
+  name: string,
+  entry: string,
+  env: Record<string, string>,
+  options: SpawnOptions = {},
+): Service {
+  const { log, keepLines = 40, remember = () => false } = options;
+  const child = spawn(process.execPath, [...(options.nodeFlags ?? []), entry], {
+    env: { PATH: process.env.PATH ?? "", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const output: string[] = [];
+  const kept: string[] = [];
+  let count = 0;
+  let exited = false;
+  const exit = new Promise<ExitInfo>((resolve) => {
+    child.once("exit", (code, signal) => {
+      exited = true;
+      log?.write(`--- ${name} exited: code ${code} signal ${signal}\n`);
+      resolve({ code, signal });
+    });
+    child.once("error", (error) => {
+      output.push(`spawn failed: ${error.message}`);
+      if (child.pid === undefined) {
+        exited = true;
+        resolve({ code: null, signal: null });
+      }
+    });
+  });
+  let partial = "";
+  const collect = (chunk: Buffer) => {
+    log?.write(chunk);
+    const lines = (partial + chunk.toString()).split("\n");
+    partial = lines.pop() ?? "";
+    for (const line of lines) {
+      if (line.trim() === "") continue;
+      count++;
+      output.push(line);
+      if (output.length > keepLines) output.shift();
+      if (remember(line)) kept.push(line);
+    }
+  };
+  child.stdout?.on("data", collect);
+  child.stderr?.on("data", collect);
+  log?.write(`--- ${name} started: pid ${child.pid}\n`);
+  const kill = (signal: NodeJS.Signals) => {
+    if (!exited) child.kill(signal);
+  };
+  return {
+    name,
+    child,
+    pid: child.pid,
+    exit,
+    output,
+    lines: () => count,
+    running: () => !exited,
+    tail: () => output.join("\n"),
+    saw: (text) => kept.some((line) => line.includes(text)),
+    kill,
+    async stop() {
+      if (exited) return;
+      kill("SIGTERM");
+      const timer = setTimeout(() => kill("SIGKILL"), 10_000);
+      await exit;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** An error that names the service and shows its last lines. */
+export const serviceFailure = (service: Service, problem: string) =>
+  new Error(`${service.name} ${problem}:\n${service.tail()}`);
+
+/** Status of GET /readyz on a fresh connection, or 0 when there was no answer within `timeoutMs`. */
+export async function readyz(url: string, timeoutMs: number): Promise<number> {
+  try {
+    const response = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(timeoutMs) });
+    await response.arrayBuffer();
+    return response.status;
+  } catch {
+    return 0;
+  }
+}
+
+/** Waits until the api at `url` answers /readyz with 200; fails if it exits or takes longer than `limitMs`. */
+export async function untilReady(service: Service, url: string, limitMs: number): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (Date.now() < deadline) {
+    if (!service.running()) throw serviceFailure(service, "exited during start-up");
+    if ((await readyz(url, 1000)) === 200) return;
+    await sleep(50);
+  }
+  throw serviceFailure(service, `was not ready within ${limitMs / 1000} s`);
+}
+
+/** Waits until the service logs a JSON line with `msg`; fails if it exits or takes longer than `limitMs`. */
+export async function untilLogged(service: Service, msg: string, limitMs: number): Promise<void> {
+  const deadline = Date.now() + limitMs;
+  while (Date.now() < deadline) {
+    if (!service.running()) throw serviceFailure(service, "exited during start-up");
+    if (service.output.some((line) => line.includes(`"msg":"${msg}"`))) return;
+    await sleep(50);
+  }
+  throw serviceFailure(service, `was not ready within ${limitMs / 1000} s`);
+}
