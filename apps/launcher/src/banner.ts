@@ -50,7 +50,7 @@ export function readyBanner({
           workerMetrics.taken
             ? `    none: its port ${workerMetrics.port} is taken (see above),`
             : `    ${workerMetrics.url},`,
-          "    with the API token or the admin password as Bearer token (README: Monitoring)",
+          "    with the API token or the admin password as Bearer token (docs/operations.md: Monitoring)",
         ]
       : ["  Prometheus metrics: off (METRICS_ENABLED=false)"]),
     "",
