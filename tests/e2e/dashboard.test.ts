@@ -31,6 +31,24 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       expect((await dashboard("/admin/queues", `Bearer ${TOKEN}`)).status).toBe(200);
     });
 
+    it("says a wrong password is the dashboard password, and a wrong Bearer token a bearer token", async () => {
+      expectError(
+        await dashboard("/admin/queues", basic("admin", "wrong-password-0123456789")),
+        401,
+        /^The dashboard password is not valid$/,
+      );
+      expectError(
+        await dashboard("/admin/queues"),
+        401,
+        /sign in with a token that has the admin scope as the password/,
+      );
+      expectError(
+        await dashboard("/admin/queues", "Bearer wrong-token-0123456789"),
+        401,
+        /^The bearer token is not valid$/,
+      );
+    });
+
     it("serves the board and the worker's queues with their jobs to the admin", async () => {
       const page = await dashboard("/admin/queues", basic("admin", ADMIN_TOKEN));
       expect(page.status).toBe(200);

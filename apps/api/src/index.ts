@@ -1,5 +1,6 @@
 export { type AppOptions, buildApp } from "./app.js";
 export { type ApiConfig, loadApiConfig } from "./config.js";
+export { useExactJsonBodies } from "./http/json-body.js";
 export { buildOpenApiDocument } from "./http/openapi.js";
 export type { AppRouter } from "./router.js";
 export { appRouter } from "./router.js";

@@ -68,7 +68,7 @@ describe("the api process (dist/main.js)", () => {
       expect(result.status).toBe(200);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    // README: revocations hold on every instance within one second. Polled up to 5 s, so a
+    // docs/security.md: revocations hold on every instance within one second. Polled up to 5 s, so a
     // cache living longer (60 s) fails here, while a slow machine does not.
     expect(refusedAfterMs, "still accepted 5 s after the revocation").toBeDefined();
   });

@@ -156,7 +156,7 @@ async function checkCreated(
 }
 
 /**
- * The README sets no nesting limit, but the service may refuse a body nested deeper than its stack
+ * docs/api.md sets no nesting limit, but the service may refuse a body nested deeper than its stack
  * allows ("nested too deeply", 400); beyond this depth that refusal is accepted for any body.
  */
 const DEEP_NESTING = 1000;
@@ -214,7 +214,7 @@ async function checkCreateBody(req: RawRequest, verdict: ReturnType<typeof judge
     fail("a body that is not a JSON object is refused for another reason", req, res);
 }
 
-describe("the oracle (properties/spec.ts) reads the README's rules", () => {
+describe("the oracle (properties/spec.ts) reads the rules of docs/api.md", () => {
   it("ids: integer literals in int64 (1.0, 1e3, 10e-1 count), nothing else", () => {
     const integers: [string, bigint][] = [
       ["1", 1n],
@@ -524,7 +524,7 @@ describe("properties", () => {
   );
 
   it(
-    "a key repeated with another value is refused as a duplicate; an exact repeat is one member (README)",
+    "a key repeated with another value is refused as a duplicate; an exact repeat is one member (docs/api.md)",
     async () => {
       const arbitrary = fc.record({
         plant: validPlant,
@@ -559,7 +559,7 @@ describe("properties", () => {
   );
 
   it(
-    "unknown paths answer 404 whatever the body (routing comes before the body, README step 1)",
+    "unknown paths answer 404 whatever the body (routing comes before the body, docs/api.md, How a create flows, step 1)",
     async () => {
       const arbitrary = fc.record({
         method: fc.constantFrom("POST", "PUT", "PATCH", "DELETE", "OPTIONS"),

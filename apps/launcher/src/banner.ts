@@ -8,6 +8,8 @@ export interface BannerInput {
   generatedApiToken: string | undefined;
   /** The dashboard password to show, only when we generated it. */
   generatedAdminToken: string | undefined;
+  /** Where generated tokens are kept (DATA_DIR/api-token, DATA_DIR/admin-token), as shown. */
+  tokenFiles: { api: string; admin: string };
   /** Where the worker serves its metrics; undefined: METRICS_ENABLED=false. */
   workerMetrics: WorkerMetricsPort | undefined;
 }
@@ -18,6 +20,7 @@ export function readyBanner({
   port,
   generatedApiToken,
   generatedAdminToken,
+  tokenFiles,
   workerMetrics,
 }: BannerInput): string {
   const base = httpBase(host, port);
@@ -29,7 +32,7 @@ export function readyBanner({
     `  Plant Store is running at ${base}`,
     "",
     generatedApiToken
-      ? "  API token (generated for this run; set API_TOKENS to choose your own):"
+      ? `  API token (generated once and kept in ${tokenFiles.api}; set API_TOKENS to choose your own):`
       : "  API tokens: from API_TOKENS.",
     ...(generatedApiToken ? [`    ${generatedApiToken}`] : []),
     "",
@@ -41,7 +44,7 @@ export function readyBanner({
     "",
     `  Queue dashboard: ${base}/admin/queues`,
     generatedAdminToken
-      ? `    user: admin   password: ${generatedAdminToken}   (generated; set ADMIN_TOKEN to choose your own)`
+      ? `    user: admin   password: ${generatedAdminToken}   (kept in ${tokenFiles.admin}; set ADMIN_TOKEN to choose your own)`
       : "    user: admin   password: your ADMIN_TOKEN",
     "",
     ...(workerMetrics
@@ -50,7 +53,7 @@ export function readyBanner({
           workerMetrics.taken
             ? `    none: its port ${workerMetrics.port} is taken (see above),`
             : `    ${workerMetrics.url},`,
-          "    with the API token or the admin password as Bearer token (README: Monitoring)",
+          "    with the API token or the admin password as Bearer token (docs/operations.md: Monitoring)",
         ]
       : ["  Prometheus metrics: off (METRICS_ENABLED=false)"]),
     "",

@@ -37,7 +37,7 @@ const EnvSchema = z.object({
   /**
    * Niceness of the worker (0–19): above 0 the side work yields the CPU to the requests on the
    * machine npm start runs everything on — more creates per second, later side work under bursts
-   * (README, Performance).
+   * (docs/development.md, Performance).
    */
   WORKER_NICENESS: z.coerce.number().int().min(0).max(19).default(0),
   /** The worker's metrics (read here to choose its port and show its URL; the worker reads them too). */

@@ -90,7 +90,7 @@ async function main(args: { from: string | undefined }) {
   const target = parseStoreConfig(process.env).redis;
   if (target.mode !== "cluster") return refuse("REDIS_CLUSTER_NODES names no cluster");
   if (target.tls || target.username) {
-    return refuse("a cluster behind TLS or an ACL user: run redis-cli --cluster import yourself (README, Scaling out)");
+    return refuse("a cluster behind TLS or an ACL user: run redis-cli --cluster import yourself (docs/scaling.md)");
   }
   const seed = target.nodes[0] ?? refuse("REDIS_CLUSTER_NODES names no node");
   // Refused before anything is connected: these need no cluster to tell.

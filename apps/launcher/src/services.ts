@@ -18,7 +18,7 @@ export interface Service {
 /**
  * Node flags per service. The api allocates a lot of short-lived objects per request: a 16 MiB
  * young generation (semi-space) means fewer scavenges under load (about +7% req/s in paired
- * runs; README, Performance). The Dockerfile and the benchmark start the api the same way.
+ * runs; docs/development.md, Performance). The Dockerfile and the benchmark start the api the same way.
  */
 export const NODE_FLAGS: Record<string, readonly string[]> = { api: ["--max-semi-space-size=16"] };
 

@@ -18,7 +18,7 @@ import { parseConfig } from "./config.js";
 import { portProblem, waitForPort } from "./net.js";
 import { type RestartPolicy, restartTracker } from "./restart-policy.js";
 import { describeExit, type Service, startService, stopService } from "./services.js";
-import { generateToken } from "./tokens.js";
+import { KeptTokenError, keptToken } from "./tokens.js";
 import { workerMetricsPort } from "./worker-metrics.js";
 
 /** How long the api and worker get to close gracefully after SIGTERM. */
@@ -26,6 +26,12 @@ const GRACE_MS = 10_000;
 
 /** Set in the supervisor's environment by the front process (main.ts). */
 export const SUPERVISOR_FLAG = "PLANT_STORE_LAUNCHER_SUPERVISOR";
+
+/** A path as the banner shows it: relative to the current folder when inside it. */
+const shownPath = (path: string) => {
+  const shown = relative(process.cwd(), path);
+  return shown && !shown.startsWith("..") ? shown : path;
+};
 
 const log = (line: string) => process.stdout.write(`[launcher] ${line}\n`);
 const logError = (line: string) => process.stderr.write(`[launcher] ${line}\n`);
@@ -180,8 +186,18 @@ async function main(): Promise<void> {
 
   if (!(await layoutUsable(redisUrl))) return void shutdown(1);
 
-  const apiTokens = config.apiTokens ?? [generateToken()];
-  const adminToken = config.adminToken ?? generateToken();
+  // Generated tokens are kept with the data, so the curl and the password printed last time still work.
+  const tokenFiles = { api: join(config.dataDir, "api-token"), admin: join(config.dataDir, "admin-token") };
+  let apiTokens: string[];
+  let adminToken: string;
+  try {
+    apiTokens = config.apiTokens ?? [keptToken(tokenFiles.api)];
+    adminToken = config.adminToken ?? keptToken(tokenFiles.admin);
+  } catch (error) {
+    if (!(error instanceof KeptTokenError)) throw error;
+    logError(error.message);
+    return void shutdown(1);
+  }
 
   const { [SUPERVISOR_FLAG]: _flag, ...inherited } = process.env;
   const env: NodeJS.ProcessEnv = {
@@ -215,6 +231,7 @@ async function main(): Promise<void> {
         port: config.port,
         generatedApiToken: config.apiTokens ? undefined : apiTokens[0],
         generatedAdminToken: config.adminToken ? undefined : adminToken,
+        tokenFiles: { api: shownPath(tokenFiles.api), admin: shownPath(tokenFiles.admin) },
         workerMetrics: metrics,
       }),
     );

@@ -1,6 +1,6 @@
 // Runs the built launcher (apps/launcher/dist/main.js) with stand-in api/worker entry points.
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { connect, createServer } from "node:net";
 import { getPriority, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -246,6 +246,40 @@ describe.skipIf(!hasRedis)("launcher with an embedded Redis", () => {
     expect(readFileSync(join(run.out, "api.redis-at-stop"), "utf8")).toBe("+PONG");
     expect(run.output()).toContain("[launcher] embedded Redis stopped.");
     expect(existsSync(embeddedStoreFile(join(run.out, "data")))).toBe(false);
+  }, 30_000);
+
+  it("keeps the tokens it generated in DATA_DIR (mode 0600): a restart serves the same ones", async () => {
+    const first = await runLauncher("kept");
+    await waitFor(() => first.output().includes("Press Ctrl+C to stop."), "the ready banner", first);
+    const before = readEnv(join(first.out, "api.env.json"));
+    first.child.kill("SIGTERM");
+    expect(await first.exit).toBe(0);
+    const dataDir = join(first.out, "data");
+    for (const [file, token] of [
+      ["api-token", before.API_TOKENS],
+      ["admin-token", before.ADMIN_TOKEN],
+    ] as const) {
+      expect(readFileSync(join(dataDir, file), "utf8").trim()).toBe(token);
+      expect(statSync(join(dataDir, file)).mode & 0o777).toBe(0o600);
+    }
+    expect(first.output()).toContain(`kept in ${join(dataDir, "api-token")}`);
+
+    // Ctrl+C, then npm start again: the curl and the password printed the first time still work.
+    const second = await runLauncher("kept-again", { DATA_DIR: dataDir });
+    await waitFor(() => second.output().includes("Press Ctrl+C to stop."), "the ready banner", second);
+    const after = readEnv(join(second.out, "api.env.json"));
+    expect(after.API_TOKENS).toBe(before.API_TOKENS);
+    expect(after.ADMIN_TOKEN).toBe(before.ADMIN_TOKEN);
+    expect(second.output()).toContain(`-H 'Authorization: Bearer ${before.API_TOKENS}'`);
+    expect(second.output()).toContain(`password: ${before.ADMIN_TOKEN}`);
+    second.child.kill("SIGTERM");
+    expect(await second.exit).toBe(0);
+
+    // Tokens from the environment win, and a kept file that holds no token is refused by name.
+    writeFileSync(join(dataDir, "admin-token"), "short\n");
+    const third = await runLauncher("kept-bad", { DATA_DIR: dataDir, API_TOKENS: "configured-token-0123456789" });
+    expect(await third.exit).toBe(1);
+    expect(third.output()).toContain(`${join(dataDir, "admin-token")} does not hold a token`);
   }, 30_000);
 
   it("records the embedded Redis's address for the other tools while it runs", async () => {

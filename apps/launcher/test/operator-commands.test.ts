@@ -87,3 +87,46 @@ describe("operator commands' command lines", { timeout: 60_000 }, () => {
     expect(result.stderr).toBe(`error: ${sentence}\n\n${(await run(name, ["--help"])).stdout}`);
   });
 });
+
+/** `npm run <name> -- <args>` from the repository, as an operator types it. */
+function npmRun(script: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn("npm", ["run", script, "--", ...args], {
+    cwd: repoRoot,
+    // npm's own notices (a newer npm exists) are not the command's either.
+    env: { ...process.env, DATA_DIR: dataDir, REDIS_CLUSTER_NODES: "127.0.0.1:1", npm_config_update_notifier: "false" },
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  return new Promise((resolve) => child.once("close", (code) => resolve({ code, stdout, stderr })));
+}
+
+describe("operator commands through npm run", { timeout: 120_000 }, () => {
+  it.each(names)("npm run %s: no build banner or summary before the command's own words", async (name) => {
+    const result = await npmRun(name, ["--bogus"]);
+    expect(result.code).toBe(2);
+    // Only the command's sentence and its usage, once: turbo's "• turbo 2…", "Tasks: …" lines are gone.
+    expect(result.stderr).not.toMatch(/turbo|Packages in scope|Tasks: |Cached: /);
+    expect(result.stderr.split("Usage: ")).toHaveLength(2);
+    expect(result.stderr.endsWith(`error: unknown option --bogus\n\n${(await run(name, ["--help"])).stdout}`)).toBe(
+      true,
+    );
+  });
+
+  it("still shows a failing build, and runs nothing after it", async () => {
+    const child = spawn("sh", ["scripts/build-quietly.sh", "@plant-store/no-such-package"], { cwd: repoRoot });
+    let stderr = "";
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const code = await new Promise((resolve) => child.once("close", resolve));
+    expect(code).toBe(1);
+    expect(stderr).toContain("No package found with name '@plant-store/no-such-package'");
+    expect(stderr).toContain("error: the build of @plant-store/no-such-package failed (above); nothing was run.");
+  });
+});

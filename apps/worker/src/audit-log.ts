@@ -2,9 +2,10 @@
 // The audit log, read back: `npm run audit-log [-- --plant ID] [--actor ID] [--since 24h] …`.
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { PLANT_EVENT_TYPES, type PlantEventType, PlantIdParam } from "@plant-store/contracts";
+import { PLANT_EVENT_TYPES, PlantIdParam } from "@plant-store/contracts";
 import {
   type AuditEntry,
+  DEAD_LETTER_DISCARDED,
   HELP,
   openLayout,
   parseCommandLine,
@@ -19,12 +20,13 @@ const USAGE = `Usage: npm run audit-log [-- [options]]
        node apps/worker/dist/audit-log.js [options]
 
 Every create, change and delete the worker recorded in the audit log (kept AUDIT_RETENTION_DAYS,
-90 by default), oldest first: when, what, which plant, by which token (its id) and request.
+90 by default), oldest first: when, what, which plant, by which token (its id) and request; and
+every dead letter an operator discarded (npm run dead-letters -- discard).
 
 Options:
   --plant ID      only this plant (reads its partition only)
   --actor ID      only changes made with this token (tok_…, or a configured token's id)
-  --type TYPE     only plant.created, plant.updated or plant.deleted
+  --type TYPE     only plant.created, plant.updated, plant.deleted or dead-letter.discarded
   --since TIME    only entries recorded at or after TIME: ISO 8601 (2026-11-26T10:00:00Z) or an
                   age (90s, 30m, 24h, 7d)
   --until TIME    only entries recorded at or before TIME (same forms)
@@ -71,8 +73,9 @@ function parseOptions(argv: readonly string[], now: number) {
     if (!id.success) throw new UsageError(`--plant must be a plant id (an int64), not "${values.plant}"`);
     plant = String(id.data);
   }
-  if (values.type !== undefined && !PLANT_EVENT_TYPES.includes(values.type as PlantEventType)) {
-    throw new UsageError(`--type must be one of ${PLANT_EVENT_TYPES.join(", ")}, not "${values.type}"`);
+  const types: readonly string[] = [...PLANT_EVENT_TYPES, DEAD_LETTER_DISCARDED];
+  if (values.type !== undefined && !types.includes(values.type)) {
+    throw new UsageError(`--type must be one of ${types.join(", ")}, not "${values.type}"`);
   }
   const limit = values.limit === undefined ? undefined : Number(values.limit);
   if (limit !== undefined && !(Number.isInteger(limit) && limit > 0)) {
@@ -92,6 +95,9 @@ function parseOptions(argv: readonly string[], now: number) {
 /** One line per entry: when, what, which plant, by whom; an update's change as before → after. */
 function describeEntry({ fields }: AuditEntry): string {
   const quoted = (value: string | undefined) => (value === undefined ? "(none)" : JSON.stringify(value));
+  if (fields.type === DEAD_LETTER_DISCARDED) {
+    return `${fields.at ?? "?"}  ${fields.type}  plant ${fields.plantId ?? "?"}  by ${fields.actor ?? "?"}  (dead letter ${fields.deadLetterId ?? "?"}, event ${fields.eventId ?? "?"})\n  ${fields.reason ?? ""}`;
+  }
   let line = `${fields.at ?? "?"}  ${(fields.type ?? "?").padEnd(13)}  plant ${fields.plantId ?? "?"}  by ${fields.actor ?? "?"}  (request ${fields.requestId ?? "?"})`;
   if (fields.type === "plant.updated") {
     const changes: string[] = [];

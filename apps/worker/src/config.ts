@@ -135,7 +135,7 @@ const WorkerEnv = z.object({
    * the store itself (export the streams for longer-term records), and far beyond any redelivery
    * of an event (retries take seconds; a failed job can be retried by hand for
    * FAILED_JOB_RETENTION_DAYS, which may not exceed this). ~0.26 KB per event (entry + record):
-   * see README, Retention.
+   * see docs/operations.md, Retention.
    */
   AUDIT_RETENTION_DAYS: days(90),
   /**

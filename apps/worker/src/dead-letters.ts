@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Dead-lettered outbox entries: `npm run dead-letters [-- replay [--partition N] [--id ID]]`.
+// Dead-lettered outbox entries: `npm run dead-letters [-- replay|discard [--partition N] [--id ID]]`.
+import { userInfo } from "node:os";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
@@ -19,10 +20,13 @@ const USAGE = `Usage: npm run dead-letters [-- <command> [options]]
 An outbox entry the relay cannot read (e.g. written by a newer api than the worker) is moved
 to its partition's dead-letter stream instead of blocking the outbox. Once a worker that can
 read it runs, replay it: it goes back into its outbox as a new entry and is relayed as usual.
+An entry no worker will ever read (a poison entry) can be discarded instead: its side work is
+then never done, and the partition's audit log records the discard (who, when, the entry).
 
 Commands:
   list      (default) each dead letter: partition, id, outbox id, why, fields
   replay    put dead letters back into their outboxes (all, or those --partition / --id name)
+  discard   remove one dead letter for good (needs --partition and --id), with an audit entry
 
 Options:
   --partition N   only partition N
@@ -33,7 +37,7 @@ Options:
 Environment: REDIS_URL or REDIS_CLUSTER_NODES (and REDIS_PASSWORD), else the embedded Redis of a
 running \`npm start\` (DATA_DIR: its data folder, default ./data).
 
-Exit status: 0 success, 1 failure (Redis unreachable, nothing to replay under --id), 2 bad arguments.
+Exit status: 0 success, 1 failure (Redis unreachable, no dead letter under --id), 2 bad arguments.
 `;
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
@@ -48,13 +52,18 @@ function parseCommand(argv: readonly string[]) {
   );
   const command = positionals[0] ?? "list";
   if (values.help || command === "help") return HELP;
-  if (command !== "list" && command !== "replay") throw new UsageError(`unknown command "${command}"`);
+  if (command !== "list" && command !== "replay" && command !== "discard") {
+    throw new UsageError(`unknown command "${command}"`);
+  }
   if (positionals.length > 1) throw new UsageError(`unexpected argument "${positionals[1]}"`);
   const partition = values.partition === undefined ? undefined : Number(values.partition);
   if (partition !== undefined && !(Number.isInteger(partition) && partition >= 0)) {
     throw new UsageError(`--partition must be a partition number, not "${values.partition}"`);
   }
   if (values.id !== undefined && partition === undefined) throw new UsageError("--id needs --partition");
+  if (command === "discard" && values.id === undefined) {
+    throw new UsageError("discard needs --partition and --id: it removes one dead letter at a time");
+  }
   if (values.id !== undefined && !/^\d+-\d+$/.test(values.id)) {
     throw new UsageError(`--id must be a stream entry id such as 1795370640916-0, not "${values.id}"`);
   }
@@ -62,6 +71,17 @@ function parseCommand(argv: readonly string[]) {
 }
 
 type Options = Exclude<ReturnType<typeof parseCommand>, typeof HELP>;
+
+/** Who discards, for the audit log: the operating-system user running the command. */
+function operator(): string {
+  let user: string | undefined;
+  try {
+    user = userInfo().username;
+  } catch {
+    user = process.env.USER; // no passwd entry (some containers)
+  }
+  return `operator:${user || "unknown"}`;
+}
 
 async function deadLetters(options: Options, env: NodeJS.ProcessEnv): Promise<number> {
   return withOperatorStore("dead-letters", env, resolve(repoRoot, "data"), async (redis) => {
@@ -73,6 +93,17 @@ async function deadLetters(options: Options, env: NodeJS.ProcessEnv): Promise<nu
     const ops = outbox(redis);
     const chosen =
       options.partition === undefined ? Array.from({ length: partitions }, (_, p) => p) : [options.partition];
+    if (options.command === "discard") {
+      const auditEntryId = await ops.discardDeadLetter(options.partition as number, options.id as string, operator());
+      if (auditEntryId === undefined) {
+        process.stderr.write(`error: partition ${options.partition} has no dead letter ${options.id}\n`);
+        return 1;
+      }
+      process.stdout.write(
+        `Discarded ${options.id} of partition ${options.partition}; recorded in its audit log (${auditEntryId}).\n`,
+      );
+      return 0;
+    }
     if (options.command === "replay" && options.id !== undefined) {
       const entryId = await ops.replayDeadLetter(options.partition as number, options.id);
       if (entryId === undefined) {

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import {
   jobIdFor,
+  PLANT_EVENT_TYPES,
   PLANT_EVENTS_JOB,
   type PlantEvent,
   type PlantEventBatch,
@@ -139,6 +140,26 @@ export interface Relay {
   close(): Promise<void>;
 }
 
+/**
+ * Why an outbox entry could not be read, in one line for the dead-letter listing and the log:
+ * zod's error message is its issues as indented JSON.
+ */
+export function unreadableReason(error: unknown, fields: readonly string[]): string {
+  const issues = (error as { issues?: unknown }).issues;
+  if (!Array.isArray(issues)) return error instanceof Error ? error.message : String(error);
+  return issues
+    .map((issue: { path?: unknown[]; message?: string; discriminator?: string }) => {
+      if (issue.discriminator === "type") {
+        const at = fields.indexOf("type");
+        const type = at % 2 === 0 && at + 1 < fields.length ? `"${fields[at + 1]}"` : "missing";
+        return `unknown event type ${type} (this worker reads ${PLANT_EVENT_TYPES.join(", ")}; written by a newer api?)`;
+      }
+      const path = issue.path?.length ? issue.path.join(".") : "entry";
+      return `${path}: ${issue.message ?? "invalid"}`;
+    })
+    .join("; ");
+}
+
 export function relayConsumerName(): string {
   return `${hostname()}-${process.pid}-${randomBytes(4).toString("hex")}`;
 }
@@ -263,7 +284,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
       try {
         events.push(parseOutboxEntry(eventId, entry.fields));
       } catch (error) {
-        const reason = error instanceof Error ? error.message : String(error);
+        const reason = unreadableReason(error, entry.fields);
         await ops.deadLetter(entry, reason);
         deadLettered.add(entry);
         observer?.deadLettered();

@@ -12,7 +12,7 @@ import type { WorkerConfig } from "./config.js";
 import type { Logger } from "./logger.js";
 
 /**
- * Retention: what the store keeps besides its plants, and for how long (README, Retention).
+ * Retention: what the store keeps besides its plants, and for how long (docs/operations.md, Retention).
  * - audit entries: `AUDIT_RETENTION_DAYS` (trimmed from each partition's audit stream);
  * - the audit's exactly-once records: that + a day + the jobs' retry schedule (Redis expires them
  *   by day: see @plant-store/store's audit.ts; the pass only empties the pre-expiry hash);

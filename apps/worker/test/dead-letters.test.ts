@@ -61,6 +61,63 @@ describe.each(storeKinds)("dead letters on %s Redis", { timeout: 30_000 }, (kind
     expect(auditCountByPlant(await t.audit()).get(plant.plantId)).toBe(1);
   });
 
+  it("dead-letters an entry it cannot read with a one-line reason; discard removes it with an audit entry", async () => {
+    worker ??= await startWorker(t.config());
+    const ops = outbox(t.client);
+    const partition = 5;
+    await ops.ensureGroup(partition);
+    // What an api newer than this worker might write: an event type it does not know.
+    const poison = ["type", "plant.renamed", "plantId", "4242", "name", "poison"];
+    const entryId = (await t.client.xadd(partitionKeys(partition).outbox, "*", ...poison)) as string;
+    const [letter] = await waitFor("the entry's dead letter", async () => {
+      const letters = await ops.deadLetters(partition, 10);
+      return letters.length > 0 ? letters : undefined;
+    });
+    expect(letter?.outboxId).toBe(entryId);
+    expect(letter?.error).toBe(
+      'unknown event type "plant.renamed" (this worker reads plant.created, plant.updated, plant.deleted; written by a newer api?)',
+    );
+    const listed = await run(["list", "--partition", String(partition)], t.env);
+    expect(listed.code, listed.stderr).toBe(0);
+    // The dead letter's line, its fields, the count: no 15-line validation dump.
+    expect(listed.stdout.trimEnd().split("\n")).toEqual([
+      `partition ${partition}  ${letter?.deadLetterId}  (outbox ${entryId})  ${letter?.error}`,
+      `  ${JSON.stringify(poison)}`,
+      "1 dead letter(s).",
+    ]);
+
+    const vague = await run(["discard"], t.env);
+    expect(vague.code).toBe(2);
+    expect(vague.stderr).toContain("discard needs --partition and --id");
+    const discard = ["discard", "--partition", String(partition), "--id", letter?.deadLetterId as string];
+    const discarded = await run(discard, t.env);
+    expect(discarded.code, discarded.stderr).toBe(0);
+    expect(discarded.stdout).toMatch(
+      new RegExp(`^Discarded ${letter?.deadLetterId} of partition 5; recorded in its audit log \\(\\d+-\\d+\\)\\.\n$`),
+    );
+    expect(await ops.deadLetters(partition, 10)).toEqual([]);
+    const discards = (await t.audit()).filter((entry) => entry.type === "dead-letter.discarded");
+    expect(discards).toHaveLength(1);
+    expect(discards[0]).toMatchObject({
+      partition: "5",
+      eventId: `p5-${entryId}`,
+      plantId: "4242",
+      actor: expect.stringMatching(/^operator:./),
+      deadLetterId: letter?.deadLetterId,
+      reason: letter?.error,
+    });
+    expect(JSON.parse(discards[0]?.fields as string)).toEqual(poison);
+    const audit = await runCli("audit-log", ["--type", "dead-letter.discarded"], t.env);
+    expect(audit.code, audit.stderr).toBe(0);
+    expect(audit.stdout).toMatch(/ {2}dead-letter\.discarded {2}plant 4242 {2}by operator:/);
+
+    // Discarded already: naming it again changes nothing, and says so.
+    const again = await run(discard, t.env);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(`has no dead letter ${letter?.deadLetterId}`);
+    expect((await t.audit()).filter((entry) => entry.type === "dead-letter.discarded")).toHaveLength(1);
+  });
+
   it("refuses bad arguments with the usage (exit 2)", async () => {
     for (const args of [["purge"], ["replay", "--id", "1-0"], ["list", "--partition", "x"]]) {
       const result = await run(args, t.env);

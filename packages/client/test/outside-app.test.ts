@@ -21,9 +21,9 @@ const versionOf = (name: string) =>
   `${name}@${(createRequire(import.meta.url)(`${name}/package.json`) as { version: string }).version}`;
 const TYPESCRIPT = versionOf("typescript");
 const NODE_TYPES = versionOf("@types/node");
-/** The `lib` the README tells a TypeScript app using the clients to compile with. */
-const README = readFileSync(fileURLToPath(new URL("../../../README.md", import.meta.url)), "utf8");
-const DOCUMENTED_LIB: unknown = JSON.parse(/`"lib": (\[[^\]`]*\])`/.exec(README)?.[1] ?? "null");
+/** The `lib` docs/api.md tells a TypeScript app using the clients to compile with. */
+const API_DOC = readFileSync(fileURLToPath(new URL("../../../docs/api.md", import.meta.url)), "utf8");
+const DOCUMENTED_LIB: unknown = JSON.parse(/`"lib": (\[[^\]`]*\])`/.exec(API_DOC)?.[1] ?? "null");
 /** Server code a client app must never have to install. */
 const SERVER_PACKAGES = ["@plant-store/api", "@plant-store/store", "fastify", "bullmq", "ioredis", "trpc-to-openapi"];
 
@@ -59,7 +59,7 @@ beforeAll(async () => {
   await writeFile(
     join(app, "tsconfig.json"),
     JSON.stringify({
-      // A Node app's settings, every declaration checked, and the README's `lib`.
+      // A Node app's settings, every declaration checked, and the documented `lib`.
       compilerOptions: {
         strict: true,
         target: "ES2022",
@@ -154,7 +154,7 @@ describe("both clients, packed and installed into an app outside the workspace",
     });
   });
 
-  it("compile with the README's `lib` (ESNext and DOM, for @trpc/client's fetch types); the REST client alone without DOM", async () => {
+  it("compile with the documented `lib` (ESNext and DOM, for @trpc/client's fetch types); the REST client alone without DOM", async () => {
     // The program above compiled with it; @types/node declares no `RequestInfo`, which @trpc/client's types name.
     expect(DOCUMENTED_LIB).toEqual(["ESNext", "DOM"]);
     await writeFile(

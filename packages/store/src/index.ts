@@ -74,6 +74,7 @@ export {
   withOperatorStore,
 } from "./operator.js";
 export {
+  DEAD_LETTER_DISCARDED,
   type DeadLetter,
   entryIdMs,
   eventIdOf,

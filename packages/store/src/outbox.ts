@@ -16,7 +16,22 @@ declare module "ioredis" {
       fieldsJson: string,
     ): Result<number, Context>;
     replayDeadLetter(outboxKey: string, deadKey: string, deadLetterId: string): Result<string | null, Context>;
+    discardDeadLetter(
+      deadKey: string,
+      auditKey: string,
+      deadLetterId: string,
+      ...auditFields: string[]
+    ): Result<string | null, Context>;
   }
+}
+
+/** The audit entry type of a discarded dead letter (beside the plant events' types). */
+export const DEAD_LETTER_DISCARDED = "dead-letter.discarded";
+
+/** A dead letter's reason as stored and listed: one line, of bounded length. */
+export function oneLine(text: string, max = 500): string {
+  const line = text.replace(/\s+/g, " ").trim();
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 }
 
 /** An outbox entry as read: the partition, the stream entry id and its flat field list. */
@@ -209,7 +224,7 @@ export function outbox(client: RedisClient) {
         keys.outboxDead,
         group,
         entry.entryId,
-        error,
+        oneLine(error),
         JSON.stringify(entry.fields),
       );
     },
@@ -243,7 +258,7 @@ export function outbox(client: RedisClient) {
           partition,
           deadLetterId,
           outboxId: record.outboxId ?? "",
-          error: record.error ?? "",
+          error: oneLine(record.error ?? ""),
           fields: record.fields ?? "[]",
         };
       });
@@ -257,6 +272,26 @@ export function outbox(client: RedisClient) {
     async replayDeadLetter(partition: number, deadLetterId: string): Promise<string | undefined> {
       const keys = partitionKeys(partition);
       return (await client.replayDeadLetter(keys.outbox, keys.outboxDead, deadLetterId)) ?? undefined;
+    },
+
+    /**
+     * Removes a dead letter for good (a poison entry no worker will ever read) and appends a
+     * `dead-letter.discarded` entry to the partition's audit log with who discarded it, when,
+     * and the dead letter itself (its outbox id, reason and fields), atomically. Returns the audit
+     * entry id, or undefined when there is no such dead letter.
+     */
+    async discardDeadLetter(partition: number, deadLetterId: string, actor: string): Promise<string | undefined> {
+      const keys = partitionKeys(partition);
+      const found = await client.xrange(keys.outboxDead, deadLetterId, deadLetterId);
+      const fields = found[0]?.[1];
+      if (fields === undefined) return undefined;
+      const record = recordOf(fields);
+      const audit = ["eventId", eventIdOf(partition, record.outboxId ?? deadLetterId), "type", DEAD_LETTER_DISCARDED];
+      const plantId = plantIdOf(record.fields);
+      if (plantId !== undefined) audit.push("plantId", plantId);
+      audit.push("actor", actor, "at", new Date().toISOString(), "deadLetterId", deadLetterId);
+      audit.push("reason", oneLine(record.error ?? ""), "fields", record.fields ?? "[]");
+      return (await client.discardDeadLetter(keys.outboxDead, keys.audit, deadLetterId, ...audit)) ?? undefined;
     },
   };
 }
@@ -274,4 +309,17 @@ export interface DeadLetter {
   error: string;
   /** Its field list as JSON (`["type","plant.created",…]`). */
   fields: string;
+}
+
+/** The `plantId` among a dead letter's fields (JSON of the entry's field list), when it has one. */
+function plantIdOf(fieldsJson: string | undefined): string | undefined {
+  try {
+    const list = JSON.parse(fieldsJson ?? "[]") as unknown;
+    if (!Array.isArray(list)) return undefined;
+    const at = list.findIndex((field, i) => i % 2 === 0 && field === "plantId");
+    const value = at === -1 ? undefined : list[at + 1];
+    return typeof value === "string" ? value : undefined;
+  } catch {
+    return undefined;
+  }
 }

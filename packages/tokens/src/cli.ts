@@ -21,6 +21,9 @@ Commands:
   revoke <id>
       Revokes a token (within a second on every api instance). Revoked tokens stay listed.
 
+It works on the store's Redis directly, so it needs no admin token (over HTTP the same is
+POST, GET and DELETE /admin/tokens, with a token that has the admin scope).
+
 Environment:
   REDIS_URL   redis:// or rediss:// URL of the store's Redis. Unset: the embedded Redis of a
               running \`npm start\` (its address is recorded in <DATA_DIR>/redis/address.json)
@@ -183,7 +186,7 @@ async function execute(store: TokenStore, command: Command): Promise<number> {
       const after = await store.get(command.id);
       process.stdout.write(
         `Revoked ${before.id} (${oneLine(before.name)}) at ${after?.revokedAt}. ` +
-          "API instances caching verifications (cachedVerifier, 1 s) refuse it within a second.\n",
+          "Every api instance refuses it within a second.\n",
       );
       return 0;
     }

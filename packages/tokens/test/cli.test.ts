@@ -130,7 +130,9 @@ describe.each(storeKinds)("tokens CLI (dist/cli.js) on %s Redis", (kind) => {
     const revoked = await run(["revoke", id]);
     expect(revoked.stderr).toBe(using);
     expect(revoked.code).toBe(0);
-    expect(revoked.stdout).toContain(`Revoked ${id}`);
+    expect(revoked.stdout).toMatch(
+      new RegExp(`^Revoked ${id} \\(ci deploys\\) at \\S+\\. Every api instance refuses it within a second\\.\\n$`),
+    );
     expect(await store.verify(token)).toEqual({ ok: false, reason: "revoked" });
 
     const again = await run(["revoke", id]);

@@ -1,5 +1,5 @@
 /**
- * sizing: what each operation costs Redis, for capacity planning (README, Scaling out). On one
+ * sizing: what each operation costs Redis, for capacity planning (docs/scaling.md, Sizing). On one
  * redis-server and on a 3-master + 3-replica Redis Cluster (both `appendfsync always`, as
  * deployed), through the store's own operations only — the api's create, get and page, the
  * rate-limit count, the relay's outbox reads and acks, the worker's index and audit writes — each

@@ -218,6 +218,24 @@ export async function startBaselineProcess(stack: Stack): Promise<Service & { ur
 }
 
 /**
+ * The yardstick between the baseline and the service (src/yardstick.ts): a plain Fastify route
+ * with the create's own work. Stopped with the stack, among `moreApis`.
+ */
+export async function startYardstickProcess(stack: Stack): Promise<Service & { url: string }> {
+  const port = await freePort();
+  const entry = fileURLToPath(new URL("./yardstick.js", import.meta.url));
+  const service = spawnService(
+    "yardstick",
+    entry,
+    { PORT: String(port), API_TOKENS: TOKEN, ...stack.storeEnv },
+    { nodeFlags: ["--max-semi-space-size=16"] },
+  );
+  stack.moreApis.push(service);
+  await untilLogged(service, "yardstick ready", 20_000);
+  return { ...service, url: `http://127.0.0.1:${port}` };
+}
+
+/**
  * Runs a benchmark: Ctrl-C and a hard time limit stop every private server first; a thrown
  * error or `false` from `run` sets a non-zero exit code.
  */

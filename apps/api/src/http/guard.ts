@@ -80,6 +80,14 @@ export type GuardObserver = {
  * and tokens (256 random bits) are not found by guessing. Answers the request itself
  * (401/403/429) and returns false when it must not go on.
  */
+/** The dashboard's 401 messages when its credential is a password (HTTP Basic) or absent. */
+const dashboardFailureMessages: Partial<Record<AuthFailure, string>> = {
+  missing: "Authentication required: sign in with a token that has the admin scope as the password (any user name)",
+  invalid: "The dashboard password is not valid",
+  expired: "The dashboard password (a token) has expired",
+  revoked: "The dashboard password (a token) has been revoked",
+};
+
 export function createGuard({
   authenticator,
   limiter,
@@ -149,10 +157,17 @@ export function createGuard({
       .catch((error: unknown) => request.log.warn({ err: error }, "could not count an authentication failure"));
     if (check.rejectFailures === false) return true;
     const challenge = authChallenge(reason);
-    const wwwAuthenticate = check.basic
-      ? 'Basic realm="Plant Store admin", charset="UTF-8"'
-      : challenge.wwwAuthenticate;
-    reply.code(401).header("www-authenticate", wwwAuthenticate).send(apiError(401, challenge.message));
+    if (!check.basic) {
+      reply.code(401).header("www-authenticate", challenge.wwwAuthenticate).send(apiError(401, challenge.message));
+      return false;
+    }
+    // A browser signs in to the dashboard with a password: name that, not a bearer token.
+    const asPassword = reason === "missing" || basicPassword(request.headers.authorization) !== undefined;
+    const message = (asPassword ? dashboardFailureMessages[reason] : undefined) ?? challenge.message;
+    reply
+      .code(401)
+      .header("www-authenticate", 'Basic realm="Plant Store admin", charset="UTF-8"')
+      .send(apiError(401, message));
     return false;
   }
 

@@ -87,7 +87,7 @@ function parseJsonBody(raw: Buffer, contentType: string | undefined): unknown {
   try {
     const body = parse(text, null, {
       parseNumber: (number) => exactJsonNumber(number, inexact),
-      // lossless-json calls this only for a key repeated with another value (README: 400).
+      // lossless-json calls this only for a key repeated with another value (docs/api.md: 400).
       onDuplicateKey: ({ key }) => {
         throw new SyntaxError(`Duplicate key '${key}'`);
       },

@@ -457,7 +457,7 @@ export const authorization: fc.Arbitrary<AuthCase> = fc.oneof(
 );
 
 /**
- * What the README promises for a header: "missing" (absent or blank: 401, realm only),
+ * What docs/api.md promises for a header: "missing" (absent or blank: 401, realm only),
  * "ok" (Bearer + the token, scheme in any case), "ambiguous" (more than one header: 400), else
  * "invalid" (401, error="invalid_token").
  * HTTP strips spaces and tabs around a field value; a NBSP-only value may count as either.

@@ -1,4 +1,4 @@
-// The specification's rules, as the README and the document state them, written here on their own
+// The specification's rules, as docs/api.md and the document state them, written here on their own
 // so that the property suite judges the service without the contracts' zod schemas, limits or
 // parser: a regression in a schema (say, an id schema that accepts "5") or in a limit makes the
 // service disagree with this oracle. A create body is judged from its raw text:
@@ -262,7 +262,7 @@ export type UpdateVerdict =
   | { kind: "valid"; value: { name?: string; tag?: string | null }; depth: number };
 
 /**
- * What the README makes of a PUT or PATCH body for the plant `pathId`. Both: an `id`, when present,
+ * What docs/api.md makes of a PUT or PATCH body for the plant `pathId`. Both: an `id`, when present,
  * must be the path's — checked before the rest, so a wrong id is the only field named. PUT: `name`
  * required, `tag` optional (its absence removes the tag). PATCH: `name` and `tag` only when given,
  * `tag: null` removes the tag, `name: null` is invalid. Unknown members are dropped.
