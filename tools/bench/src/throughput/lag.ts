@@ -1,0 +1,208 @@
+/**
+ * Lag under load: creates at half the service's POST rate with the worker running, and how long
+ * after each create's 200 its index entry and its audit entry appear.
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import { connect, disconnect, indexBucketOf, indexKeys, indexMemberParts, partitionKeys } from "@plant-store/store";
+import autocannon from "autocannon";
+import { round, type Summary, summarize } from "../stats.js";
+import { peakRate, streamIdMs, waitUntil } from "../throughput-helpers.js";
+import { type Bench, postRequest } from "./context.js";
+import { DRAIN_LIMIT_MS, LAG_DEADLINE_MS } from "./options.js";
+
+export const INDEX_POLL_MS = 2;
+/**
+ * How far below the newest index entry seen each poll looks again (µs of creation time): the
+ * worker indexes batches concurrently, so an entry may arrive after a later-created one. Most
+ * polls look back a little (their reply is what the poller costs Redis and the bench, both shared
+ * with the service); every WIDE_POLL_EVERY-th looks back far, for stragglers, whose lag it then
+ * overstates rather than loses.
+ */
+export const INDEX_LOOKBACK_MICROS = 100_000;
+export const WIDE_LOOKBACK_MICROS = 1_000_000;
+export const WIDE_POLL_EVERY = 25;
+
+/** Wall-clock ms with sub-ms resolution; the Redis server's stream ids use the same (wall) clock. */
+const nowMs = () => performance.timeOrigin + performance.now();
+
+/** The lag at half the service's POST rate (at least 1 create/s). */
+export async function measureLagAtHalfRate(bench: Bench, servicePostRate: number, drainEventsPerS: number) {
+  const { topConnections, lagDurationS } = bench.options;
+  const lagRate = Math.max(1, Math.floor((Number.isFinite(servicePostRate) ? servicePostRate : 2) / 2));
+  console.log(
+    `lag: ${lagRate} creates/s offered at ${topConnections} connections for ${lagDurationS} s, worker running`,
+  );
+  return measureLag(bench, lagRate, drainEventsPerS);
+}
+
+export type Lag = Awaited<ReturnType<typeof measureLag>>;
+
+/**
+ * Creates at `rate`/s for --lag-duration s with the worker running. Each 200's arrival time is
+ * recorded by id; a poller on its own connection notes when each id first shows up in the
+ * creation index; the audit stream is read afterwards (an entry id's ms part is when Redis
+ * appended it).
+ */
+async function measureLag(bench: Bench, rate: number, drainEventsPerS: number) {
+  const { stack, counts, withCpu, failures } = bench;
+  const { topConnections, lagDurationS } = bench.options;
+  const service = bench.targets.service;
+  const { redis } = stack;
+  const okAt = new Map<number, number>();
+  let repeated200 = 0;
+  const plantsAtStart = await counts.plants();
+  const partitions = Array.from({ length: stack.partitions }, (_, p) => p);
+  // Where each partition's audit stream stands: the lag's entries come after.
+  const auditFrom = await Promise.all(
+    partitions.map(async (p) => {
+      const [last] = await redis.xrevrange(partitionKeys(p).audit, "+", "-", "COUNT", 1);
+      return last ? `(${last[0]}` : "-";
+    }),
+  );
+
+  // The Redis clock against this one (both wall clocks on one machine): should be ~0.
+  const asked = nowMs();
+  const [seconds, micros] = await redis.time();
+  const answered = nowMs();
+  const clockOffsetMs = Number(seconds) * 1000 + Number(micros) / 1000 - (asked + answered) / 2;
+  const startMicros = BigInt(seconds ?? 0) * 1_000_000n + BigInt(micros ?? 0);
+
+  const poller = connect(stack.target, { name: "bench-index-poller", maxRetriesPerRequest: 1 });
+  poller.on("error", () => {});
+  const indexedAt = new Map<string, number>();
+  let newest = startMicros;
+  let polling = true;
+  let polls = 0;
+  const pollLoop = (async () => {
+    try {
+      while (polling) {
+        const lookback = BigInt(polls % WIDE_POLL_EVERY === 0 ? WIDE_LOOKBACK_MICROS : INDEX_LOOKBACK_MICROS);
+        const from = newest - lookback > startMicros ? newest - lookback : startMicros;
+        const nowMicros = BigInt(Date.now() + 1000) * 1000n;
+        const replies = [];
+        for (let bucket = indexBucketOf(from); bucket <= indexBucketOf(nowMicros); bucket++) {
+          replies.push(await poller.zrange(indexKeys().bucket(bucket), `(${from}`, "+inf", "BYSCORE"));
+        }
+        const at = nowMs();
+        polls++;
+        for (const reply of replies) {
+          for (const member of reply) {
+            const { id, created: score } = indexMemberParts(member); // the member holds its score
+            if (indexedAt.has(id)) continue;
+            indexedAt.set(id, at);
+            const created = BigInt(score);
+            if (created > newest) newest = created;
+          }
+        }
+        await sleep(INDEX_POLL_MS);
+      }
+    } catch (error) {
+      failures.push(`index poller: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  })();
+
+  const load = await withCpu(() =>
+    autocannon({
+      url: service.url,
+      connections: topConnections,
+      duration: lagDurationS,
+      overallRate: rate,
+      // autocannon's correction for coordinated omission assumes an interval of ceil(1/rate) ms with
+      // rate in requests per second, i.e. 1 ms, and would add made-up samples to the latencies.
+      ignoreCoordinatedOmission: true,
+      requests: [
+        postRequest(service, (id) => {
+          if (okAt.has(id)) repeated200++;
+          okAt.set(id, nowMs());
+        }),
+      ],
+    }),
+  );
+  const result = load.value;
+  if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
+    failures.push(
+      `lag load: ${result.non2xx} non-2xx (${JSON.stringify(result.statusCodeStats ?? {})}), ` +
+        `${result.errors} errors, ${result.timeouts} timeouts`,
+    );
+  }
+  if (repeated200 > 0) failures.push(`lag load: ${repeated200} ids answered 200 twice`);
+
+  // Until every plant with a 200 is indexed (seen by the poller) and every event audited, or the deadline:
+  // 10 s, plus the time the worker would need for all of the load's creates at its measured drain rate,
+  // so that a worker slower than the load is reported in the figures and only lost work fails the run.
+  const backlogMs = drainEventsPerS > 0 ? (okAt.size / drainEventsPerS) * 1000 : DRAIN_LIMIT_MS;
+  const deadlineMs = LAG_DEADLINE_MS + Math.min(DRAIN_LIMIT_MS, Math.ceil(backlogMs));
+  const loadEnd = performance.now();
+  const allDone = async () => {
+    for (const id of okAt.keys()) if (!indexedAt.has(String(id))) return false;
+    return (await counts.audited()) >= plantsAtStart + okAt.size;
+  };
+  await waitUntil(deadlineMs, allDone, 20);
+  const settledS = (performance.now() - loadEnd) / 1000;
+  polling = false;
+  await pollLoop;
+  await disconnect(poller);
+
+  const auditAt = new Map<string, number>();
+  for (const p of partitions) {
+    for (let from = auditFrom[p] ?? "-"; ; ) {
+      const entries = await redis.xrange(partitionKeys(p).audit, from, "+", "COUNT", 10_000);
+      for (const [entryId, fields] of entries) {
+        const index = fields.findIndex((field, i) => i % 2 === 0 && field === "plantId");
+        const plantId = index >= 0 ? fields[index + 1] : undefined;
+        if (plantId !== undefined && !auditAt.has(plantId)) auditAt.set(plantId, streamIdMs(entryId));
+      }
+      const last = entries[entries.length - 1];
+      if (last === undefined || entries.length < 10_000) break;
+      from = `(${last[0]}`;
+    }
+  }
+
+  const indexLags: number[] = [];
+  const auditLags: number[] = [];
+  let notIndexed = 0;
+  let notAudited = 0;
+  for (const [id, at] of okAt) {
+    const indexed = indexedAt.get(String(id));
+    const audited = auditAt.get(String(id));
+    if (indexed === undefined) notIndexed++;
+    else indexLags.push(indexed - at);
+    if (audited === undefined) notAudited++;
+    else auditLags.push(audited - at);
+  }
+  if (okAt.size === 0) failures.push("lag load: no create answered 200");
+  if (notIndexed > 0 || notAudited > 0) {
+    failures.push(
+      `lag: of ${okAt.size} plants created, ${notIndexed} not indexed and ${notAudited} not audited ` +
+        `within ${(deadlineMs / 1000).toFixed(1)} s after the load`,
+    );
+  }
+  const summaries: Record<string, Summary> = {
+    "200 → indexed": summarize(indexLags),
+    "200 → audit entry": summarize(auditLags),
+  };
+  return {
+    offeredPerS: rate,
+    durationS: lagDurationS,
+    connections: topConnections,
+    created: okAt.size,
+    indexed: okAt.size - notIndexed,
+    audited: okAt.size - notAudited,
+    reqPerS: result.requests.average,
+    peakPerS: peakRate(
+      [...okAt.values()].sort((a, b) => a - b),
+      100,
+    ),
+    latencyMs: { p50: result.latency.p50, p99: result.latency.p99, max: result.latency.max },
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    polls,
+    deadlineS: round(deadlineMs / 1000),
+    /** From the end of the load until all was indexed and audited (or the deadline). */
+    settledS: round(settledS),
+    clockOffsetMs: round(clockOffsetMs),
+    cpu: load.cpu,
+    summaries,
+  };
+}

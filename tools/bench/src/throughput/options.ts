@@ -1,0 +1,79 @@
+/** The throughput benchmark's command line, and the bounds of its phases (they make its hard time limit). */
+import { parseArgs } from "node:util";
+import { integerOption } from "../stack.js";
+
+export interface ThroughputOptions {
+  rounds: number;
+  durationS: number;
+  /** Connection counts of the rounds, without repeats. */
+  connectionCounts: number[];
+  lagDurationS: number;
+  warmupS: number;
+  cluster: boolean;
+  /** The drain and the lag load compare with the service's POST rate at this many connections. */
+  topConnections: number;
+}
+
+/** How long the worker may take to index and audit the warm-up plants. */
+export const INDEX_WARMUP_LIMIT_MS = 60_000;
+export const DRAIN_LIMIT_MS = 5 * 60_000;
+/**
+ * Every plant created in the lag load must be indexed and audited this long after the load, plus the time
+ * the worker needs for the load's creates at its measured drain rate.
+ */
+export const LAG_DEADLINE_MS = 10_000;
+
+/** The options from the command line; `--help` prints the usage and exits. */
+export function parseThroughputOptions(): ThroughputOptions {
+  const { values: args } = parseArgs({
+    options: {
+      rounds: { type: "string", default: "3" },
+      duration: { type: "string", default: "5" },
+      connections: { type: "string", default: "10,50" },
+      "lag-duration": { type: "string", default: "10" },
+      warmup: { type: "string", default: "3" },
+      cluster: { type: "boolean", default: false },
+      help: { type: "boolean", default: false },
+    },
+  });
+  if (args.help) {
+    console.log(`usage: node tools/bench/dist/throughput.js [options]
+  --rounds 3          rounds; each runs every (operation, connections) pair once, the pair's order alternating
+  --duration 5        seconds per run
+  --connections 10,50 connection counts, comma-separated; the largest is the one the drain and lag compare with
+  --lag-duration 10   seconds of creates at half the service's POST rate, with the worker running
+  --warmup 3          seconds of POST at 50 connections per target first, not recorded
+  --cluster           a private Redis Cluster (3 masters + 3 replicas) instead of one redis-server
+The store: a private redis-server; --cluster: a private cluster; REDIS_CLUSTER_NODES set: that
+cluster (no plants in it yet; REDIS_PASSWORD etc. as for the api). The api, the worker and the
+baseline all get the same store.
+Takes about 6 minutes with the defaults.`);
+    process.exit(0);
+  }
+
+  const rounds = integerOption("rounds", args.rounds, 1, 50);
+  const durationS = integerOption("duration", args.duration, 1, 120);
+  const connectionCounts = [
+    ...new Set(args.connections.split(",").map((text) => integerOption("connections", text.trim(), 1, 1000))),
+  ];
+  const lagDurationS = integerOption("lag-duration", args["lag-duration"], 1, 120);
+  const warmupS = integerOption("warmup", args.warmup, 1, 60);
+  return {
+    rounds,
+    durationS,
+    connectionCounts,
+    lagDurationS,
+    warmupS,
+    cluster: args.cluster,
+    topConnections: Math.max(...connectionCounts),
+  };
+}
+
+/** The hard time limit: every phase at its bound, plus slack. */
+export function limitMs({ rounds, durationS, connectionCounts, lagDurationS, warmupS }: ThroughputOptions): number {
+  const runsPerRound = connectionCounts.length * 5;
+  const roundsS = rounds * runsPerRound * (durationS + 2);
+  return (
+    (2 * warmupS + roundsS + lagDurationS + 60) * 1000 + INDEX_WARMUP_LIMIT_MS + 2 * DRAIN_LIMIT_MS + LAG_DEADLINE_MS
+  );
+}

@@ -1,0 +1,73 @@
+/** The throughput benchmark's summary lines, and what its processes said that a reader should see. */
+import type { Service } from "../stack.js";
+import { ms } from "../stats.js";
+import type { Bench } from "./context.js";
+import type { Measured } from "./measured.js";
+import type { ThroughputOptions } from "./options.js";
+import { msText, perS, ratioText } from "./tables.js";
+
+export function printSummary({ rounds, connectionCounts, topConnections }: ThroughputOptions, measured: Measured) {
+  const { pairs, metrics, drain, keepsUp, lag, aofRewritesDuringRounds, aofRewritesWorkerStopped } = measured;
+  const { pairOf, postTop, postTopStopped, servicePostRate, workerMsPerEvent } = pairs;
+  const listTop = pairOf("GET /plants?limit=20", topConnections);
+  console.log("\nsummary");
+  console.log(
+    `  metrics: POST /plants ${(metrics.cost * 100).toFixed(1)}% slower with them on, ` +
+      `${(metrics.cpuCost * 100).toFixed(1)}% more api CPU per request (medians of ${rounds} rounds; the target is under 5%)`,
+  );
+  console.log(
+    `  POST /plants at ${topConnections} connections, worker running: service/baseline ` +
+      `${ratioText(postTop?.medianRatio ?? Number.NaN)} (median of ${rounds}; target ≥ 0.35); ` +
+      `${perS(servicePostRate)} vs ${perS(postTop?.baselineReqPerS ?? Number.NaN)} req/s; ` +
+      `p99 ${postTop?.serviceP99Ms} ms vs ${postTop?.baselineP99Ms} ms, ` +
+      `${ratioText(postTop?.p99Ratio ?? Number.NaN)}× (target ≤ 2×)`,
+  );
+  console.log(
+    `  POST /plants at ${topConnections} connections, worker stopped: service/baseline ` +
+      `${ratioText(postTopStopped?.medianRatio ?? Number.NaN)}; ${perS(postTopStopped?.serviceReqPerS ?? Number.NaN)} req/s`,
+  );
+  console.log(
+    `  worker CPU per event: ${msText(workerMsPerEvent)} ms (target ≤ 0.06); a create's CPU: api ` +
+      `${msText(postTop?.cpuMsPerOk.service.api)} + worker ${msText(workerMsPerEvent)} + redis ` +
+      `${msText(postTop?.cpuMsPerOk.service.redis)} ms (baseline ${msText(postTop?.cpuMsPerOk.baseline.server)} + ` +
+      `${msText(postTop?.cpuMsPerOk.baseline.redis)} ms)`,
+  );
+  for (const connections of connectionCounts) {
+    const get = pairOf("GET /plants/{id}", connections);
+    console.log(
+      `  GET /plants/{id} at ${connections} connections: service/baseline ${ratioText(get?.medianRatio ?? Number.NaN)}; ` +
+        `${perS(get?.serviceReqPerS ?? Number.NaN)} vs ${perS(get?.baselineReqPerS ?? Number.NaN)} req/s`,
+    );
+  }
+  console.log(
+    `  GET /plants?limit=20 at ${topConnections} connections: ${perS(listTop?.serviceReqPerS ?? Number.NaN)} req/s ` +
+      `(p99 ${listTop?.serviceP99Ms} ms; no baseline)`,
+  );
+  console.log(
+    `  worker drain: ${perS(drain.eventsPerS)} events/s (${perS(drain.updatesPerS)} updates/s) vs service POST ` +
+      `${perS(servicePostRate)} req/s: ${keepsUp ? "keeps up" : "does not keep up"}`,
+  );
+  console.log(
+    `  lag at ${lag.offeredPerS} creates/s (half rate): index p99 ${ms(lag.summaries["200 → indexed"]?.p99 ?? Number.NaN)} ms, ` +
+      `audit p99 ${ms(lag.summaries["200 → audit entry"]?.p99 ?? Number.NaN)} ms`,
+  );
+  if (aofRewritesDuringRounds + aofRewritesWorkerStopped > 0)
+    console.log(
+      `  note: Redis rewrote its AOF (a forked child) ${aofRewritesWorkerStopped} time(s) during the worker-stopped ` +
+        `runs, ${aofRewritesDuringRounds} during the rounds with the worker running`,
+    );
+}
+
+/** The api's and the baseline's unexpected output, the workers' warnings and errors, then the failures. */
+export function printOutputAndFailures(bench: Bench, workers: readonly Service[]): void {
+  const { api, baselineProcess, failures } = bench;
+  for (const service of [api, baselineProcess]) {
+    const expected = service === baselineProcess ? 1 : 0; // the baseline's ready line
+    if (service.lines() > expected) console.log(`${service.name} output (tail):\n${service.output.join("\n")}`);
+  }
+  const workerProblems = workers
+    .flatMap((worker) => worker.output)
+    .filter((line) => /"level":"(warn|error)"/.test(line));
+  if (workerProblems.length > 0) console.log(`worker warnings and errors (tail):\n${workerProblems.join("\n")}`);
+  for (const failure of failures) console.log(`failure: ${failure}`);
+}

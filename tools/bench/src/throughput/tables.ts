@@ -1,0 +1,204 @@
+/** The throughput benchmark's tables: every run, the pairs, the drain, the lag, the metrics cost, a create's CPU. */
+import { table } from "../report.js";
+import { ms } from "../stats.js";
+import type { Measured } from "./measured.js";
+import type { ThroughputOptions } from "./options.js";
+
+export const pct = (value: number) => (Number.isFinite(value) ? `${Math.round(value)}%` : "-");
+export const perS = (value: number) => (Number.isFinite(value) ? value.toFixed(0) : "-");
+export const ratioText = (value: number) => (Number.isFinite(value) ? value.toFixed(2) : "-");
+export const msText = (value: number | undefined) =>
+  value !== undefined && Number.isFinite(value) ? value.toFixed(3) : "-";
+
+export function printTables(options: ThroughputOptions, measured: Measured): void {
+  const { rounds, durationS, lagDurationS, topConnections } = options;
+  const { runs, pairs, drain, keepsUp, lag, metrics } = measured;
+  const { servicePostRate, postTop } = pairs;
+  const runRows = runs.map((r) => [
+    String(r.round),
+    r.operation,
+    String(r.connections),
+    r.target,
+    r.worker ? "yes" : "no",
+    perS(r.reqPerS),
+    `${r.latencyMs.p50} ms`,
+    `${r.latencyMs.p99} ms`,
+    `${r.latencyMs.max} ms`,
+    String(r.non2xx),
+    String(r.errors),
+    String(r.timeouts),
+    pct(r.cpu.api),
+    pct(r.cpu.worker ?? Number.NaN),
+    pct(r.cpu.baseline),
+    pct(r.cpu.redis),
+    pct(r.cpu.bench),
+    [r.target === "service" ? r.cpuMsPerOk.api : r.cpuMsPerOk.baseline, r.cpuMsPerOk.worker, r.cpuMsPerOk.redis]
+      .map(msText)
+      .join(" / "),
+  ]);
+  console.log(
+    `\nruns (${durationS} s each; CPU = share of one core, 2 cores = 200%; CPU ms per 2xx of the server ` +
+      "(api or baseline) / worker / redis, for creates with the worker running up to their side work done)\n",
+  );
+  console.log(
+    table(
+      [
+        "round",
+        "operation",
+        "conns",
+        "target",
+        "worker",
+        "req/s",
+        "p50",
+        "p99",
+        "max",
+        "non2xx",
+        "errors",
+        "timeouts",
+        "api",
+        "worker",
+        "baseline",
+        "redis",
+        "bench",
+        "ms/2xx server / worker / redis",
+      ],
+      runRows,
+    ),
+  );
+  console.log(`\nservice vs baseline (medians over ${rounds} rounds)\n`);
+  console.log(
+    table(
+      [
+        "operation",
+        "conns",
+        "worker",
+        "baseline req/s",
+        "service req/s",
+        "ratio per round",
+        "median ratio",
+        "p99 base",
+        "p99 svc",
+      ],
+      pairs.pairs.map((p) => [
+        p.operation,
+        String(p.connections),
+        p.worker ? "running" : "stopped",
+        perS(p.baselineReqPerS),
+        perS(p.serviceReqPerS),
+        p.ratios.length > 0 ? p.ratios.map(ratioText).join(" ") : "-",
+        ratioText(p.medianRatio),
+        Number.isFinite(p.baselineP99Ms) ? `${p.baselineP99Ms} ms` : "-",
+        `${p.serviceP99Ms} ms`,
+      ]),
+    ),
+  );
+  console.log(
+    `\nworker drain (of the creates made while it was stopped; 2 updates per event: its index entry and its audit entry; the relay batches events into BullMQ jobs)\n`,
+  );
+  console.log(
+    table(
+      ["measure", "value"],
+      [
+        ["events waiting (updates)", `${drain.events} (${drain.updates})`],
+        ["worker start-up", `${drain.startupS.toFixed(2)} s`],
+        ["updates done before it was ready", String(drain.updatesDoneBeforeReady)],
+        ["ready → all indexed and audited", `${drain.afterReadyS.toFixed(2)} s`],
+        ["events/s (updates/s)", `${perS(drain.eventsPerS)} (${perS(drain.updatesPerS)})`],
+        ["events/s including start-up", perS(drain.eventsPerSIncludingStartup)],
+        [`service POST req/s at ${topConnections} conns`, perS(servicePostRate)],
+        ["keeps up", keepsUp ? "yes" : "no"],
+        ["CPU worker / redis", `${pct(drain.cpu?.worker ?? Number.NaN)} / ${pct(drain.cpu?.redis ?? Number.NaN)}`],
+        ["outbox left / failed jobs", `${drain.outboxAtEnd} / ${drain.failedJobs.index + drain.failedJobs.audit}`],
+      ],
+    ),
+  );
+  console.log(
+    `\nlag under load: ${lag.offeredPerS} creates/s offered, ${lagDurationS} s, worker running; ` +
+      `times from the 200 read by the bench (ms)\n`,
+  );
+  console.log(
+    table(
+      ["measure", "count", "p50", "p99", "max", "min"],
+      Object.entries(lag.summaries).map(([name, s]) => [
+        name,
+        String(s.count),
+        ms(s.p50),
+        ms(s.p99),
+        ms(s.max),
+        ms(s.min),
+      ]),
+    ),
+  );
+  console.log(
+    `\n${table(
+      ["count", "value"],
+      [
+        ["creates answered 200", String(lag.created)],
+        ["indexed / audited", `${lag.indexed} / ${lag.audited}`],
+        ["achieved req/s (busiest 100 ms, per s)", `${perS(lag.reqPerS)} (${perS(lag.peakPerS)})`],
+        ["create p50 / p99 (autocannon)", `${lag.latencyMs.p50} / ${lag.latencyMs.p99} ms`],
+        [
+          "all indexed and audited after the load",
+          `${lag.settledS.toFixed(2)} s (deadline ${lag.deadlineS.toFixed(1)} s)`,
+        ],
+        ["index polls", String(lag.polls)],
+        ["clock offset Redis − bench", `${ms(lag.clockOffsetMs)} ms`],
+        [
+          "CPU api / worker / redis / bench",
+          [lag.cpu.api, lag.cpu.worker ?? Number.NaN, lag.cpu.redis, lag.cpu.bench].map(pct).join(" / "),
+        ],
+      ],
+    )}`,
+  );
+
+  console.log(
+    `\nmetrics cost: POST /plants on two fresh apis side by side, ${metrics.twinConnections} connections each, worker stopped, metrics on vs off\n`,
+  );
+  console.log(
+    table(
+      ["round", "on req/s", "off req/s", "cost", "p99 on", "p99 off", "api CPU µs/req on", "off", "CPU cost"],
+      metrics.runs.map((run, i) => [
+        String(run.round),
+        perS(run.onReqPerS),
+        perS(run.offReqPerS),
+        `${((metrics.costs[i] as number) * 100).toFixed(1)}%`,
+        `${run.onP99Ms} ms`,
+        `${run.offP99Ms} ms`,
+        run.onCpuUsPerReq.toFixed(0),
+        run.offCpuUsPerReq.toFixed(0),
+        `${((metrics.cpuCosts[i] as number) * 100).toFixed(1)}%`,
+      ]),
+    ),
+  );
+
+  if (postTop) {
+    const { service, baseline } = postTop.cpuMsPerOk;
+    const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
+    console.log(
+      `\nCPU ms per acknowledged create, POST /plants at ${topConnections} connections, worker running (medians of ${rounds} rounds)\n`,
+    );
+    console.log(
+      table(
+        ["target", "server", "worker", "redis", "load generator", "total (without the load generator)"],
+        [
+          [
+            "service",
+            msText(service.api),
+            msText(service.worker),
+            msText(service.redis),
+            msText(service.bench),
+            msText(sum([service.api, service.worker, service.redis])),
+          ],
+          [
+            "baseline",
+            msText(baseline.server),
+            "-",
+            msText(baseline.redis),
+            msText(baseline.bench),
+            msText(sum([baseline.server, baseline.redis])),
+          ],
+        ],
+      ),
+    );
+  }
+}
