@@ -10,6 +10,7 @@ import {
 } from "@plant-store/contracts";
 import {
   eventIdOf,
+  type Outbox,
   type OutboxEntry,
   outbox,
   type PartitionLeases,
@@ -178,6 +179,16 @@ interface Sweep {
 }
 
 /**
+ * Relays the partitions' outbox streams into the BullMQ queues (see OutboxRelay); resolves once
+ * the relay holds its first leases and reads.
+ */
+export async function startRelay(options: RelayOptions): Promise<Relay> {
+  const relay = new OutboxRelay(options);
+  await relay.start();
+  return relay;
+}
+
+/**
  * Relays the partitions' outbox streams into the BullMQ queues. The api commits a plant and its
  * outbox entry in one script; this loop turns each entry into jobs and only then acknowledges
  * it, so a crash anywhere leaves the entry either unread or pending — never lost:
@@ -191,91 +202,136 @@ interface Sweep {
  * - an entry enqueued but not yet acknowledged is enqueued again, and the job ids dedupe it (the
  *   jobs are idempotent anyway, should a batch be composed differently the second time).
  */
-export async function startRelay(options: RelayOptions): Promise<Relay> {
-  const {
-    client,
-    partitions,
-    queues,
-    batchSize,
-    claimIdleMs,
-    leaseMs,
-    pollMs,
-    lingerMs,
-    jobOptions,
-    logger,
-    observer,
-  } = options;
-  const consumer = options.consumer ?? relayConsumerName();
-  const log = (fields: Record<string, unknown> = {}) => ({ consumer, ...fields });
-  const fault = "fault" in options ? options.fault : loadWorkerFault(process.env);
-  if (fault !== undefined) logger.warn("TEST-ONLY FAULT POINT ENABLED", log({ fault }));
-  const ops = outbox(client);
-  const blockingClient = options.blockingClient;
-  const blocking = blockingClient && outbox(blockingClient);
-  const blockMs = options.blockMs ?? 250;
+class OutboxRelay implements Relay {
+  readonly consumer: string;
+  private readonly options: RelayOptions;
+  private readonly client: RedisClient;
+  private readonly ops: Outbox;
+  /** The blocking read's connection and its outbox operations (one node only). */
+  private readonly blockingClient: RedisClient | undefined;
+  private readonly blocking: Outbox | undefined;
+  private readonly blockMs: number;
+  /** Pending entries are swept in pages, per partition, at most every `claimSweepMs` once done. */
+  private readonly claimSweepMs: number;
+  private readonly fault: WorkerFault | undefined;
+  private readonly logger: Logger;
+  private readonly leases: PartitionLeases;
+
   /** CLIENT ID of the blocking connection while its read waits: CLIENT UNBLOCK ends the wait. */
-  let blockedId: number | undefined;
+  private blockedId: number | undefined;
+  private closing = false;
+  /** The loop, once started. */
+  private running: Promise<void> | undefined;
+  private stopped: Promise<void> | undefined;
+  /** Ends the current pause (idle poll or back-off) early: on close, or when partitions are gained. */
+  private wake = () => {};
+  /** Gained partitions whose consumer group is not known to exist yet. */
+  private readonly groupsToEnsure = new Set<number>();
+  private readonly sweeps = new Map<number, Sweep>();
+  /** Partitions this relay has read from: it leaves their groups on close. */
+  private readonly touched = new Set<number>();
+  /** A batch whose delivery failed: still pending at this consumer, retried first (no claim needed). */
+  private inHand: OutboxEntry[] = [];
+  /** When the last read was sent (performance.now()). */
+  private lastReadAt = 0;
+
+  constructor(options: RelayOptions) {
+    this.options = options;
+    this.client = options.client;
+    this.logger = options.logger;
+    this.consumer = options.consumer ?? relayConsumerName();
+    this.fault = "fault" in options ? options.fault : loadWorkerFault(process.env);
+    if (this.fault !== undefined) this.logger.warn("TEST-ONLY FAULT POINT ENABLED", this.log({ fault: this.fault }));
+    this.ops = outbox(this.client);
+    this.blockingClient = options.blockingClient;
+    this.blocking = this.blockingClient && outbox(this.blockingClient);
+    this.blockMs = options.blockMs ?? 250;
+    this.claimSweepMs = Math.max(50, Math.min(Math.floor(options.claimIdleMs / 2), 5000));
+    this.leases = partitionLeases({
+      client: this.client,
+      partitions: options.partitions,
+      owner: this.consumer,
+      leaseMs: options.leaseMs,
+      renewMs: Math.max(10, Math.floor(options.leaseMs / 3)),
+      onChange: (held, gained, lost) => this.partitionsChanged(held, gained, lost),
+      onError: (error) => this.leasesFailed(error),
+    });
+  }
+
+  held(): ReadonlySet<number> {
+    return this.leases.held();
+  }
+
+  close(): Promise<void> {
+    this.stopped ??= this.stop();
+    return this.stopped;
+  }
+
+  /** Takes the first leases, then starts the loop. */
+  async start(): Promise<void> {
+    await this.leases.renew();
+    this.running = this.loop();
+    const { partitions, batchSize, claimIdleMs, leaseMs, pollMs } = this.options;
+    this.logger.info(
+      "relay started",
+      this.log({
+        partitions,
+        held: this.leases.held().size,
+        batchSize,
+        claimIdleMs,
+        leaseMs,
+        ...(this.blocking ? { blockMs: this.blockMs } : { pollMs }),
+      }),
+    );
+  }
+
+  private log(fields: Record<string, unknown> = {}): Record<string, unknown> {
+    return { consumer: this.consumer, ...fields };
+  }
+
   /**
    * Ends a blocking read at once (as if it timed out): when partitions are lost, so the read
    * covers none another relay now holds; when some are gained, so they are read at once; on close.
    */
-  const interrupt = () => {
-    if (blockedId !== undefined) void client.client("UNBLOCK", blockedId).catch(() => {});
-  };
-  // Pending entries are swept in pages, per partition, at most every `claimSweepMs` once done.
-  const claimSweepMs = Math.max(50, Math.min(Math.floor(claimIdleMs / 2), 5000));
+  private interrupt(): void {
+    if (this.blockedId !== undefined) void this.client.client("UNBLOCK", this.blockedId).catch(() => {});
+  }
 
-  let closing = false;
-  let stopped: Promise<void> | undefined;
-  /** Ends the current pause (idle poll or back-off) early: on close, or when partitions are gained. */
-  let wake = () => {};
-  const pause = (ms: number) =>
-    new Promise<void>((resolve) => {
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, ms);
-      wake = () => {
+      this.wake = () => {
         clearTimeout(timer);
         resolve();
       };
     });
+  }
 
-  /** Gained partitions whose consumer group is not known to exist yet. */
-  const groupsToEnsure = new Set<number>();
-  const sweeps = new Map<number, Sweep>();
-  /** Partitions this relay has read from: it leaves their groups on close. */
-  const touched = new Set<number>();
-  /** A batch whose delivery failed: still pending at this consumer, retried first (no claim needed). */
-  let inHand: OutboxEntry[] = [];
+  private partitionsChanged(held: ReadonlySet<number>, gained: number[], lost: number[]): void {
+    for (const p of gained) {
+      this.groupsToEnsure.add(p);
+      // What the previous holder left pending is claimed at once (once idle `claimIdleMs`).
+      this.sweeps.set(p, { cursor: "0-0", dueAt: 0 });
+    }
+    for (const p of lost) this.sweeps.delete(p);
+    this.logger.info("relay partitions changed", this.log({ held: held.size, gained, lost }));
+    this.interrupt();
+    if (gained.length > 0) this.wake();
+  }
 
-  const leases: PartitionLeases = partitionLeases({
-    client,
-    partitions,
-    owner: consumer,
-    leaseMs,
-    renewMs: Math.max(10, Math.floor(leaseMs / 3)),
-    onChange(held, gained, lost) {
-      for (const p of gained) {
-        groupsToEnsure.add(p);
-        // What the previous holder left pending is claimed at once (once idle `claimIdleMs`).
-        sweeps.set(p, { cursor: "0-0", dueAt: 0 });
-      }
-      for (const p of lost) sweeps.delete(p);
-      logger.info("relay partitions changed", log({ held: held.size, gained, lost }));
-      interrupt();
-      if (gained.length > 0) wake();
-    },
-    onError(error) {
-      if (isConnectionError(error)) logger.debug("relay leases wait for Redis", log({ error: String(error) }));
-      else logger.warn("could not renew the relay's partition leases", log({ error }));
-    },
-  });
+  private leasesFailed(error: unknown): void {
+    if (isConnectionError(error)) this.logger.debug("relay leases wait for Redis", this.log({ error: String(error) }));
+    else this.logger.warn("could not renew the relay's partition leases", this.log({ error }));
+  }
 
   /**
    * Enqueues the events of `entries` (one job per `batchSize` events, in every queue), then
    * acknowledges them. Unparseable entries go to their partition's dead letters
    * (and into `deadLettered`, so a retry of the batch does not move them twice).
    */
-  async function deliver(entries: readonly OutboxEntry[], deadLettered: Set<OutboxEntry>): Promise<void> {
+  private async deliver(entries: readonly OutboxEntry[], deadLettered: Set<OutboxEntry>): Promise<void> {
     if (entries.length === 0) return;
+    const { queues, jobOptions, batchSize, observer } = this.options;
     const events: PlantEvent[] = [];
     const relayedEntries: OutboxEntry[] = [];
     const relayed = new Map<number, string[]>();
@@ -285,11 +341,11 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
         events.push(parseOutboxEntry(eventId, entry.fields));
       } catch (error) {
         const reason = unreadableReason(error, entry.fields);
-        await ops.deadLetter(entry, reason);
+        await this.ops.deadLetter(entry, reason);
         deadLettered.add(entry);
         observer?.deadLettered();
-        logger.error("unparseable outbox entry moved to the dead-letter stream", {
-          ...log(),
+        this.logger.error("unparseable outbox entry moved to the dead-letter stream", {
+          ...this.log(),
           partition: entry.partition,
           entryId: entry.entryId,
           error: reason,
@@ -310,180 +366,167 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
       );
     }
     // Only now, with the jobs stored, are the entries done. Deleting them keeps the outboxes small.
-    await ops.ack(relayed);
+    await this.ops.ack(relayed);
     observer?.relayed(relayedEntries);
     if (events.length > 0) {
-      logger.debug("relayed outbox entries", log({ count: events.length, partitions: [...relayed.keys()] }));
+      this.logger.debug("relayed outbox entries", this.log({ count: events.length, partitions: [...relayed.keys()] }));
     }
   }
 
   /** Delivers `entries`; should that fail, keeps them to retry before anything else. */
-  async function deliverOrKeep(entries: OutboxEntry[]): Promise<void> {
+  private async deliverOrKeep(entries: OutboxEntry[]): Promise<void> {
     const deadLettered = new Set<OutboxEntry>();
     try {
-      await deliver(entries, deadLettered);
+      await this.deliver(entries, deadLettered);
     } catch (error) {
-      inHand = entries.filter((entry) => !deadLettered.has(entry));
+      this.inHand = entries.filter((entry) => !deadLettered.has(entry));
       throw error;
     }
   }
 
   /** One page of each due partition's entries pending too long at some (presumably dead) consumer. */
-  async function reclaimStalled(held: readonly number[]): Promise<boolean> {
+  private async reclaimStalled(held: readonly number[]): Promise<boolean> {
+    const { claimIdleMs, batchSize } = this.options;
     const now = Date.now();
-    const due = held.filter((p) => (sweeps.get(p)?.dueAt ?? Number.POSITIVE_INFINITY) <= now);
+    const due = held.filter((p) => (this.sweeps.get(p)?.dueAt ?? Number.POSITIVE_INFINITY) <= now);
     if (due.length === 0) return false;
     const pages = await Promise.all(
       due.map(async (p) => {
-        const sweep = sweeps.get(p) ?? { cursor: "0-0", dueAt: now };
-        const page = await ops.claimPending(p, consumer, claimIdleMs, sweep.cursor, batchSize);
-        sweeps.set(
+        const sweep = this.sweeps.get(p) ?? { cursor: "0-0", dueAt: now };
+        const page = await this.ops.claimPending(p, this.consumer, claimIdleMs, sweep.cursor, batchSize);
+        this.sweeps.set(
           p,
-          page.next === "0-0" ? { cursor: "0-0", dueAt: now + claimSweepMs } : { cursor: page.next, dueAt: 0 },
+          page.next === "0-0" ? { cursor: "0-0", dueAt: now + this.claimSweepMs } : { cursor: page.next, dueAt: 0 },
         );
         return page;
       }),
     );
     const claimed = pages.flatMap((page) => page.entries);
     if (claimed.length > 0) {
-      logger.warn(
+      this.logger.warn(
         "reclaimed outbox entries left pending by another relay consumer",
-        log({ count: claimed.length, partitions: [...new Set(claimed.map((entry) => entry.partition))] }),
+        this.log({ count: claimed.length, partitions: [...new Set(claimed.map((entry) => entry.partition))] }),
       );
-      await deliverOrKeep(claimed);
+      await this.deliverOrKeep(claimed);
     }
     // More pages to go: do not pause before the next round.
     return claimed.length > 0 || pages.some((page) => page.next !== "0-0");
   }
 
-  async function ensureGroups(held: ReadonlySet<number>): Promise<void> {
-    const missing = [...groupsToEnsure].filter((p) => held.has(p));
-    await Promise.all(missing.map((p) => ops.ensureGroup(p)));
-    for (const p of missing) groupsToEnsure.delete(p);
+  private async ensureGroups(held: ReadonlySet<number>): Promise<void> {
+    const missing = [...this.groupsToEnsure].filter((p) => held.has(p));
+    await Promise.all(missing.map((p) => this.ops.ensureGroup(p)));
+    for (const p of missing) this.groupsToEnsure.delete(p);
   }
 
-  /** When the last blocking read was sent (performance.now()). */
-  let lastReadAt = 0;
-
   /** One round; false when the relay should pause before the next (nothing found, nothing waited for). */
-  async function round(): Promise<boolean> {
-    const heldSet = leases.held();
-    if (inHand.length > 0) {
+  private async round(): Promise<boolean> {
+    const heldSet = this.leases.held();
+    if (this.inHand.length > 0) {
       // A partition lost meanwhile is its new holder's: it claims these once they are idle.
-      const retry = inHand.filter((entry) => heldSet.has(entry.partition));
-      inHand = [];
-      await deliverOrKeep(retry);
+      const retry = this.inHand.filter((entry) => heldSet.has(entry.partition));
+      this.inHand = [];
+      await this.deliverOrKeep(retry);
       return true;
     }
     if (heldSet.size === 0) return false;
-    await ensureGroups(heldSet);
+    await this.ensureGroups(heldSet);
     const held = [...heldSet].sort((a, b) => a - b);
-    const busy = await reclaimStalled(held);
-    if (closing) return busy;
-    for (const p of held) touched.add(p);
+    const busy = await this.reclaimStalled(held);
+    if (this.closing) return busy;
+    for (const p of held) this.touched.add(p);
     // At most one read per lingerMs (see RelayOptions.lingerMs); an idle relay's read blocks (or
     // its poll pauses) longer than that and never waits here.
-    const wait = lastReadAt + lingerMs - performance.now();
-    if (wait > 0) await pause(wait);
-    if (closing) return true;
-    lastReadAt = performance.now();
-    if (blockingClient && blocking && !busy) {
-      // Returns at the first entry, or after blockMs with none: either way no pause is needed.
-      // CLIENT ID is answered before the read starts waiting, on the same connection (its id
-      // changes when it reconnects).
-      const id = blockingClient.client("ID") as Promise<number>;
-      const reading = blocking.waitNew(held, consumer, batchSize, blockMs);
-      reading.catch(() => {}); // awaited below; not unhandled should CLIENT ID fail first
-      let entries: OutboxEntry[];
-      try {
-        blockedId = await id;
-        if (closing || !sameSet(leases.held(), heldSet)) interrupt(); // changed meanwhile
-        entries = await reading;
-      } finally {
-        blockedId = undefined;
-      }
+    const wait = this.lastReadAt + this.options.lingerMs - performance.now();
+    if (wait > 0) await this.pause(wait);
+    if (this.closing) return true;
+    this.lastReadAt = performance.now();
+    if (this.blockingClient && this.blocking && !busy) {
+      const entries = await this.readBlocking(this.blockingClient, this.blocking, held, heldSet);
       if (entries.length === 0) return true;
-      if (fault === "relay-crash-before-enqueue") crashBeforeEnqueue(entries, logger, log());
-      await deliverOrKeep(entries);
+      if (this.fault === "relay-crash-before-enqueue") crashBeforeEnqueue(entries, this.logger, this.log());
+      await this.deliverOrKeep(entries);
       return true;
     }
-    const entries = await ops.readNew(held, consumer, batchSize);
+    const entries = await this.ops.readNew(held, this.consumer, this.options.batchSize);
     if (entries.length === 0) return busy;
-    if (fault === "relay-crash-before-enqueue") crashBeforeEnqueue(entries, logger, log());
-    await deliverOrKeep(entries);
+    if (this.fault === "relay-crash-before-enqueue") crashBeforeEnqueue(entries, this.logger, this.log());
+    await this.deliverOrKeep(entries);
     return true;
   }
 
-  async function loop(): Promise<void> {
+  /**
+   * One blocking XREADGROUP over the held partitions: returns at the first entry, or after blockMs
+   * with none (either way no pause is needed), or at once when interrupted.
+   */
+  private async readBlocking(
+    blockingClient: RedisClient,
+    blocking: Outbox,
+    held: readonly number[],
+    heldSet: ReadonlySet<number>,
+  ): Promise<OutboxEntry[]> {
+    // CLIENT ID is answered before the read starts waiting, on the same connection (its id
+    // changes when it reconnects).
+    const id = blockingClient.client("ID") as Promise<number>;
+    const reading = blocking.waitNew(held, this.consumer, this.options.batchSize, this.blockMs);
+    reading.catch(() => {}); // awaited below; not unhandled should CLIENT ID fail first
+    try {
+      this.blockedId = await id;
+      if (this.closing || !sameSet(this.leases.held(), heldSet)) this.interrupt(); // changed meanwhile
+      return await reading;
+    } finally {
+      this.blockedId = undefined;
+    }
+  }
+
+  private async loop(): Promise<void> {
     let failures = 0;
-    while (!closing) {
+    while (!this.closing) {
       try {
-        const busy = await round();
+        const busy = await this.round();
         failures = 0;
-        if (!busy && !closing) await pause(pollMs);
+        if (!busy && !this.closing) await this.pause(this.options.pollMs);
       } catch (error) {
-        if (closing) break;
+        if (this.closing) break;
         failures++;
         // An outage is logged once by the worker's outage log; other failures here are faults.
-        if (isConnectionError(error)) logger.debug("relay waits for Redis", log({ error: String(error), failures }));
-        else logger.error("relay iteration failed; retrying", log({ error, failures }));
+        if (isConnectionError(error)) {
+          this.logger.debug("relay waits for Redis", this.log({ error: String(error), failures }));
+        } else this.logger.error("relay iteration failed; retrying", this.log({ error, failures }));
         // A stream or group was deleted (e.g. FLUSHALL): recreate them instead of failing forever.
-        if (isErrorWith(error, "NOGROUP")) for (const p of leases.held()) groupsToEnsure.add(p);
-        await pause(Math.min(100 * 2 ** Math.min(failures, 7), 10_000));
+        if (isErrorWith(error, "NOGROUP")) for (const p of this.leases.held()) this.groupsToEnsure.add(p);
+        await this.pause(Math.min(100 * 2 ** Math.min(failures, 7), 10_000));
       }
     }
   }
 
-  await leases.renew();
-  const running = loop();
-  logger.info(
-    "relay started",
-    log({
-      partitions,
-      held: leases.held().size,
-      batchSize,
-      claimIdleMs,
-      leaseMs,
-      ...(blocking ? { blockMs } : { pollMs }),
-    }),
-  );
-
-  async function stop(): Promise<void> {
-    closing = true;
-    wake();
-    interrupt();
+  private async stop(): Promise<void> {
+    this.closing = true;
+    this.wake();
+    this.interrupt();
     // With Redis unreachable a command in flight never returns: drop the connection after a grace
     // period. Entries the loop had read stay pending and are claimed by the partitions' next holder.
     const grace = setTimeout(() => {
-      client.disconnect();
-      blockingClient?.disconnect();
-    }, 5000 + blockMs);
-    await running;
+      this.client.disconnect();
+      this.blockingClient?.disconnect();
+    }, 5000 + this.blockMs);
+    await this.running;
     try {
-      await leases.close();
+      await this.leases.close();
       await Promise.all(
-        [...touched].map((p) =>
-          ops.removeConsumerIfIdle(p, consumer).catch((error: unknown) => {
+        [...this.touched].map((p) =>
+          this.ops.removeConsumerIfIdle(p, this.consumer).catch((error: unknown) => {
             if (!isErrorWith(error, "NOGROUP")) throw error;
           }),
         ),
       );
     } catch (error) {
-      logger.warn("could not give the relay's partitions up cleanly", log({ error }));
+      this.logger.warn("could not give the relay's partitions up cleanly", this.log({ error }));
     } finally {
       clearTimeout(grace);
     }
-    logger.info("relay stopped", log());
+    this.logger.info("relay stopped", this.log());
   }
-
-  return {
-    consumer,
-    held: () => leases.held(),
-    close() {
-      stopped ??= stop();
-      return stopped;
-    },
-  };
 }
 
 /**
