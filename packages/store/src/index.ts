@@ -49,6 +49,13 @@ export {
   forgetEmbeddedStore,
   recordEmbeddedStore,
 } from "./embedded.js";
+export {
+  type IndexedUpdate,
+  type IndexedVersion,
+  indexCreated,
+  indexDeleted,
+  indexVersions,
+} from "./index-writes.js";
 export { inspectStore, keyCount, type StoreInspector } from "./inspect.js";
 export {
   DEFAULT_PARTITIONS,
@@ -83,22 +90,15 @@ export {
   outbox,
   parseEventId,
 } from "./outbox.js";
+export { decodeCursor, encodeCursor, type Page } from "./pages.js";
+export type { StoredPlantRecord } from "./plant-record.js";
 export {
   type CreateOutcome,
   type DeleteOutcome,
-  decodeCursor,
-  encodeCursor,
-  type IndexedUpdate,
-  type IndexedVersion,
-  indexCreated,
-  indexDeleted,
-  indexVersions,
-  type Page,
   type PlantChange,
   type PlantStore,
   plantStore,
   type RequestMeta,
-  type StoredPlantRecord,
   type UpdateResult,
   type VersionCondition,
   type VersionedPlant,

@@ -1,5 +1,6 @@
 import type { RedisClient } from "./connection.js";
 import { isCluster } from "./connection.js";
+import { indexCreated } from "./index-writes.js";
 import {
   DEFAULT_PARTITIONS,
   indexMember,
@@ -10,7 +11,6 @@ import {
   partitionOf,
   storeKeys,
 } from "./keys.js";
-import { indexCreated } from "./plants.js";
 
 /** What a migration did. */
 export interface MigrationReport {
