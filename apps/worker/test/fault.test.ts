@@ -52,12 +52,16 @@ describe.each(storeKinds)("worker processes on %s Redis", { timeout: 40_000 }, (
     await t.reset();
   });
 
-  /** A worker process on this store with short leases and claims (RELAY_LEASE_MS 1 s). */
+  /**
+   * A worker process on this store with short leases and claims (RELAY_LEASE_MS 2 s: at 1 s a
+   * worker starved of CPU for ~0.7 s under a loaded CI looked dead to the other, whose relay then
+   * took some of its partitions mid-test).
+   */
   function spawn(env: Record<string, string> = {}): SpawnedWorker {
     const worker = spawnWorker({
       ...t.env,
       RELAY_CLAIM_IDLE_MS: "500",
-      RELAY_LEASE_MS: "1000",
+      RELAY_LEASE_MS: "2000",
       RELAY_POLL_MS: "20",
       LOG_LEVEL: "info",
       ...env,
