@@ -3,9 +3,9 @@ import {
   connect,
   describeTarget,
   disconnect,
+  inSyncReplicaCounts,
   openLayout,
   type RedisClient,
-  replicasPerMaster,
 } from "@plant-store/store";
 import { cachedVerifier, createTokenStore } from "@plant-store/tokens";
 import type { FastifyBaseLogger } from "fastify";
@@ -41,7 +41,7 @@ async function firstConnect(client: RedisClient, where: string, timeoutMs = 30_0
 async function warnIfTooFewReplicas(client: RedisClient, wanted: number, log: FastifyBaseLogger) {
   if (wanted === 0) return;
   try {
-    const fewest = Math.min(...(await replicasPerMaster(client)).map(({ replicas }) => replicas));
+    const fewest = Math.min(...(await inSyncReplicaCounts(client)));
     if (fewest < wanted) {
       log.warn(
         { replicas: fewest, minReplicasAck: wanted },

@@ -106,11 +106,11 @@ export {
 export { createRateLimiter, type RateLimiter, rateLimitNames, type Window } from "./rate-limit.js";
 export { type PartitionLeases, type PartitionLeasesOptions, partitionLeases } from "./relay-leases.js";
 export {
+  inSyncReplicaCounts,
   mastersShortOfReplicas,
   onlineReplicas,
   ReplicaAckTimeoutError,
   ReplicaShortfallError,
-  replicasPerMaster,
   TooFewReplicasError,
 } from "./replicas.js";
 export { recordOf } from "./replies.js";

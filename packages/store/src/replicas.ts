@@ -15,15 +15,10 @@ function nodeNamed(client: RedisClient, name: string): Redis | undefined {
   return client.nodes("master").find((node) => nameOf(node) === name);
 }
 
-/** How many in-sync replicas each master has (one node: itself, as its only master). */
-export async function replicasPerMaster(client: RedisClient): Promise<{ master: string; replicas: number }[]> {
+/** The in-sync replicas of each master (one node: itself, as its only master). */
+export async function inSyncReplicaCounts(client: RedisClient): Promise<number[]> {
   const masters = isCluster(client) ? client.nodes("master") : [client];
-  return Promise.all(
-    masters.map(async (node) => ({
-      master: isCluster(client) ? nameOf(node) : "",
-      replicas: onlineReplicas(await node.info("replication")),
-    })),
-  );
+  return Promise.all(masters.map(async (node) => onlineReplicas(await node.info("replication"))));
 }
 
 /** A commit its node's replicas could not confirm (REDIS_MIN_REPLICAS_ACK): that shard's writes wait, its reads do not. */
@@ -80,5 +75,5 @@ export function replicaWatch(client: RedisClient, wanted: number, probeMs = 500)
 /** How many masters have fewer in-sync replicas than `wanted` (0 when no confirmation is wanted). */
 export async function mastersShortOfReplicas(client: RedisClient, wanted: number): Promise<number> {
   if (wanted === 0) return 0;
-  return (await replicasPerMaster(client)).filter(({ replicas }) => replicas < wanted).length;
+  return (await inSyncReplicaCounts(client)).filter((replicas) => replicas < wanted).length;
 }
