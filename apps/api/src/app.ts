@@ -12,6 +12,7 @@ import { queueDashboard } from "./http/dashboard.js";
 import { errorReplies } from "./http/error-replies.js";
 import { forwardedForCheck } from "./http/forwarded-for.js";
 import { createGuard, type Limits } from "./http/guard.js";
+import { importUploadRoute, importUploads } from "./http/import-upload.js";
 import { authenticateMalformedPaths } from "./http/low-level-errors.js";
 import { createApiMetrics, requestMetrics } from "./http/metrics.js";
 import { requestHooks } from "./http/request-hooks.js";
@@ -21,6 +22,7 @@ import { serverOptions } from "./http/server-options.js";
 import { serviceRoutes } from "./http/service-routes.js";
 import { serviceState } from "./http/service-state.js";
 import { trpcApi } from "./http/trpc.js";
+import type { ImportService } from "./imports/service.js";
 import { outageMonitor } from "./outage.js";
 import { createPlantStore } from "./plants/store.js";
 import { appRouter } from "./router.js";
@@ -42,6 +44,8 @@ export type AppOptions = {
   tokens?: { store: TokenStore; verify: StoredTokenVerifier } | undefined;
   /** Webhook subscriptions and deliveries; absent: the webhook operations answer 501. */
   webhooks?: WebhookAdmin | undefined;
+  /** Bulk imports (uploads, records, their queue); absent: the import operations answer 501 (the upload 404). */
+  imports?: ImportService | undefined;
   limits?: Limits;
   /** BullMQ connection of the queue dashboard; the dashboard is off without it. */
   dashboardConnection?: RedisClient | undefined;
@@ -62,7 +66,7 @@ export type AppOptions = {
  * run in the order they were added (the metrics' onSend before the one that fixes the media type).
  */
 export async function buildApp(options: AppOptions) {
-  const restRoutes = restRoutesOf(appRouter);
+  const restRoutes = options.imports ? [...restRoutesOf(appRouter), importUploadRoute] : restRoutesOf(appRouter);
   const routeList: string[] = [];
   const matchRoute = createRouteMatcher(restRoutes, routeList);
   const routeMiss = routeMissHandler(matchRoute);
@@ -110,6 +114,7 @@ export async function buildApp(options: AppOptions) {
     store,
     tokens: options.tokens?.store,
     webhooks: options.webhooks,
+    imports: options.imports,
     responseHeaders: {},
     preconditions: { ifMatch: req.headers["if-match"], ifNoneMatch: req.headers["if-none-match"], notModified: false },
   });
@@ -121,6 +126,7 @@ export async function buildApp(options: AppOptions) {
   await app.register(requestHooks, { metrics, cors, checkForwardedFor, routeMiss });
   await app.register(errorReplies, { routeMiss });
   await app.register(serviceRoutes, { router: appRouter, redis: options.redis, metrics, guard });
+  if (options.imports) await importUploads(app, { guard, imports: options.imports });
   await app.register(restApi, { router: appRouter, createContext, routes: restRoutes, matchRoute, guard });
   await app.register(trpcApi, { router: appRouter, createContext, guard });
   if (options.dashboardConnection) await queueDashboard(app, { connection: options.dashboardConnection, guard });

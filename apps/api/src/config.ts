@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { importLimits } from "@plant-store/contracts";
 import { parseStoreConfig, type StoreConfig } from "@plant-store/store";
 import { bootstrapTokens } from "@plant-store/tokens";
 import { parseWebhookConfig, type WebhookConfig } from "@plant-store/webhooks";
@@ -86,6 +87,10 @@ const ApiEnv = z.object({
     .default("true")
     .transform((value) => value === "true"),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** Most lines of one bulk import (POST /plants/imports); more is a 413. */
+  IMPORT_MAX_LINES: z.coerce.number().int().positive().default(importLimits.maxLines),
+  /** Most bytes of one bulk import; more is a 413. */
+  IMPORT_MAX_BYTES: z.coerce.number().int().positive().default(importLimits.maxBytes),
 });
 
 export type ApiConfig = {
@@ -103,6 +108,8 @@ export type ApiConfig = {
   trustProxy: boolean | number | string[];
   corsOrigins: "*" | string[];
   metrics: boolean;
+  /** The limits of one bulk import's upload (IMPORT_MAX_LINES, IMPORT_MAX_BYTES). */
+  imports: { maxLines: number; maxBytes: number };
 };
 
 /** Reads the API's configuration from the environment once, at start-up. */
@@ -138,5 +145,6 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     trustProxy: e.TRUST_PROXY,
     corsOrigins: e.CORS_ORIGINS,
     metrics: e.METRICS_ENABLED,
+    imports: { maxLines: e.IMPORT_MAX_LINES, maxBytes: e.IMPORT_MAX_BYTES },
   };
 }

@@ -1,4 +1,4 @@
-import type { ApiError } from "@plant-store/contracts";
+import { type ApiError, describeIssues } from "@plant-store/contracts";
 import type { TRPCError } from "@trpc/server";
 import { getHTTPStatusCodeFromError } from "@trpc/server/http";
 
@@ -37,14 +37,8 @@ type Issue = { message: string; path: PropertyKey[] };
 const isZodError = (cause: unknown): cause is Error & { issues: Issue[] } =>
   cause instanceof Error && cause.name === "ZodError" && Array.isArray((cause as { issues?: unknown }).issues);
 
-/** Issues as sentences naming their fields (the contracts' own messages already do). */
-export const describeIssues = (issues: readonly Issue[]) =>
-  issues
-    .map(({ message, path }) => {
-      const field = path.map(String).join(".");
-      return field === "" || message.startsWith(String(path[0])) ? message : `${field}: ${message}`;
-    })
-    .join("; ");
+/** Issues as sentences naming their fields (shared with the worker's import lines: contracts' exact-json). */
+export { describeIssues };
 
 /**
  * The specification's Error for any tRPC error, on REST and tRPC alike. The contracts' schemas

@@ -11,6 +11,7 @@ import { cachedVerifier, createTokenStore } from "@plant-store/tokens";
 import type { FastifyBaseLogger } from "fastify";
 import { buildApp } from "./app.js";
 import type { ApiConfig } from "./config.js";
+import { type ImportService, importService } from "./imports/service.js";
 import { type WebhookAdmin, webhookAdmin } from "./webhooks/admin.js";
 
 /**
@@ -76,7 +77,9 @@ export async function startApi(config: ApiConfig) {
   redis.on("error", () => {}); // reconnects by itself; failed commands report the outage
   await firstConnect(redis, where);
   let dashboardConnection: RedisClient | undefined;
+  let importsConnection: RedisClient | undefined;
   let webhooks: WebhookAdmin | undefined;
+  let imports: ImportService | undefined;
   try {
     const layout = await openLayout(redis, store.partitions === undefined ? {} : { partitions: store.partitions });
     // BullMQ (dashboard) wants a connection that waits out outages instead.
@@ -85,16 +88,28 @@ export async function startApi(config: ApiConfig) {
     const tokenStore = createTokenStore(redis);
     webhooks = webhookAdmin(redis, dashboardConnection, config.webhooks);
     const durability = { minReplicasAck: store.minReplicasAck, replicaAckTimeoutMs: store.replicaAckTimeoutMs };
+    const storeDeadlineMs =
+      config.redisCommandTimeoutMs + (durability.minReplicasAck > 0 ? durability.replicaAckTimeoutMs : 0);
+    // The imports' queue: BullMQ, on a connection that fails fast like the plants' (an upload's
+    // answer must not wait out an outage: it is a 503, and the upload expires unqueued).
+    importsConnection = connect(store.redis, {
+      name: "plant-store-imports",
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+      commandTimeout: config.redisCommandTimeoutMs,
+    });
+    importsConnection.on("error", () => {});
+    imports = importService(redis, importsConnection, config.imports, storeDeadlineMs);
 
     const app = await buildApp({
       redis,
       layout,
       durability,
-      storeDeadlineMs:
-        config.redisCommandTimeoutMs + (durability.minReplicasAck > 0 ? durability.replicaAckTimeoutMs : 0),
+      storeDeadlineMs,
       apiTokens: config.apiTokens,
       adminToken: config.adminToken,
       webhooks,
+      imports,
       tokens: { store: tokenStore, verify: cachedVerifier((token) => tokenStore.verify(token), TOKEN_CACHE_TTL_MS) },
       limits: config.limits,
       dashboardConnection,
@@ -107,7 +122,7 @@ export async function startApi(config: ApiConfig) {
     await app.listen({ port: config.port, host: config.host });
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : config.port;
-    const connections = [redis, dashboardConnection];
+    const connections = [redis, dashboardConnection, importsConnection];
     return {
       app,
       layout,
@@ -115,12 +130,16 @@ export async function startApi(config: ApiConfig) {
       async close() {
         await app.close();
         await webhooks?.close();
+        await imports?.close();
         await Promise.allSettled(connections.map(disconnect));
       },
     };
   } catch (error) {
     await webhooks?.close().catch(() => {});
-    await Promise.allSettled([redis, dashboardConnection].map((client) => client && disconnect(client)));
+    await imports?.close().catch(() => {});
+    await Promise.allSettled(
+      [redis, dashboardConnection, importsConnection].map((client) => client && disconnect(client)),
+    );
     throw error;
   }
 }

@@ -5,6 +5,7 @@ import superjson from "superjson";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import type { ZodType } from "zod";
 import { toApiError } from "./errors.js";
+import type { ImportService } from "./imports/service.js";
 import { StoreUnavailableError } from "./outage.js";
 import type { PlantStore } from "./plants/store.js";
 import type { WebhookAdmin } from "./webhooks/admin.js";
@@ -17,6 +18,8 @@ export type Context = {
   tokens: TokenStore | undefined;
   /** Webhook subscriptions and the deliveries queue; absent: this server has no webhooks. */
   webhooks: WebhookAdmin | undefined;
+  /** Bulk imports (records and their queue); absent: this server takes no imports. */
+  imports: ImportService | undefined;
   /** Headers a procedure adds to its response, e.g. `Link`, or a `WWW-Authenticate` challenge. */
   responseHeaders: Record<string, string>;
   /**

@@ -20,8 +20,10 @@ const unsetIfEmpty = (value: unknown) => (typeof value === "string" && value.tri
  *   returned outbox entries (of any of its partitions) and before it adds their jobs, leaving the
  *   entries read but unacknowledged (pending) — what a crash between the commit and the enqueue
  *   looks like.
+ * - `import-crash-before-checkpoint`: an import job SIGKILLs its own process after it committed its
+ *   third chunk's plants and before it checkpointed the chunk — the worst moment for its counts.
  */
-export const workerFaults = ["relay-crash-before-enqueue"] as const;
+export const workerFaults = ["relay-crash-before-enqueue", "import-crash-before-checkpoint"] as const;
 export type WorkerFault = (typeof workerFaults)[number];
 
 const faultSchema = z.preprocess(unsetIfEmpty, z.enum(workerFaults).optional());
@@ -54,6 +56,8 @@ const days = (fallback: number) =>
 const WorkerEnv = z.object({
   /** Jobs processed at the same time, per queue. */
   WORKER_CONCURRENCY: integer(1, 8),
+  /** Bulk imports one worker runs at the same time (each commits its chunks one after the other). */
+  IMPORT_CONCURRENCY: integer(1, 2),
   /** Total tries of a job (first run included) before it stays in the failed set. */
   JOB_ATTEMPTS: integer(1, 5),
   /** First retry delay; later retries double it (exponential backoff). */
@@ -161,6 +165,7 @@ export interface WorkerConfig {
   /** Webhook deliveries: destination policy, secret key, timeout, retry schedule, concurrency (WEBHOOK_*). */
   webhooks: WebhookConfig;
   concurrency: number;
+  importConcurrency: number;
   jobAttempts: number;
   jobBackoffMs: number;
   relayBatchSize: number;
@@ -232,6 +237,7 @@ export function loadWorkerConfig(env: Record<string, string | undefined> = proce
     store,
     webhooks,
     concurrency: e.WORKER_CONCURRENCY,
+    importConcurrency: e.IMPORT_CONCURRENCY,
     jobAttempts: e.JOB_ATTEMPTS,
     jobBackoffMs: e.JOB_BACKOFF_MS,
     relayBatchSize: e.RELAY_BATCH_SIZE,

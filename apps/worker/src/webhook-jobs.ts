@@ -4,8 +4,10 @@ import {
   queueNames,
   queuePrefix,
   WEBHOOK_DELIVERY_JOB,
+  type Webhook,
   type WebhookAttemptNote,
   type WebhookDeliveryJob,
+  type WebhookEventType,
   webhookDeliveryId,
   webhookLimits,
 } from "@plant-store/contracts";
@@ -41,17 +43,46 @@ export async function fanOutWebhooks(
 ): Promise<number> {
   const subscribed = await subscriptions.forFanOut();
   if (subscribed.length === 0) return 0;
+  const bodies = events.map((event) => ({
+    eventId: event.eventId,
+    type: event.type,
+    at: event.at,
+    body: webhookBody(event),
+  }));
+  return queueDeliveries(subscriptions, subscribed, deliveries, config, bodies);
+}
+
+/** An event as delivered: its id (the `webhook-id`), type, commit time (RFC 3339) and body. */
+export interface WebhookEventBody {
+  eventId: string;
+  type: WebhookEventType;
+  at: string;
+  body: string;
+}
+
+/**
+ * One delivery job per event and subscription (of `subscribed`) that wants its type and was active
+ * when it was committed, listed with the subscription's deliveries. The job id is the delivery id:
+ * queueing an event twice queues nothing twice. Used by the fan-out of plant events and by the end
+ * of an import (`import.finished`).
+ */
+export async function queueDeliveries(
+  subscriptions: WebhookSubscriptions,
+  subscribed: readonly Webhook[],
+  deliveries: Queue,
+  config: WebhookConfig,
+  events: readonly WebhookEventBody[],
+): Promise<number> {
   const jobs: { name: string; data: WebhookDeliveryJob; opts: JobsOptions }[] = [];
   const noted = new Map<string, { deliveryId: string; queuedMs: number }[]>();
   const queuedMs = Date.now();
-  for (const event of events) {
-    const body = webhookBody(event);
+  for (const { eventId, type, at, body } of events) {
     for (const subscription of subscribed) {
-      if (!subscription.events.includes(event.type) || !activeAt(subscription, event.at)) continue;
-      const deliveryId = webhookDeliveryId(subscription.id, event.eventId);
+      if (!subscription.events.includes(type) || !activeAt(subscription, at)) continue;
+      const deliveryId = webhookDeliveryId(subscription.id, eventId);
       jobs.push({
         name: WEBHOOK_DELIVERY_JOB,
-        data: { subscriptionId: subscription.id, eventId: event.eventId, type: event.type, body, queuedAt: queuedMs },
+        data: { subscriptionId: subscription.id, eventId, type, body, queuedAt: queuedMs },
         opts: {
           jobId: deliveryId,
           attempts: config.retrySchedule.length + 1,

@@ -27,6 +27,7 @@ import { z } from "zod";
 import { recordAudits } from "./audit-job.js";
 import type { WorkerConfig } from "./config.js";
 import { startHeartbeat } from "./heartbeat.js";
+import { startImports } from "./import-job.js";
 import { updateIndexes } from "./index-job.js";
 import { createLogger, type Logger } from "./logger.js";
 import { createWorkerMetrics, serveMetrics, willRetry } from "./metrics.js";
@@ -173,6 +174,19 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     queues.push(deliveries.queue);
     workers.push(deliveries.worker);
     metrics?.watch(deliveries.worker, { events: false });
+    const imports = startImports({
+      connection: redis,
+      layout,
+      durability: { minReplicasAck: store.minReplicasAck, replicaAckTimeoutMs: store.replicaAckTimeoutMs },
+      config,
+      subscriptions,
+      deliveries: deliveries.queue,
+      logger,
+      logError,
+    });
+    queues.push(imports.queue);
+    workers.push(imports.worker);
+    metrics?.watch(imports.worker, { events: false });
     /** The queues the relay hands each batch of events to. */
     const relayed: RelayedQueue[] = [];
 

@@ -8,6 +8,8 @@ export const queueNames = {
   webhooks: "plant-webhooks",
   /** One job per event and subscription: POSTs it to the subscriber, retried over about a day. */
   webhookDeliveries: "webhook-deliveries",
+  /** One job per bulk import (`POST /plants/imports`): judges and commits its lines, resumably. */
+  imports: "plant-imports",
 } as const;
 export type QueueName = (typeof queueNames)[keyof typeof queueNames];
 

@@ -1,10 +1,23 @@
 import { z } from "zod";
 import { PLANT_EVENT_TYPES, type PlantEventType } from "./events.js";
+import { IMPORT_FINISHED_EVENT } from "./imports.js";
 
-/** The plant events a webhook subscription can receive (Standard Webhooks `type`): every event the outbox carries. */
-export const WebhookEventType = z.enum(PLANT_EVENT_TYPES as [PlantEventType, ...PlantEventType[]]);
+/**
+ * The events a webhook subscription can receive (Standard Webhooks `type`): every plant event the
+ * outbox carries, and the end of a bulk import.
+ */
+type EventType = PlantEventType | typeof IMPORT_FINISHED_EVENT;
+export const WebhookEventType = z.enum([...PLANT_EVENT_TYPES, IMPORT_FINISHED_EVENT] as unknown as [
+  EventType,
+  ...EventType[],
+]);
 export type WebhookEventType = z.output<typeof WebhookEventType>;
 export const WEBHOOK_EVENT_TYPES: readonly WebhookEventType[] = WebhookEventType.options;
+/**
+ * What a subscription that names no events receives: the plant events. `import.finished` carries
+ * another `data` (an import's counts, not a plant), so only a subscription that names it gets it.
+ */
+export const DEFAULT_WEBHOOK_EVENT_TYPES: readonly WebhookEventType[] = PLANT_EVENT_TYPES;
 
 /** Limits of subscriptions, served in the document. */
 export const webhookLimits = {
@@ -38,10 +51,12 @@ export const NewWebhook = z
           "private, link-local or metadata address unless the server allows it.",
       }),
     events: z
-      .array(WebhookEventType, { error: `events must be a list of ${PLANT_EVENT_TYPES.join(", ")}` })
+      .array(WebhookEventType, { error: `events must be a list of ${WEBHOOK_EVENT_TYPES.join(", ")}` })
       .min(1, "events must name at least one event type")
       .optional()
-      .meta({ description: "Event types to receive; all of them when left out" }),
+      .meta({
+        description: "Event types to receive; when left out, the plant events (`import.finished` only when named)",
+      }),
     description: z
       .string({ error: "description must be a string" })
       .max(

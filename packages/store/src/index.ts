@@ -50,6 +50,17 @@ export {
   recordEmbeddedStore,
 } from "./embedded.js";
 export {
+  type ChunkTally,
+  type ImportCommitter,
+  type ImportLine,
+  type ImportStore,
+  importCommitter,
+  importStore,
+  newImportId,
+  type StoredImport,
+  UPLOAD_TTL_MS,
+} from "./imports.js";
+export {
   type IndexedUpdate,
   type IndexedVersion,
   indexCreated,
@@ -59,7 +70,9 @@ export {
 export { inspectStore, keyCount, type StoreInspector } from "./inspect.js";
 export {
   DEFAULT_PARTITIONS,
+  type ImportKeys,
   INDEX_BUCKET_MICROS,
+  importKeys,
   indexBucketOf,
   indexKeys,
   indexMember,

@@ -75,6 +75,13 @@ function makePartitionKeys(p: number) {
      * margin) has passed since its last record (see audit.ts).
      */
     auditRecordedOn: (day: string) => `plants:${tag}:audit:recorded:${day}`,
+    /**
+     * The lines a bulk import's current chunk created in this partition (a hash: `chunk` → the
+     * chunk's sequence number, `<line>` → 1), written by the same script as those plants: a chunk
+     * committed again after a crash counts its own creates as created and commits nothing twice
+     * (see createPlants-n.lua). Emptied at the import's next chunk, deleted when it ends.
+     */
+    importedLines: (importId: string) => `plants:${tag}:imported:${importId}`,
   } as const;
 }
 
@@ -118,7 +125,27 @@ export function indexMemberParts(member: string): { id: string; created: string;
   };
 }
 
+/**
+ * A bulk import's keys: its record, its upload's chunks and its line errors share the import's own
+ * hash tag, so one script updates them together (and imports spread over the shards).
+ */
+export function importKeys(id: string) {
+  const tag = `{${id}}`;
+  return {
+    /** Hash: status, counts, times, who uploaded it (see imports.ts). */
+    record: `imports:${tag}`,
+    /** List: the upload's lines, a chunk per element, in order; each leaves once committed. */
+    chunks: `imports:${tag}:chunks`,
+    /** List: the first line errors (JSON `{line, message}`), in line order. */
+    errors: `imports:${tag}:errors`,
+  } as const;
+}
+
+export type ImportKeys = ReturnType<typeof importKeys>;
+
 export const storeKeys = {
+  /** Sorted set of import ids by creation time (ms): the imports listing. */
+  importIds: "imports:ids",
   /** Hash: layout version and partition count of this store. */
   meta: "plants:meta",
   /** Consumer group through which relays read each partition's outbox. */

@@ -16,7 +16,7 @@ declare module "ioredis" {
       granularityMs: string,
     ): Result<string[], Context>;
     tokenRevoke(tokenKey: string, nowIso: string): Result<number, Context>;
-    tokenIdsAfter(idsKey: string, after: string, count: number): Result<string[] | -1, Context>;
+    idsAfter(idsKey: string, after: string, count: number): Result<string[] | -1, Context>;
   }
 }
 
@@ -69,7 +69,7 @@ export function tokenRecords(client: RedisClient) {
       after: string | undefined,
       count: number,
     ): Promise<{ records: Record<string, string>[]; more: boolean } | undefined> {
-      const ids = await client.tokenIdsAfter(storeKeys.tokenIds, after ?? "", count + 1);
+      const ids = await client.idsAfter(storeKeys.tokenIds, after ?? "", count + 1);
       if (ids === -1) return undefined;
       const records = await Promise.all(ids.slice(0, count).map((id) => client.hgetall(storeKeys.token(id))));
       return { records: records.filter((fields) => Object.keys(fields).length > 0), more: ids.length > count };

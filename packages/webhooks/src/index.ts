@@ -11,7 +11,7 @@ export {
   isAllowedAddress,
   parseDestination,
 } from "./destination.js";
-export { webhookBody } from "./payload.js";
+export { importFinishedBody, webhookBody } from "./payload.js";
 export { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, retryDelay } from "./schedule.js";
 export { generateSecret, SecretKeyError, secretSealer } from "./secrets.js";
 export {

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import {
+  DEFAULT_WEBHOOK_EVENT_TYPES,
   type NewWebhook,
   WEBHOOK_EVENT_TYPES,
   type Webhook,
@@ -101,7 +102,7 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
       const secret = generateSecret();
       const fields: WebhookFields = {
         url,
-        events: eventsField(input.events ?? WEBHOOK_EVENT_TYPES),
+        events: eventsField(input.events ?? DEFAULT_WEBHOOK_EVENT_TYPES),
         createdAt: created.toISOString(),
         secrets: JSON.stringify([{ sealed: sealer.seal(secret) }] satisfies StoredSecret[]),
       };

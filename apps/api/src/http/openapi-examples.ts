@@ -77,7 +77,62 @@ const delivery = {
   createdAt: CREATED_AT,
 };
 
+const IMPORT_ID = "imp_5e0c9a7b3d1f2e4a6c8b0d9f";
+const importSummary = {
+  id: IMPORT_ID,
+  status: "succeeded",
+  totalLines: 3,
+  lines: 3,
+  created: 1,
+  unchanged: 1,
+  conflicts: 0,
+  invalid: 1,
+  progress: 1,
+  createdAt: CREATED_AT,
+  startedAt: "2026-11-24T09:30:00.200Z",
+  finishedAt: "2026-11-24T09:30:00.900Z",
+};
+const importErrors = [{ line: 3, message: "name is required" }];
+const noImport = { 404: `There is no import with id ${IMPORT_ID}` };
+const badImportId = { 400: "id must be an import id: imp_ and 24 hex digits" };
+
 export const operationExamples: Record<string, OperationExamples> = {
+  createImport: {
+    request: `${JSON.stringify(plant)}\n{"id":${OTHER_PLANT_ID},"name":"Bird of paradise","tag":"tropical"}\n`,
+    response: { id: IMPORT_ID, status: "queued", createdAt: CREATED_AT },
+    errors: {
+      400: "The upload is empty: send one NewPlant JSON object per line",
+      413: "The upload is larger than 1,000,000 lines or 268,435,456 bytes",
+      415: "The request body must be application/x-ndjson: one NewPlant per line",
+    },
+  },
+  listImports: {
+    parameters: { limit: 20 },
+    response: [importSummary],
+    errors: { ...read, 400: "limit must be an integer from 1 to 100" },
+  },
+  getImport: {
+    parameters: { id: IMPORT_ID },
+    response: { ...importSummary, errors: importErrors },
+    errors: { ...read, ...badImportId, ...noImport },
+  },
+  cancelImport: {
+    parameters: { id: IMPORT_ID },
+    response: {
+      ...importSummary,
+      status: "cancelled",
+      lines: 2,
+      invalid: 0,
+      progress: 2 / 3,
+      finishedAt: "2026-11-24T09:30:00.500Z",
+      errors: [],
+    },
+    errors: {
+      ...badImportId,
+      ...noImport,
+      409: `The import ${IMPORT_ID} has succeeded already: there is nothing to cancel`,
+    },
+  },
   createPlant: {
     request: plant,
     response: { name: plant.name, tag: plant.tag },
@@ -186,4 +241,5 @@ export const webhookExample = {
   timestamp: "1795512600",
   signature: "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=",
   body: (type: string) => ({ type, timestamp: "2026-11-24T09:30:00.123Z", data: plant }),
+  importFinished: { type: "import.finished", timestamp: importSummary.finishedAt, data: importSummary },
 };

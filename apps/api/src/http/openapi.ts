@@ -1,10 +1,21 @@
-import { ApiError, limits, WEBHOOK_EVENT_TYPES } from "@plant-store/contracts";
+import {
+  ApiError,
+  IMPORT_FINISHED_EVENT,
+  IMPORT_MEDIA_TYPE,
+  ImportAccepted,
+  ImportSummary,
+  importLimits,
+  limits,
+  PLANT_EVENT_TYPES,
+} from "@plant-store/contracts";
 import type { AnyRouter } from "@trpc/server";
 import { generateOpenApiDocument } from "trpc-to-openapi";
 import { globalRegistry, type ZodType } from "zod";
 import { createSchema } from "zod-openapi";
 import { statusMessages } from "../errors.js";
+import { errors } from "../routers/errors.js";
 import type { Meta } from "../trpc.js";
+import { IMPORTS_PATH } from "./import-upload.js";
 import {
   EXAMPLE_PLANT_ID,
   errorMessages,
@@ -52,10 +63,25 @@ const description = [
   "verify with any Standard Webhooks library and the subscription's `whsec_` secret). Deliveries are retried",
   "with backoff and jitter for about a day (5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h), a `410 Gone` ends the",
   "subscription, and order is not guaranteed across events: use `webhook-id` to drop repeats.",
+  "",
+  "Bulk imports: POST /plants/imports takes an NDJSON file (`application/x-ndjson`, one NewPlant per line, up",
+  `to ${importLimits.maxLines.toLocaleString("en-US")} lines or ${importLimits.maxBytes.toLocaleString("en-US")} bytes; 413 beyond) and answers 202 once it is stored; a worker then`,
+  "judges each line as a POST of it would be, commits the plants, and counts every line once: GET",
+  "/plants/imports/{id} follows it, DELETE cancels it, the `import.finished` webhook tells its end.",
 ].join("\n");
 
-/** The event a webhook delivers; `data` is the plant as a NewPlant (after an update, as it now is). */
-const webhookEvent = (operationId: string, type: string, summary: string, text: string) => ({
+/**
+ * The event a webhook delivers: a plant event's `data` is the plant as a NewPlant (after an update, as
+ * it now is); `import.finished`'s the import's counts.
+ */
+const webhookEvent = (
+  operationId: string,
+  type: string,
+  summary: string,
+  text: string,
+  schema = "WebhookEvent",
+  example: unknown = webhookExample.body(type),
+) => ({
   post: {
     operationId,
     summary,
@@ -78,7 +104,7 @@ const webhookEvent = (operationId: string, type: string, summary: string, text: 
     })),
     requestBody: {
       required: true,
-      content: { "application/json": { schema: ref("WebhookEvent"), example: webhookExample.body(type) } },
+      content: { "application/json": { schema: ref(schema), example } },
     },
     responses: {
       "2XX": { description: "Received" },
@@ -130,6 +156,59 @@ function headersOf(status: number): Json {
   if (status === 412) return headerRefs("X-Request-Id", "ETag");
   if (status < 400) return headerRefs("X-Request-Id", ...RATE_LIMIT);
   return headerRefs("X-Request-Id");
+}
+
+/** `POST /plants/imports`: the streamed upload (its examples and error bodies are added as every operation's). */
+function importUploadOperation(): Json {
+  const { maxLines, maxBytes } = importLimits;
+  const statuses: Record<number, string> = {
+    400: "The upload is empty",
+    401: errors[401],
+    403: errors[403],
+    413: `The upload is larger than the limit: ${maxLines.toLocaleString("en-US")} lines or ${maxBytes.toLocaleString("en-US")} bytes (unless the server sets others); nothing was stored`,
+    415: `The body is not ${IMPORT_MEDIA_TYPE} (UTF-8)`,
+    429: errors[429],
+    500: errors[500],
+    503: "The store is temporarily unavailable: the upload was not queued (list the imports before sending it again)",
+  };
+  return {
+    operationId: "createImport",
+    summary: "Import plants from an NDJSON file",
+    description: [
+      `Takes an upload of \`${IMPORT_MEDIA_TYPE}\`: one NewPlant JSON object per line (a final line break is optional,`,
+      "CRLF line ends are accepted), streamed: the service stores it in chunks as it arrives and never holds it",
+      "whole. Once it is stored, the answer is 202 with the import's `Location`; a worker then judges each line",
+      "as a `POST /plants` of it would be — a new plant is created (and indexed, audited and sent to webhooks",
+      "like any other), an identical one already there is `unchanged`, a different plant under its id is a",
+      "`conflict`, anything else (an empty line, bad JSON, a field out of bounds) is `invalid` with its line",
+      "number and message — and never stops on a bad line. Every line is counted once, also when a worker dies",
+      "mid-import: `created + unchanged + conflicts + invalid = lines`.",
+    ].join(" "),
+    tags: ["imports"],
+    security: [{ bearerAuth: ["plants:write"] }],
+    requestBody: {
+      required: true,
+      content: {
+        [IMPORT_MEDIA_TYPE]: {
+          schema: { type: "string", description: "NewPlant objects as JSON, one per line (see NewPlant)" },
+        },
+      },
+    },
+    responses: {
+      202: {
+        description: "The upload is stored and its import queued",
+        headers: {
+          Location: {
+            description: "The import: GET it to follow its progress",
+            schema: { type: "string" },
+            example: "/plants/imports/imp_5e0c9a7b3d1f2e4a6c8b0d9f",
+          },
+        },
+        content: { "application/json": { schema: ref("ImportAccepted") } },
+      },
+      ...Object.fromEntries(Object.entries(statuses).map(([status, text]) => [status, { description: text }])),
+    },
+  };
 }
 
 /** An operation's examples: its body, each parameter, its success body and each error's message. */
@@ -211,6 +290,15 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
     }
   }
 
+  // The upload is a plain route beside the adapter (it streams its body): described here, then
+  // treated as every other operation below. Its paths follow the plants' in the document.
+  generated.paths[IMPORTS_PATH] = { post: importUploadOperation(), ...generated.paths[IMPORTS_PATH] };
+  Object.assign(schemas, component(ImportAccepted, "output"), component(ImportSummary, "output"));
+  const rank = (path: string) => (path.startsWith(IMPORTS_PATH) ? 1 : path.startsWith("/plants") ? 0 : 2);
+  generated.paths = Object.fromEntries(
+    Object.entries(generated.paths).sort(([a], [b]) => rank(a) - rank(b)),
+  ) as typeof generated.paths;
+
   for (const operations of Object.values(generated.paths)) {
     for (const operation of Object.values(operations)) {
       // A conditional read's 304: no body, the current ETag.
@@ -248,6 +336,7 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
     tags: [
       { name: "plants", description: "The plants in the store" },
       { name: "admin", description: "Token administration (admin scope)" },
+      { name: "imports", description: "Bulk imports of plants from an NDJSON file, and their progress" },
       { name: "webhooks", description: "Webhook subscriptions and their deliveries (admin scope)" },
     ],
     paths: generated.paths,
@@ -260,6 +349,14 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
       ),
       plantUpdated: webhookEvent("plantUpdated", "plant.updated", "A plant was updated", "The plant as it now is."),
       plantDeleted: webhookEvent("plantDeleted", "plant.deleted", "A plant was deleted", "The plant as it was."),
+      importFinished: webhookEvent(
+        "importFinished",
+        IMPORT_FINISHED_EVENT,
+        "An import ended",
+        "A bulk import succeeded, failed or was cancelled: its counts, as GET /plants/imports/{id} has them (the line errors are there). Only subscriptions that name `import.finished` receive it.",
+        "ImportFinishedEvent",
+        webhookExample.importFinished,
+      ),
     },
     components: {
       schemas: {
@@ -269,13 +366,22 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
           type: "object",
           required: ["type", "timestamp", "data"],
           properties: {
-            type: { type: "string", enum: WEBHOOK_EVENT_TYPES },
+            type: { type: "string", enum: PLANT_EVENT_TYPES },
             timestamp: {
               type: "string",
               format: "date-time",
               description: "When the api accepted the change (RFC 3339)",
             },
             data: ref("NewPlant"),
+          },
+        },
+        ImportFinishedEvent: {
+          type: "object",
+          required: ["type", "timestamp", "data"],
+          properties: {
+            type: { type: "string", const: IMPORT_FINISHED_EVENT },
+            timestamp: { type: "string", format: "date-time", description: "When the import ended (RFC 3339)" },
+            data: ref("ImportSummary"),
           },
         },
       },

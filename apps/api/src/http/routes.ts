@@ -16,7 +16,13 @@ export type RestRoute = {
   query: ZodObject | undefined;
   /** A POST whose input is its path parameters only (an action such as rotate-secret): it takes no body. */
   bodyless: boolean;
+  /** Segments of its path without a parameter: of the routes a path matches, those with the most are it. */
+  literals: number;
 };
+
+/** The segments of a path template that name no parameter (`/plants/imports`: 2, `/plants/{id}`: 1). */
+export const literalSegments = (path: string) =>
+  path.split("/").filter((segment) => segment !== "" && !segment.includes("{")).length;
 
 export type RouteMatch =
   | { kind: "found"; route: RestRoute }
@@ -40,6 +46,7 @@ export function restRoutesOf(router: AnyRouter): RestRoute[] {
       successStatus: _def.meta?.successStatus ?? 200,
       query: openapi.method === "GET" && input instanceof ZodObject ? input : undefined,
       bodyless: isBodylessAction(openapi.method, openapi.path, input),
+      literals: literalSegments(openapi.path),
     });
   }
   return routes;
@@ -56,12 +63,15 @@ const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
 /**
  * Matches a request against the REST operations; on a miss, the server's own static routes (like
- * /openapi.json, from `routeList`: `METHOD url`) decide between 405 and 404.
+ * /openapi.json, from `routeList`: `METHOD url`) decide between 405 and 404. A path that several
+ * templates match is the most literal one's (`/plants/imports` is not the plant `imports`).
  */
 export function createRouteMatcher(routes: readonly RestRoute[], routeList: readonly string[]) {
   return (method: string, url: string): RouteMatch => {
     const path = url.split("?", 1)[0] as string;
-    const onPath = routes.filter((route) => route.pattern.test(path));
+    const matching = routes.filter((route) => route.pattern.test(path));
+    const literals = Math.max(0, ...matching.map((route) => route.literals));
+    const onPath = matching.filter((route) => route.literals === literals);
     const route = onPath.find((candidate) => candidate.method === method);
     if (route) return { kind: "found", route };
     const allow = new Set(onPath.map((r) => r.method));

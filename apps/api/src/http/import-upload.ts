@@ -1,0 +1,104 @@
+import type { Readable } from "node:stream";
+import { IMPORT_MEDIA_TYPE, type ImportAccepted } from "@plant-store/contracts";
+import { newImportId } from "@plant-store/store";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { apiError } from "../errors.js";
+import { UploadChunker } from "../imports/chunker.js";
+import type { ImportService } from "../imports/service.js";
+import type { Guard } from "./guard.js";
+import { literalSegments, type RestRoute } from "./routes.js";
+
+export const IMPORTS_PATH = "/plants/imports";
+
+/**
+ * The upload as a REST operation for the route matcher (404/405, CORS, the guard of a malformed
+ * path): a plain Fastify route, not a procedure, since trpc-to-openapi reads whole bodies.
+ */
+export const importUploadRoute: RestRoute = {
+  method: "POST",
+  pattern: /^\/plants\/imports$/,
+  scope: "plants:write",
+  procedure: "imports.create",
+  successStatus: 202,
+  query: undefined,
+  bodyless: false,
+  literals: literalSegments(IMPORTS_PATH),
+};
+
+/** Why a Content-Type is not an upload's: NDJSON in UTF-8 only. */
+function mediaTypeProblem(contentType: string | undefined): string | undefined {
+  const [essence = "", ...parameters] = (contentType ?? "").split(";");
+  if (essence.trim() !== IMPORT_MEDIA_TYPE)
+    return `The request body must be ${IMPORT_MEDIA_TYPE}: one NewPlant per line`;
+  const charset = /^\s*charset\s*=\s*"?([^";\s]+)"?\s*$/i.exec(parameters.find((p) => /charset/i.test(p)) ?? "")?.[1];
+  if (charset !== undefined && !["utf-8", "utf8"].includes(charset.toLowerCase())) {
+    return `The request body must be UTF-8, not ${charset}`;
+  }
+  return undefined;
+}
+
+const tooLarge = (reply: FastifyReply, message: string) =>
+  // The rest of the body is not read: the connection closes after the answer.
+  reply.code(413).header("connection", "close").send(apiError(413, message));
+
+/**
+ * `POST /plants/imports`: an NDJSON upload becomes a queued import. Authentication, scope and rate
+ * limits first (the guard), then the media type, before a byte of the body is read. The body is
+ * read as it arrives, never held whole: cut into chunks of whole lines (UploadChunker), each stored
+ * in Redis before the next bytes are read (the socket waits meanwhile). Past the limits (lines or
+ * bytes) the stored chunks go and the answer is 413; once the whole upload is stored, its import is
+ * recorded and queued and the answer is 202 with its Location.
+ */
+export async function importUploads(app: FastifyInstance, options: { guard: Guard; imports: ImportService }) {
+  const { guard, imports } = options;
+  const { maxLines, maxBytes } = imports.limits;
+  const limitText = `${maxLines.toLocaleString("en-US")} lines or ${maxBytes.toLocaleString("en-US")} bytes`;
+
+  await app.register(async (scope) => {
+    // The body is the request's stream, passed on unread: the handler reads it chunk by chunk.
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser("*", (_request, payload, done) => done(null, payload));
+
+    scope.post(IMPORTS_PATH, {
+      onRequest: async (request, reply) => {
+        if (!(await guard.check(request, reply, { scope: "plants:write" }))) return reply;
+        const problem = mediaTypeProblem(request.headers["content-type"]);
+        if (problem) return reply.code(415).send(apiError(415, problem));
+        const length = Number(request.headers["content-length"] ?? Number.NaN);
+        if (length > maxBytes) return tooLarge(reply, `The upload is larger than ${limitText}`);
+      },
+      handler: (request, reply) => upload(request, reply),
+    });
+  });
+
+  async function upload(request: FastifyRequest, reply: FastifyReply) {
+    const body = (request.body ?? request.raw) as Readable;
+    const chunker = new UploadChunker({ maxLines, maxBytes });
+    const id = newImportId();
+    try {
+      for await (const data of body) {
+        for (const chunk of chunker.push(data as Buffer)) await imports.appendChunk(id, chunk);
+        if (chunker.exceeded) break;
+      }
+      if (!chunker.exceeded) for (const chunk of chunker.end()) await imports.appendChunk(id, chunk);
+    } catch (error) {
+      await imports.discardUpload(id);
+      throw error;
+    }
+    if (chunker.exceeded) {
+      await imports.discardUpload(id);
+      return tooLarge(reply, `The upload is larger than ${limitText}`);
+    }
+    if (chunker.lines === 0) {
+      return reply.code(400).send(apiError(400, "The upload is empty: send one NewPlant JSON object per line"));
+    }
+    const principal = await request.auth;
+    const accepted: ImportAccepted = await imports.submit(id, {
+      totalLines: chunker.lines,
+      bytes: chunker.bytes,
+      actor: principal?.ok ? principal.principal.id : "unknown",
+      requestId: request.id,
+    });
+    return reply.code(202).header("location", `${IMPORTS_PATH}/${id}`).send(accepted);
+  }
+}

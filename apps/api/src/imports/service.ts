@@ -1,0 +1,88 @@
+import {
+  IMPORT_JOB,
+  type Import,
+  ImportLineError,
+  type ImportSummary,
+  importJobOptions,
+  importOf,
+  queueNames,
+  queuePrefix,
+} from "@plant-store/contracts";
+import { importStore, isCluster, type RedisClient } from "@plant-store/store";
+import { Queue } from "bullmq";
+import { reach } from "../outage.js";
+
+/** The limits of one upload (IMPORT_MAX_LINES, IMPORT_MAX_BYTES). */
+export interface ImportLimits {
+  maxLines: number;
+  maxBytes: number;
+}
+
+/**
+ * The api's side of bulk imports: the uploads and records (the store's), and the queue their jobs go
+ * to (`queueConnection`: one that fails fast, so an outage answers 503 instead of holding the upload's
+ * answer). Every Redis failure becomes StoreUnavailableError (503).
+ */
+export function importService(
+  redis: RedisClient,
+  queueConnection: RedisClient,
+  limits: ImportLimits,
+  /** The longest a call waits on a cluster (its redirections can outlast a node's command timeout). */
+  deadlineMs: number,
+) {
+  const store = importStore(redis);
+  const deadline = isCluster(redis) ? deadlineMs : undefined;
+  const name = queueNames.imports;
+  const queue = new Queue(name, { connection: queueConnection, prefix: queuePrefix(name) });
+  queue.on("error", () => {}); // a failing call reports it
+  const call = <T>(run: () => Promise<T>) => reach(run, deadline);
+
+  return {
+    limits,
+
+    /** Adds a chunk of whole lines to upload `id` (not yet an import). */
+    appendChunk: (id: string, chunk: Buffer) => call(() => store.appendChunk(id, chunk)),
+
+    /** Drops an upload that will not become an import; best effort (its chunks expire anyway). */
+    discardUpload: (id: string) => store.discardUpload(id).catch(() => undefined),
+
+    /**
+     * Turns a stored upload into a queued import: its record, its job (id: the import's), then the
+     * record and upload made permanent and listed. An api that dies before the job is queued leaves
+     * an upload that expires; one that dies after it leaves an import its worker confirms.
+     */
+    async submit(id: string, upload: { totalLines: number; bytes: number; actor: string; requestId: string }) {
+      const createdAt = new Date();
+      await call(() => store.record(id, { ...upload, createdAt: createdAt.toISOString() }));
+      await call(() => queue.add(IMPORT_JOB, { importId: id }, importJobOptions(id)));
+      await call(() => store.confirm(id, createdAt.getTime()));
+      return { id, status: "queued" as const, createdAt: createdAt.toISOString() };
+    },
+
+    /** The import with its first line errors, or undefined. */
+    async get(id: string): Promise<Import | undefined> {
+      const found = await call(() => store.get(id));
+      if (!found) return undefined;
+      const errors = found.errors.map((text) => ImportLineError.parse(JSON.parse(text)));
+      return { ...importOf(found.stored), errors };
+    },
+
+    /** A page of imports, oldest first, after `cursor`; undefined when the cursor names no import. */
+    async page(options: {
+      limit: number;
+      cursor?: string | undefined;
+    }): Promise<{ imports: ImportSummary[]; nextCursor?: string } | undefined> {
+      const page = await call(() => store.page(options.cursor, options.limit));
+      if (!page) return undefined;
+      const imports = page.imports.map(importOf);
+      return page.next === undefined ? { imports } : { imports, nextCursor: page.next };
+    },
+
+    /** Cancels a queued or running import; the status it had, or undefined when there is none. */
+    cancel: (id: string) => call(() => store.cancel(id, new Date().toISOString())),
+
+    close: () => queue.close(),
+  };
+}
+
+export type ImportService = ReturnType<typeof importService>;

@@ -1,0 +1,264 @@
+import {
+  FINISHED_IMPORT_STATUSES,
+  IMPORT_FINISHED_EVENT,
+  IMPORT_JOB,
+  ImportJobData,
+  type ImportStatus,
+  type ImportSummary,
+  importFinishedEventId,
+  importLimits,
+  importOf,
+  judgeImportLine,
+  queueNames,
+  queuePrefix,
+} from "@plant-store/contracts";
+import {
+  type ChunkTally,
+  type Durability,
+  type ImportCommitter,
+  type ImportLine,
+  type ImportStore,
+  importCommitter,
+  importStore,
+  type Layout,
+  type RedisClient,
+  type StoredImport,
+} from "@plant-store/store";
+import { importFinishedBody, type WebhookConfig, type WebhookSubscriptions } from "@plant-store/webhooks";
+import { DelayedError, type Job, Queue, UnrecoverableError, Worker } from "bullmq";
+import type { WorkerConfig, WorkerFault } from "./config.js";
+import type { Logger } from "./logger.js";
+import { queueDeliveries } from "./webhook-jobs.js";
+
+/** The chunk after which the fault point `import-crash-before-checkpoint` kills the process (0-based). */
+const CRASH_AFTER_CHUNK = 2;
+
+/** How often one import may be found stalled (its worker died) and taken up again before it fails. */
+const MAX_STALLED = 20;
+
+export interface ImportContext {
+  imports: ImportStore;
+  commits: ImportCommitter;
+  subscriptions: WebhookSubscriptions;
+  deliveries: Queue;
+  webhooks: WebhookConfig;
+  logger: Logger;
+  fault?: WorkerFault | undefined;
+  /** True once the worker is closing: a running import stops after its chunk and waits in the queue for a worker. */
+  closing(): boolean;
+}
+
+/** What one chunk's lines came to: the valid ones to commit, the counts of the others, their errors. */
+function judgeChunk(chunk: Buffer, firstLine: number) {
+  const valid: ImportLine[] = [];
+  const errors: string[] = [];
+  let lines = 0;
+  let start = 0;
+  while (start < chunk.length) {
+    let end = chunk.indexOf(0x0a, start);
+    if (end === -1) end = chunk.length; // the api ends every line; a chunk without one is still read whole
+    const line = firstLine + lines;
+    const judged = judgeImportLine(chunk.subarray(start, end));
+    if (judged.plant) valid.push({ line, plant: judged.plant });
+    else errors.push(JSON.stringify({ line, message: judged.invalid }));
+    lines++;
+    start = end + 1;
+  }
+  return { valid, errors, lines };
+}
+
+/** The job's progress on the dashboard: the share of lines judged, in percent (whole numbers). */
+const percentOf = (stored: { lines: number; totalLines: number }) =>
+  stored.totalLines === 0 ? 100 : Math.floor((100 * stored.lines) / stored.totalLines);
+
+function killBeforeCheckpoint(logger: Logger, importId: string, seq: number): never {
+  // stdout writes to a pipe or file are synchronous on Linux: the line is out before the kill.
+  logger.error("fault point import-crash-before-checkpoint: killing the process before the checkpoint", {
+    importId,
+    chunk: seq,
+  });
+  process.kill(process.pid, "SIGKILL");
+  throw new Error("unreachable: SIGKILL sent to self");
+}
+
+/**
+ * The end of an import (succeeded, failed or cancelled), however often it runs: the partitions'
+ * records of its creates go, and `import.finished` is queued for the subscriptions that want it
+ * (its delivery ids make a second queueing a no-op).
+ */
+async function ended(context: ImportContext, summary: ImportSummary): Promise<void> {
+  await context.commits.forget(summary.id);
+  const subscribed = await context.subscriptions.forFanOut();
+  if (subscribed.length === 0) return;
+  await queueDeliveries(context.subscriptions, subscribed, context.deliveries, context.webhooks, [
+    {
+      eventId: importFinishedEventId(summary.id),
+      type: IMPORT_FINISHED_EVENT,
+      at: summary.finishedAt ?? new Date().toISOString(),
+      body: importFinishedBody(summary),
+    },
+  ]);
+}
+
+/**
+ * Runs an import from its last checkpoint to its end: takes the upload's chunks in order, judges
+ * each line as a POST would be, commits the chunk's plants (one createPlants-n call per partition)
+ * and checkpoints the chunk (the counts, the lines judged, the first errors, and the chunk taken
+ * off the upload, in one script). A worker killed between a commit and its checkpoint leaves the
+ * chunk in place: the next attempt commits it again, and the partitions' records of the chunk's
+ * creates make those lines count as created once, never as unchanged (see createPlants-n.lua).
+ * Stops at the next chunk once the import is cancelled.
+ */
+export async function runImport(job: Job, token: string | undefined, context: ImportContext): Promise<ImportSummary> {
+  const data = ImportJobData.safeParse(job.data);
+  if (!data.success) throw new UnrecoverableError(`invalid ${job.name} payload: ${data.error.message}`);
+  const { importId } = data.data;
+  const { imports, commits, logger } = context;
+  let stored: StoredImport | undefined = await imports.start(importId, new Date().toISOString());
+  if (!stored) throw new UnrecoverableError(`there is no import ${importId} (its upload expired before it was queued)`);
+  try {
+    let status = stored.status;
+    while (status === "running") {
+      if (context.closing()) {
+        // Back to the queue without counting an attempt: a worker (this one restarted, or another) goes on.
+        await job.moveToDelayed(Date.now() + 1, token);
+        throw new DelayedError();
+      }
+      const chunk = await imports.headChunk(importId);
+      if (chunk === null) break;
+      const seq: number = stored.chunksDone;
+      const judged = judgeChunk(chunk, stored.lines + 1);
+      const meta = { actor: stored.actor, requestId: stored.requestId };
+      const outcomes =
+        judged.valid.length === 0
+          ? []
+          : await commits.commitChunk(importId, seq, meta, new Date().toISOString(), judged.valid);
+      if (outcomes === "stale") throw new Error(`import ${importId}: another worker took it past chunk ${seq}`);
+      const tally: ChunkTally = {
+        lines: judged.lines,
+        created: outcomes.filter((outcome) => outcome === "created").length,
+        unchanged: outcomes.filter((outcome) => outcome === "unchanged").length,
+        conflicts: outcomes.filter((outcome) => outcome === "conflict").length,
+        invalid: judged.errors.length,
+      };
+      if (context.fault === "import-crash-before-checkpoint" && seq === CRASH_AFTER_CHUNK) {
+        killBeforeCheckpoint(logger, importId, seq);
+      }
+      const checkpoint = await imports.checkpoint(importId, seq, tally, judged.errors, importLimits.errorsKept);
+      if (!checkpoint.taken) throw new Error(`import ${importId}: another worker checkpointed chunk ${seq} first`);
+      status = checkpoint.status;
+      stored = {
+        ...stored,
+        chunksDone: seq + 1,
+        lines: stored.lines + tally.lines,
+        created: stored.created + tally.created,
+        unchanged: stored.unchanged + tally.unchanged,
+        conflicts: stored.conflicts + tally.conflicts,
+        invalid: stored.invalid + tally.invalid,
+      };
+      await job.updateProgress(percentOf(stored));
+    }
+    stored = await imports.read(importId);
+    if (!stored) throw new UnrecoverableError(`import ${importId} disappeared while it ran`);
+    if (stored.status === "running") {
+      const missing = stored.totalLines - stored.lines;
+      const finished =
+        missing === 0
+          ? await imports.finish(importId, "succeeded", new Date().toISOString())
+          : await imports.finish(
+              importId,
+              "failed",
+              new Date().toISOString(),
+              `${missing} line(s) of the upload were lost before they were judged`,
+            );
+      stored = finished === undefined ? stored : await imports.read(importId);
+      if (!stored) throw new UnrecoverableError(`import ${importId} disappeared while it ran`);
+    }
+  } catch (error) {
+    if (error instanceof DelayedError) throw error;
+    const last = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+    if (last) {
+      const reason = error instanceof Error ? error.message : String(error);
+      await imports.finish(importId, "failed", new Date().toISOString(), reason).catch(() => undefined);
+      const failed = await imports.read(importId).catch(() => undefined);
+      if (failed) await ended(context, importOf(failed)).catch(() => undefined);
+    }
+    throw error;
+  }
+  const summary = importOf(stored);
+  if ((FINISHED_IMPORT_STATUSES as readonly string[]).includes(summary.status)) {
+    await ended(context, summary);
+    await job.updateProgress(percentOf(stored));
+  }
+  logger.info("import finished", {
+    importId,
+    status: summary.status as ImportStatus,
+    lines: summary.lines,
+    created: summary.created,
+    unchanged: summary.unchanged,
+    conflicts: summary.conflicts,
+    invalid: summary.invalid,
+  });
+  return summary;
+}
+
+/**
+ * The `plant-imports` queue and its worker: IMPORT_CONCURRENCY imports at once per worker. A job's
+ * lock is renewed while it runs; a worker that dies leaves it stalled, and another worker (or the
+ * same one restarted) takes it up after the lock expired, from its last checkpoint.
+ */
+export function startImports(options: {
+  connection: RedisClient;
+  layout: Layout;
+  durability: Durability;
+  config: WorkerConfig;
+  subscriptions: WebhookSubscriptions;
+  deliveries: Queue;
+  logger: Logger;
+  logError: (source: string, error: Error) => void;
+}): { queue: Queue; worker: Worker } {
+  const { connection, config, logger, logError } = options;
+  const name = queueNames.imports;
+  const prefix = queuePrefix(name);
+  const queue = new Queue(name, { connection, prefix });
+  queue.on("error", (error) => logError(`queue ${name}`, error));
+  let closing = false;
+  const context: ImportContext = {
+    imports: importStore(connection),
+    commits: importCommitter(connection, options.layout, options.durability),
+    subscriptions: options.subscriptions,
+    deliveries: options.deliveries,
+    webhooks: config.webhooks,
+    logger,
+    fault: config.fault,
+    closing: () => closing,
+  };
+  const worker = new Worker(
+    name,
+    async (job, token) => {
+      if (job.name !== IMPORT_JOB) throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)}`);
+      return runImport(job, token, context);
+    },
+    {
+      connection,
+      prefix,
+      concurrency: config.importConcurrency,
+      lockDuration: config.jobLockMs,
+      stalledInterval: config.stalledCheckMs,
+      maxStalledCount: MAX_STALLED,
+    },
+  );
+  worker.on("error", (error) => logError(`worker ${name}`, error));
+  worker.on("closing", () => {
+    closing = true;
+  });
+  worker.on("failed", (job, error) => {
+    logger.warn("import job failed", {
+      queue: name,
+      jobId: job?.id,
+      attemptsMade: job?.attemptsMade,
+      error: error.message,
+    });
+  });
+  return { queue, worker };
+}
