@@ -1,0 +1,171 @@
+// A bulk import survives kill -9 of its worker with exact counts: no line counted twice, no plant
+// committed twice. The worker runs as deployed (`node apps/worker/dist/main.js`) and is killed for
+// real: by itself at the worst moment (a chunk's plants committed, its checkpoint not written: the
+// test-only fault point `import-crash-before-checkpoint`), and from outside at whatever moment the
+// import has reached.
+import { IMPORT_MEDIA_TYPE, type Import } from "@plant-store/contracts";
+import { mainNextTo, type Service, spawnService, storeKinds, untilLogged } from "@plant-store/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { call, eventually, type Stack, startStack } from "./stack.js";
+
+const workerMain = mainNextTo(import.meta.resolve("@plant-store/worker"));
+
+/**
+ * An upload of `count` lines starting at plant id `base`, with every kind of line, and what it must
+ * come to: plants created, identical to a stored one, under a stored one's id, repeated within the
+ * file, and invalid lines. `existing` are the plants to create before the upload.
+ */
+function mixedUpload(base: number, count: number) {
+  const lines: string[] = [];
+  const kinds: (keyof typeof expected)[] = [];
+  const existing: { id: number; name: string }[] = [];
+  const expected = { created: 0, unchanged: 0, conflicts: 0, invalid: 0 };
+  const add = (text: string, what: keyof typeof expected) => {
+    lines.push(text);
+    kinds.push(what);
+    expected[what]++;
+  };
+  for (let i = 0; i < count; i++) {
+    const id = base + i;
+    if (i % 97 === 0) add(i % 2 === 0 ? "{not json" : `{"id":${id}}`, "invalid");
+    else if (i % 89 === 0) {
+      existing.push({ id, name: `Stored ${id}` });
+      add(JSON.stringify({ id, name: `Stored ${id}` }), "unchanged");
+    } else if (i % 83 === 0) {
+      existing.push({ id, name: `Stored ${id}` });
+      add(JSON.stringify({ id, name: `Another ${id}` }), "conflicts");
+    } else if (i % 71 === 0) {
+      // The line before again: a plant it created or found is unchanged now; a conflict or an
+      // invalid line is the same again.
+      const before = kinds[i - 1] as keyof typeof expected;
+      add(lines[i - 1] as string, before === "created" ? "unchanged" : before);
+    } else add(JSON.stringify({ id, name: `Imported ${id}`, tag: `t${i % 5}` }), "created");
+  }
+  return { body: `${lines.join("\n")}\n`, existing, expected, lines: count };
+}
+
+describe.each(storeKinds)("bulk imports across kill -9 of the worker, on %s Redis", (kind) => {
+  let stack: Stack;
+  const workers: Service[] = [];
+
+  /** A worker process of its own (its jobs' locks short, so a killed one's import is taken up within seconds). */
+  async function startWorkerProcess(fault?: string): Promise<Service> {
+    const worker = spawnService(
+      "worker",
+      workerMain,
+      {
+        ...stack.store.env,
+        LOG_LEVEL: "info",
+        WORKER_METRICS_PORT: "0",
+        JOB_LOCK_MS: "1000",
+        STALLED_CHECK_MS: "1000",
+        RELAY_CLAIM_IDLE_MS: "1000",
+        RELAY_LEASE_MS: "1000",
+        ...(fault ? { PLANT_STORE_FAULT: fault } : {}),
+      },
+      { keepLines: 200 },
+    );
+    workers.push(worker);
+    await untilLogged(worker, "worker ready", 30_000);
+    return worker;
+  }
+
+  beforeAll(async () => {
+    stack = await startStack({ kind });
+  });
+  afterAll(async () => {
+    for (const worker of workers) worker.kill("SIGKILL");
+    await stack?.stop();
+  });
+
+  const getImport = async (id: string) =>
+    (await call(stack.url, { method: "GET", path: `/plants/imports/${id}` })).json as Import;
+
+  async function uploadMixed(base: number, count: number) {
+    const file = mixedUpload(base, count);
+    for (const plant of file.existing) expect((await call(stack.url, { body: plant })).status).toBe(200);
+    const answer = await call(stack.url, {
+      method: "POST",
+      path: "/plants/imports",
+      body: file.body,
+      contentType: IMPORT_MEDIA_TYPE,
+    });
+    expect(answer.status, answer.text).toBe(202);
+    return { ...file, id: (answer.json as { id: string }).id };
+  }
+
+  /** Every plant the import created is stored, and its side work was done once: one audit entry per plant. */
+  async function expectEachCommittedOnce(base: number, count: number, created: number) {
+    const createdIds = new Set<string>();
+    await eventually(async () => {
+      const audits = (await stack.inspect.auditEntries()).filter((entry) => {
+        const id = Number(entry.plantId);
+        return entry.type === "plant.created" && id >= base && id < base + count;
+      });
+      const perPlant = new Map<string, number>();
+      for (const entry of audits) perPlant.set(entry.plantId ?? "", (perPlant.get(entry.plantId ?? "") ?? 0) + 1);
+      for (const id of perPlant.keys()) createdIds.add(id);
+      // The stored plants (created before the upload) have their own entry: created + stored ones.
+      return audits.length >= created ? perPlant : undefined;
+    }, 60_000).then((perPlant) => {
+      const twice = [...perPlant].filter(([, n]) => n > 1);
+      expect(twice).toEqual([]);
+      expect(perPlant.size).toBe(created);
+    });
+    return createdIds;
+  }
+
+  it("resumes after the worker is killed between a chunk's commit and its checkpoint: exact counts", async () => {
+    const base = kind === "single" ? 8_100_000 : 8_200_000;
+    const count = 6000;
+    const first = await startWorkerProcess("import-crash-before-checkpoint");
+    const file = await uploadMixed(base, count);
+    const exit = await first.exit;
+    expect(exit.signal).toBe("SIGKILL");
+    expect(first.tail()).toContain("fault point import-crash-before-checkpoint");
+    // Two chunks checkpointed; the third's plants are committed but not counted.
+    const stopped = await getImport(file.id);
+    expect(stopped).toMatchObject({ status: "running", lines: 2000 });
+    const third = file.body.split("\n").slice(2000, 3000);
+    const committed = await Promise.all(
+      third.map((text) =>
+        text.includes("Imported") ? stack.redis.exists(stack.plantKey((JSON.parse(text) as { id: number }).id)) : 1,
+      ),
+    );
+    expect(committed.every((n) => n === 1)).toBe(true);
+
+    await startWorkerProcess();
+    const done = await eventually(async () => {
+      const found = await getImport(file.id);
+      return found.status === "succeeded" ? found : undefined;
+    }, 60_000);
+    expect(done).toMatchObject({ lines: count, totalLines: count, ...file.expected });
+    expect(done.created + done.unchanged + done.conflicts + done.invalid).toBe(count);
+    // Stored plants (unchanged, conflicts) were audited once when POSTed: created + stored in all.
+    await expectEachCommittedOnce(base, count, file.expected.created + file.existing.length);
+  });
+
+  it("resumes after an outside kill -9 at whatever moment the import reached: exact counts", async () => {
+    const base = kind === "single" ? 8_300_000 : 8_400_000;
+    const count = 30_000;
+    const first = await startWorkerProcess();
+    const file = await uploadMixed(base, count);
+    const reached = await eventually(async () => {
+      const found = await getImport(file.id);
+      return found.lines >= 3000 ? found : undefined;
+    }, 60_000);
+    first.kill("SIGKILL");
+    await first.exit;
+    const atKill = await getImport(file.id);
+    expect(atKill.lines).toBeGreaterThanOrEqual(reached.lines);
+    expect(atKill.lines, "the kill came too late to test a resume").toBeLessThan(count);
+
+    await startWorkerProcess();
+    const done = await eventually(async () => {
+      const found = await getImport(file.id);
+      return found.status === "succeeded" ? found : undefined;
+    }, 90_000);
+    expect(done).toMatchObject({ lines: count, totalLines: count, ...file.expected });
+    await expectEachCommittedOnce(base, count, file.expected.created + file.existing.length);
+  });
+});
