@@ -89,6 +89,7 @@ describe("the served document's examples, sent", () => {
     expect(checked.map(({ operation }) => operation.operationId).sort()).toEqual([
       "deletePlant",
       "getPlant",
+      "listImports",
       "listPlants",
       "listTokens",
       "listWebhookDeliveries",

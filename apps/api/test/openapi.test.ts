@@ -191,6 +191,8 @@ describe("GET /openapi.json", () => {
       "/admin/webhooks/{id}/enable",
       "/admin/webhooks/{id}/rotate-secret",
       "/plants",
+      "/plants/imports",
+      "/plants/imports/{id}",
       "/plants/{id}",
     ]);
     expect(operation.requestBody).toEqual({
@@ -225,7 +227,7 @@ describe("GET /openapi.json", () => {
       ...Object.values(document.paths as Record<string, Record<string, any>>),
       ...Object.values(document.webhooks as Record<string, Record<string, any>>),
     ].flatMap((ops) => Object.values(ops));
-    expect(operations.length).toBe(21);
+    expect(operations.length).toBe(26);
     const withoutExample: string[] = [];
     for (const operation of operations) {
       const id = operation.operationId;
@@ -246,9 +248,41 @@ describe("GET /openapi.json", () => {
     // Only optional ones no request on a fresh store could send successfully (openapi-examples.test.ts).
     expect(withoutExample.sort()).toEqual([
       "deletePlant If-Match",
+      "listImports cursor",
       "listTokens cursor",
       "patchPlant If-Match",
       "replacePlant If-Match",
+    ]);
+  });
+
+  it("documents the bulk import: an NDJSON upload answered 202 with Location, its limits, reading and cancelling", () => {
+    const upload = document.paths["/plants/imports"].post;
+    expect(upload.operationId).toBe("createImport");
+    expect(upload.security).toEqual([{ bearerAuth: ["plants:write"] }]);
+    expect(Object.keys(upload.requestBody.content)).toEqual(["application/x-ndjson"]);
+    const example = upload.requestBody.content["application/x-ndjson"].example as string;
+    for (const line of example.trimEnd().split("\n")) expect(Object.keys(JSON.parse(line))).toContain("name");
+    expect(Object.keys(upload.responses).sort()).toEqual(["202", "400", "401", "403", "413", "415", "429", "500", "503"]);
+    expect(upload.responses["202"].headers.Location.schema).toEqual({ type: "string" });
+    expect(upload.responses["202"].content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/ImportAccepted",
+    });
+    expect(upload.responses["413"].description).toMatch(/1,000,000 lines or 268,435,456 bytes/);
+    expect(document.info.description).toMatch(/POST \/plants\/imports/);
+    expect(document.paths["/plants/imports"].get.operationId).toBe("listImports");
+    expect(document.paths["/plants/imports/{id}"].get.responses["200"].content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/Import",
+    });
+    expect(document.paths["/plants/imports/{id}"].delete.security).toEqual([{ bearerAuth: ["plants:write"] }]);
+    expect(document.webhooks.importFinished.post.requestBody.content["application/json"].schema).toEqual({
+      $ref: "#/components/schemas/ImportFinishedEvent",
+    });
+    // The plant paths come first; the imports follow them.
+    expect(Object.keys(document.paths).slice(0, 4)).toEqual([
+      "/plants",
+      "/plants/{id}",
+      "/plants/imports",
+      "/plants/imports/{id}",
     ]);
   });
 

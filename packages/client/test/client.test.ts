@@ -170,4 +170,20 @@ describe("reading and deleting through the client", () => {
     await client.plants.delete.mutate({ id }, { context: { ifMatch: current.etag } });
     expect(await redis.exists(plantKey(id))).toBe(0);
   });
+
+  it("reads, pages and cancels imports (imports.get, imports.page, imports.cancel)", async () => {
+    const uploaded = await fetch(`${api.url}/plants/imports`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/x-ndjson" },
+      body: '{"id":1,"name":"A"}\nnot json\n',
+    });
+    expect(uploaded.status).toBe(202);
+    const { id } = (await uploaded.json()) as { id: string };
+    expect(await client.imports.get.query({ id })).toMatchObject({ id, status: "queued", totalLines: 2, errors: [] });
+    const page = await client.imports.page.query({ limit: 10 });
+    expect(page.imports.map((each) => each.id)).toContain(id);
+    expect(await client.imports.cancel.mutate({ id })).toMatchObject({ id, status: "cancelled" });
+    const missing = await failure(client.imports.get.query({ id: "imp_000000000000000000000000" }));
+    expect(missing.data).toMatchObject({ code: "NOT_FOUND", httpStatus: 404 });
+  });
 });

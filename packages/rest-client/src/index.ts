@@ -7,6 +7,12 @@ export type NewPlant = components["schemas"]["NewPlant"];
 export type Plant = components["schemas"]["Plant"];
 export type StoredPlant = components["schemas"]["StoredPlant"];
 export type ApiError = components["schemas"]["Error"];
+export type Import = components["schemas"]["Import"];
+export type ImportSummary = components["schemas"]["ImportSummary"];
+export type ImportAccepted = components["schemas"]["ImportAccepted"];
+
+/** What `imports.create` uploads: a file (Blob, File; in Node `fs.openAsBlob(path)`), a stream of its bytes, or the text. */
+export type ImportUpload = Blob | ReadableStream<Uint8Array> | string;
 
 /** An `Error` answer of the service: its status, its message, the whole body and headers. */
 export class PlantStoreApiError extends Error {
@@ -239,8 +245,54 @@ export function createPlantStoreRestClient(options: PlantStoreRestClientOptions)
       ).data,
   };
 
+  const baseUrl = options.url.replace(/\/$/, "");
+  const baseFetch = options.fetch ?? fetch;
+
+  const imports = {
+    /**
+     * Uploads an NDJSON file — one NewPlant per line — as a bulk import: the service stores it and
+     * queues its import (202). A stream is sent as it is read, never held whole here either. Not
+     * retried: each upload is a new import (list the imports after an error to see whether it came).
+     */
+    async create(upload: ImportUpload): Promise<ImportAccepted> {
+      const init: RequestInit & { duplex?: "half" } = {
+        method: "POST",
+        headers: { authorization: `Bearer ${options.token}`, "content-type": "application/x-ndjson" },
+        body: upload,
+      };
+      // fetch sends a stream body only in half-duplex mode (its answer is read once it is sent).
+      if (typeof ReadableStream !== "undefined" && upload instanceof ReadableStream) init.duplex = "half";
+      const response = await baseFetch(`${baseUrl}/plants/imports`, init);
+      const text = await response.text();
+      const body = text === "" ? undefined : parseJson(text);
+      if (!response.ok) throw new PlantStoreApiError(response.status, body as ApiError | undefined, response.headers);
+      return body as ImportAccepted;
+    },
+    /** The import: status, counts, progress (0–1) and its first line errors. */
+    get: async (id: string): Promise<Import> =>
+      (await ok(client.GET("/plants/imports/{id}", { params: { path: { id } } }))).data,
+    /** One page of imports, oldest first, and the cursor of the next one when more follow. */
+    async list(query: { limit?: number; cursor?: string } = {}): Promise<{ imports: ImportSummary[]; next?: string }> {
+      const { data, response } = await ok(client.GET("/plants/imports", { params: { query } }));
+      const cursor = nextLink(response.headers)?.searchParams.get("cursor") ?? undefined;
+      return cursor === undefined ? { imports: data } : { imports: data, next: cursor };
+    },
+    /** Every import, following the `Link` pages. */
+    async *all(): AsyncGenerator<ImportSummary> {
+      let cursor: string | undefined;
+      do {
+        const page = await imports.list(cursor === undefined ? {} : { cursor });
+        yield* page.imports;
+        cursor = page.next;
+      } while (cursor !== undefined);
+    },
+    /** Cancels a queued or running import (what it committed stays); the import as it then is. */
+    cancel: async (id: string): Promise<Import> =>
+      (await ok(client.DELETE("/plants/imports/{id}", { params: { path: { id } } }))).data,
+  };
+
   /** `raw`: the openapi-fetch client itself, for anything else. */
-  return { plants, tokens, webhooks, raw: client };
+  return { plants, imports, tokens, webhooks, raw: client };
 }
 
 export type PlantStoreRestClient = ReturnType<typeof createPlantStoreRestClient>;
@@ -253,6 +305,10 @@ export const coveredOperations = [
   "PUT /plants/{id}",
   "PATCH /plants/{id}",
   "DELETE /plants/{id}",
+  "POST /plants/imports",
+  "GET /plants/imports",
+  "GET /plants/imports/{id}",
+  "DELETE /plants/imports/{id}",
   "POST /admin/tokens",
   "GET /admin/tokens",
   "DELETE /admin/tokens/{id}",

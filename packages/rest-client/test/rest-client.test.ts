@@ -122,6 +122,40 @@ describe("createPlantStoreRestClient", () => {
     expect(walked.length).toBeGreaterThanOrEqual(3);
   });
 
+  it("uploads an import from a file or a stream, reads, lists and cancels it (no worker here: it stays queued)", async () => {
+    const imports = client().imports;
+    const text = '{"id":9007199254740993,"name":"Imported"}\n{"id":2,"name":"Too"}\n';
+    const fromFile = await imports.create(new Blob([text]));
+    expect(fromFile).toMatchObject({ status: "queued", id: expect.stringMatching(/^imp_[0-9a-f]{24}$/) });
+    const encoded = new TextEncoder().encode(text);
+    const stream = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(encoded.subarray(0, 7));
+        controller.enqueue(encoded.subarray(7));
+        controller.close();
+      },
+    });
+    const fromStream = await imports.create(stream);
+    expect(await imports.get(fromStream.id)).toMatchObject({
+      id: fromStream.id,
+      status: "queued",
+      totalLines: 2,
+      lines: 0,
+      progress: 0,
+      errors: [],
+    });
+    const first = await imports.list({ limit: 1 });
+    expect(first.imports.map((each) => each.id)).toEqual([fromFile.id]);
+    expect(first.next).toBe(fromFile.id);
+    const walked: string[] = [];
+    for await (const each of imports.all()) walked.push(each.id);
+    expect(walked).toEqual([fromFile.id, fromStream.id]);
+    expect(await imports.cancel(fromFile.id)).toMatchObject({ id: fromFile.id, status: "cancelled" });
+    const refused = await imports.create("").catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(PlantStoreApiError);
+    expect((refused as PlantStoreApiError).status).toBe(400);
+  });
+
   it("manages webhook subscriptions: subscribe, read, change, enable, rotate, deliveries, unsubscribe", async () => {
     const webhooks = createPlantStoreRestClient({ url: api.url, token: ADMIN }).webhooks;
     // A public address as an IP literal: allowed by the default destination policy without DNS.
