@@ -48,7 +48,9 @@ describe("npm run import", () => {
     const result = await run([file, "--url", stack.url, "--token", TOKEN]);
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toMatch(/uploaded .*plants\.ndjson as import imp_[0-9a-f]{24}/);
-    expect(result.stdout).toContain("succeeded: 3000 of 3000 lines — 2999 created, 0 unchanged, 0 conflicts, 1 invalid");
+    expect(result.stdout).toContain(
+      "succeeded: 3000 of 3000 lines — 2999 created, 0 unchanged, 0 conflicts, 1 invalid",
+    );
     expect(result.stdout).toContain("line 11: The line is not valid JSON");
     // The bars go to stderr (a line every few seconds where it is no terminal, and the last state).
     expect(result.stderr).toMatch(/upload\s+\[.*\] 100%/);

@@ -38,7 +38,9 @@ afterAll(async () => {
 const getImport = async (id: string) =>
   (await call(stack.url, { method: "GET", path: `/plants/imports/${id}` })).json as Import;
 
-it("shows a running import's progress on the dashboard, then the job completed at 100 %", { timeout: 120_000 }, async () => {
+it("shows a running import's progress on the dashboard, then the job completed at 100 %", {
+  timeout: 120_000,
+}, async () => {
   worker = spawnService(
     "worker",
     mainNextTo(import.meta.resolve("@plant-store/worker")),

@@ -73,7 +73,10 @@ describe.each(storeKinds)("bulk imports on %s Redis", (kind) => {
       { text: `{"id":1.5,"name":"Fraction"}`, kind: "invalid" },
       { text: `{"id":${base + 9n},"name":"a","name":"b"}`, kind: "invalid" },
       { text: Buffer.from([0x7b, 0x22, 0x69, 0xff, 0x22, 0x7d]), kind: "invalid" },
-      { text: line({ id: Number(base + 10n), name: "Long", tag: "t".repeat(importLimits.lineMaxBytes) }), kind: "invalid" },
+      {
+        text: line({ id: Number(base + 10n), name: "Long", tag: "t".repeat(importLimits.lineMaxBytes) }),
+        kind: "invalid",
+      },
       { text: line({ id: Number(base + 11n), name: "Last, without a line break" }), kind: "created" },
     ];
     const body = Buffer.concat(
@@ -133,7 +136,9 @@ describe.each(storeKinds)("bulk imports on %s Redis", (kind) => {
       ["at", "created", "name", "tag"].sort(),
     );
     // …and the conflicting and unchanged ones were left as they were.
-    expect((await call(stack.url, { method: "GET", path: `/plants/${base + 1n}` })).json).toMatchObject({ name: "Other" });
+    expect((await call(stack.url, { method: "GET", path: `/plants/${base + 1n}` })).json).toMatchObject({
+      name: "Other",
+    });
     const createdIds = [base + 2n, big, base + 3n, base + 4n, base + 5n, base + 11n].map(String);
     // Indexed (listed by the worker) and audited once each, like any created plant.
     await eventually(async () => {
@@ -146,7 +151,8 @@ describe.each(storeKinds)("bulk imports on %s Redis", (kind) => {
       return entries.length >= createdIds.length ? entries : undefined;
     }, 20_000);
     expect(audits.map((entry) => entry.plantId).sort()).toEqual([...createdIds].sort());
-    for (const entry of audits) expect(entry).toMatchObject({ type: "plant.created", actor: expect.stringMatching(/^config-/) });
+    for (const entry of audits)
+      expect(entry).toMatchObject({ type: "plant.created", actor: expect.stringMatching(/^config-/) });
     // The import's records of its creates in the partitions are gone once it ended.
     const leftover = await Promise.all(
       Array.from({ length: stack.layout.partitions }, (_, p) =>
@@ -231,7 +237,10 @@ describe.each(storeKinds)("bulk imports on %s Redis", (kind) => {
     const listed = (await call(stack.url, { method: "GET", path: "/plants/imports?limit=100" })).json as Import[];
     expect(listed.map((each) => each.id)).toEqual(seen);
     expect(listed[0]).not.toHaveProperty("errors");
-    expectError(await call(stack.url, { method: "GET", path: "/plants/imports?cursor=imp_ffffffffffffffffffffffff" }), 400);
+    expectError(
+      await call(stack.url, { method: "GET", path: "/plants/imports?cursor=imp_ffffffffffffffffffffffff" }),
+      400,
+    );
   });
 
   it("refuses what is not an upload: credentials and scope first, then media type, size and emptiness", async () => {
@@ -245,7 +254,10 @@ describe.each(storeKinds)("bulk imports on %s Redis", (kind) => {
     const reader = (readOnly.json as { token: string }).token;
     expectError(await upload(stack, '{"id":1,"name":"a"}', { token: reader }), 403);
     expectError(await upload(stack, '{"id":1,"name":"a"}', { contentType: "application/json" }), 415, /x-ndjson/);
-    expectError(await upload(stack, '{"id":1,"name":"a"}', { contentType: `${IMPORT_MEDIA_TYPE}; charset=latin1` }), 415);
+    expectError(
+      await upload(stack, '{"id":1,"name":"a"}', { contentType: `${IMPORT_MEDIA_TYPE}; charset=latin1` }),
+      415,
+    );
     expectError(await upload(stack, ""), 400, /empty/);
     // One line past the lines allowed, and a body past the bytes allowed: 413, nothing stored.
     const before = (await call(stack.url, { method: "GET", path: "/plants/imports?limit=100" })).json as unknown[];
@@ -258,7 +270,9 @@ describe.each(storeKinds)("bulk imports on %s Redis", (kind) => {
     const put = await call(stack.url, { method: "PUT", path: "/plants/imports", body: "{}" });
     expectError(put, 405);
     expect(put.headers.get("allow")).toBe("GET, POST");
-    expect((await call(stack.url, { method: "DELETE", path: "/plants/imports" })).headers.get("allow")).toBe("GET, POST");
+    expect((await call(stack.url, { method: "DELETE", path: "/plants/imports" })).headers.get("allow")).toBe(
+      "GET, POST",
+    );
   });
 
   it("tells a subscribed receiver that the import finished, with its counts", async () => {
@@ -289,6 +303,10 @@ describe.each(storeKinds)("bulk imports on %s Redis", (kind) => {
       body: { url: `${receiver.url}/plain` },
     });
     expect((plain.json as { events: string[] }).events).toEqual(["plant.created", "plant.updated", "plant.deleted"]);
-    await call(stack.url, { method: "DELETE", path: `/admin/webhooks/${(plain.json as { id: string }).id}`, token: ADMIN_TOKEN });
+    await call(stack.url, {
+      method: "DELETE",
+      path: `/admin/webhooks/${(plain.json as { id: string }).id}`,
+      token: ADMIN_TOKEN,
+    });
   });
 });

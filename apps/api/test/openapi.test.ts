@@ -262,7 +262,17 @@ describe("GET /openapi.json", () => {
     expect(Object.keys(upload.requestBody.content)).toEqual(["application/x-ndjson"]);
     const example = upload.requestBody.content["application/x-ndjson"].example as string;
     for (const line of example.trimEnd().split("\n")) expect(Object.keys(JSON.parse(line))).toContain("name");
-    expect(Object.keys(upload.responses).sort()).toEqual(["202", "400", "401", "403", "413", "415", "429", "500", "503"]);
+    expect(Object.keys(upload.responses).sort()).toEqual([
+      "202",
+      "400",
+      "401",
+      "403",
+      "413",
+      "415",
+      "429",
+      "500",
+      "503",
+    ]);
     expect(upload.responses["202"].headers.Location.schema).toEqual({ type: "string" });
     expect(upload.responses["202"].content["application/json"].schema).toEqual({
       $ref: "#/components/schemas/ImportAccepted",

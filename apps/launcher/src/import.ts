@@ -47,7 +47,9 @@ function tokenOf(given: string | undefined): string {
   try {
     return readFileSync(file, "utf8").trim();
   } catch {
-    throw new UsageError(`no token: pass --token, set PLANT_STORE_TOKEN or API_TOKENS, or run npm start first (${file})`);
+    throw new UsageError(
+      `no token: pass --token, set PLANT_STORE_TOKEN or API_TOKENS, or run npm start first (${file})`,
+    );
   }
 }
 
@@ -133,7 +135,9 @@ function report(found: Import) {
   for (const error of found.errors.slice(0, ERRORS_SHOWN)) console.log(`  line ${error.line}: ${error.message}`);
   if (found.invalid > ERRORS_SHOWN) {
     const shown = Math.min(ERRORS_SHOWN, found.errors.length);
-    console.log(`  … ${found.invalid - shown} more invalid line(s) (GET /plants/imports/${found.id} lists the first 100)`);
+    console.log(
+      `  … ${found.invalid - shown} more invalid line(s) (GET /plants/imports/${found.id} lists the first 100)`,
+    );
   }
 }
 
@@ -155,7 +159,8 @@ async function main(argv: string[]): Promise<number> {
     size = statSync(options.file).size;
     token = tokenOf(options.token);
   } catch (error) {
-    const message = error instanceof UsageError ? error.message : `cannot read ${options.file}: ${(error as Error).message}`;
+    const message =
+      error instanceof UsageError ? error.message : `cannot read ${options.file}: ${(error as Error).message}`;
     process.stderr.write(`error: ${message}\n`);
     return 2;
   }

@@ -118,14 +118,16 @@ export async function runImport(job: Job, token: string | undefined, context: Im
   if (!stored) throw new UnrecoverableError(`there is no import ${importId} (its upload expired before it was queued)`);
   try {
     let status = stored.status;
-    while (status === "running") {
+    let chunk = status === "running" ? await imports.headChunk(importId) : null;
+    // The dashboard's progress: sent while the next chunk is committed, at most one at a time.
+    let progressSent: Promise<unknown> = Promise.resolve();
+    while (status === "running" && chunk !== null) {
       if (context.closing()) {
         // Back to the queue without counting an attempt: a worker (this one restarted, or another) goes on.
+        await progressSent;
         await job.moveToDelayed(Date.now() + 1, token);
         throw new DelayedError();
       }
-      const chunk = await imports.headChunk(importId);
-      if (chunk === null) break;
       const seq: number = stored.chunksDone;
       const judged = judgeChunk(chunk, stored.lines + 1);
       const meta = { actor: stored.actor, requestId: stored.requestId };
@@ -147,6 +149,7 @@ export async function runImport(job: Job, token: string | undefined, context: Im
       const checkpoint = await imports.checkpoint(importId, seq, tally, judged.errors, importLimits.errorsKept);
       if (!checkpoint.taken) throw new Error(`import ${importId}: another worker checkpointed chunk ${seq} first`);
       status = checkpoint.status;
+      chunk = checkpoint.next;
       stored = {
         ...stored,
         chunksDone: seq + 1,
@@ -156,8 +159,10 @@ export async function runImport(job: Job, token: string | undefined, context: Im
         conflicts: stored.conflicts + tally.conflicts,
         invalid: stored.invalid + tally.invalid,
       };
-      await job.updateProgress(percentOf(stored));
+      await progressSent;
+      progressSent = job.updateProgress(percentOf(stored));
     }
+    await progressSent;
     stored = await imports.read(importId);
     if (!stored) throw new UnrecoverableError(`import ${importId} disappeared while it ran`);
     if (stored.status === "running") {

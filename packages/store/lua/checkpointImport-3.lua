@@ -16,11 +16,12 @@
   ARGV[4] unchanged; ARGV[5] conflicts; ARGV[6] invalid; ARGV[7] most errors kept; ARGV[8…] the
   chunk's line errors (JSON), in line order.
 
-  Returns {1 | 0 (taken or not), the import's status}.
+  Returns {1 | 0 (taken or not), the import's status, the next chunk (false when none is left)}:
+  the worker goes on with it without another round trip.
 ]]
 local done = tonumber(redis.call('HGET', KEYS[1], 'chunksDone') or '-1')
 local status = redis.call('HGET', KEYS[1], 'status') or 'missing'
-if done ~= tonumber(ARGV[1]) then return {0, status} end
+if done ~= tonumber(ARGV[1]) then return {0, status, false} end
 redis.call('LPOP', KEYS[2])
 redis.call('HSET', KEYS[1], 'chunksDone', done + 1)
 redis.call('HINCRBY', KEYS[1], 'lines', ARGV[2])
@@ -32,4 +33,4 @@ local room = tonumber(ARGV[7]) - redis.call('LLEN', KEYS[3])
 for i = 8, math.min(#ARGV, 7 + room) do
   redis.call('RPUSH', KEYS[3], ARGV[i])
 end
-return {1, status}
+return {1, status, redis.call('LINDEX', KEYS[2], 0)}

@@ -15,12 +15,12 @@ import { defineScripts } from "./scripts.js";
 declare module "ioredis" {
   interface RedisCommander<Context> {
     createPlants(numberOfKeys: number, ...keysThenArgs: (string | number)[]): Result<string, Context>;
-    checkpointImport(
+    checkpointImportBuffer(
       recordKey: string,
       chunksKey: string,
       errorsKey: string,
       ...args: (string | number)[]
-    ): Result<[number, string], Context>;
+    ): Result<[Buffer, Buffer, Buffer | null], Context>;
     startImport(recordKey: string, chunksKey: string, at: string): Result<string | null, Context>;
     finishImport(recordKey: string, status: string, at: string, reason: string): Result<string | null, Context>;
     cancelImport(recordKey: string, chunksKey: string, at: string): Result<string | null, Context>;
@@ -215,7 +215,7 @@ export function importStore(client: RedisClient) {
 
     /**
      * Records chunk `seq` as done (see checkpointImport-3): whether it was taken (false: another
-     * worker took it first), and the import's status.
+     * worker took it first), the import's status, and the next chunk (null when none is left).
      */
     async checkpoint(
       id: string,
@@ -223,9 +223,9 @@ export function importStore(client: RedisClient) {
       tally: ChunkTally,
       errors: readonly string[],
       errorsKept: number,
-    ): Promise<{ taken: boolean; status: string }> {
+    ): Promise<{ taken: boolean; status: string; next: Buffer | null }> {
       const keys = importKeys(id);
-      const [taken, status] = await client.checkpointImport(
+      const [taken, status, next] = await client.checkpointImportBuffer(
         keys.record,
         keys.chunks,
         keys.errors,
@@ -238,7 +238,7 @@ export function importStore(client: RedisClient) {
         errorsKept,
         ...errors,
       );
-      return { taken: taken === 1, status };
+      return { taken: taken.toString() === "1", status: status.toString(), next: next ?? null };
     },
 
     /** Ends a queued or running import (`succeeded`, `failed`); its status then, or undefined when there is none. */
