@@ -3,7 +3,7 @@
 // real: by itself at the worst moment (a chunk's plants committed, its checkpoint not written: the
 // test-only fault point `import-crash-before-checkpoint`), and from outside at whatever moment the
 // import has reached.
-import { IMPORT_MEDIA_TYPE, type Import } from "@plant-store/contracts";
+import { IMPORT_MEDIA_TYPE, type Import, queueNames, queuePrefix } from "@plant-store/contracts";
 import { mainNextTo, type Service, spawnService, storeKinds, untilLogged } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, eventually, type Stack, startStack } from "./stack.js";
@@ -167,5 +167,31 @@ describe.each(storeKinds)("bulk imports across kill -9 of the worker, on %s Redi
     }, 90_000);
     expect(done).toMatchObject({ lines: count, totalLines: count, ...file.expected });
     await expectEachCommittedOnce(base, count, file.expected.created + file.existing.length);
+  });
+
+  it("hands a running import back to the queue on SIGTERM (no attempt counted), and another worker finishes it", async () => {
+    const base = kind === "single" ? 8_500_000 : 8_600_000;
+    const count = 30_000;
+    const first = await startWorkerProcess();
+    const file = await uploadMixed(base, count);
+    await eventually(async () => (await getImport(file.id)).lines >= 2000, 60_000);
+    const stopping = Date.now();
+    await first.stop();
+    const exit = await first.exit;
+    expect(exit.code).toBe(0);
+    expect(Date.now() - stopping).toBeLessThan(10_000);
+    const handedBack = await getImport(file.id);
+    expect(handedBack.status).toBe("running");
+    expect(handedBack.lines).toBeLessThan(count);
+    const jobKey = `${queuePrefix(queueNames.imports)}:${queueNames.imports}:${file.id}`;
+    expect(Number(await stack.redis.hget(jobKey, "attemptsMade"))).toBe(0);
+
+    await startWorkerProcess();
+    const done = await eventually(async () => {
+      const found = await getImport(file.id);
+      return found.status === "succeeded" ? found : undefined;
+    }, 90_000);
+    expect(done).toMatchObject({ lines: count, ...file.expected });
+    expect(Number((await stack.redis.hget(jobKey, "attemptsMade")) ?? 0)).toBeLessThanOrEqual(1);
   });
 });
