@@ -143,14 +143,14 @@ export function judgeImportLine(bytes: Uint8Array): JudgedLine {
 /**
  * How the api queues an import's job: its id is the import's (queued once), tried up to 5 times
  * (each attempt resumes from the import's last checkpoint), kept on the dashboard a week once done
- * and a month once failed. (BullMQ's JobsOptions, without importing BullMQ here.)
+ * (once failed, as every queue's failed jobs: the worker's retention pass, FAILED_JOB_RETENTION_DAYS).
+ * (BullMQ's JobsOptions, without importing BullMQ here.)
  */
 export const importJobOptions = (importId: string) => ({
   jobId: importId,
   attempts: 5,
   backoff: { type: "exponential" as const, delay: 1000 },
   removeOnComplete: { age: 7 * 24 * 3600 },
-  removeOnFail: { age: 30 * 24 * 3600 },
 });
 
 /** An import as the api answers it, from its record's values (`stored`) and its kept line errors (JSON each). */

@@ -165,8 +165,7 @@ await runBench("import", (seconds + 300) * 1000, async () => {
     if ((await indexedWithTag(stack, tag)) >= lines) indexedAt = performance.now();
     else await sleep(100);
   }
-  if (finished?.status !== "succeeded")
-    throw new Error(`the import did not succeed: ${JSON.stringify(finished)}`);
+  if (finished?.status !== "succeeded") throw new Error(`the import did not succeed: ${JSON.stringify(finished)}`);
   if (finished.created !== lines) throw new Error(`the import created ${finished.created} of ${lines} plants`);
 
   const committedS = ((committedAt as number) - uploadEnd) / 1000;

@@ -26,6 +26,16 @@ async function call(method, path, body, token = tokens.plants) {
   return { status: response.status, headers: response.headers, json: text ? JSON.parse(text) : undefined };
 }
 
+/** A small bulk import (NDJSON); its id. */
+async function upload(text) {
+  const response = await fetch(`${base}/plants/imports`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${tokens.plants}`, "content-type": "application/x-ndjson" },
+    body: text,
+  });
+  return (await response.json()).id;
+}
+
 async function until(what, check) {
   for (const deadline = Date.now() + 20_000; Date.now() < deadline; ) {
     if (await check()) return;
@@ -50,6 +60,23 @@ const fixtures = {
     await until("a second page of the listing", async () =>
       (await call("GET", transaction.fullPath)).headers.has("link"),
     );
+  },
+  async "GET /plants/imports"(transaction) {
+    // The documented Link needs a next page: two imports at least, pages of one.
+    for (const name of ["first", "second"]) await upload(`{"id":9007199254741200,"name":"${name}"}\n`);
+    const query = new URL(transaction.fullPath, base).searchParams;
+    swap(transaction, [[`limit=${query.get("limit")}`, "limit=1"]]);
+  },
+  async "GET /plants/imports/{id}"(transaction) {
+    swap(transaction, [[pathId(transaction, 3), made.import]]);
+  },
+  async "DELETE /plants/imports/{id}"(transaction) {
+    // An import that finished cannot be cancelled (409); one cancelled already answers 200 again.
+    // Long enough to be cancelled before the worker is through it.
+    const lines = Array.from({ length: 20_000 }, (_, i) => `{"id":${7_000_000 + i},"name":"Cancelled ${i}"}`);
+    const id = await upload(`${lines.join("\n")}\n`);
+    await call("DELETE", `/plants/imports/${id}`);
+    swap(transaction, [[pathId(transaction, 3), id]]);
   },
   async "GET /admin/tokens"(transaction) {
     // The documented Link needs a next page: tokens shaped like the example's (with an expiry), pages of one.
@@ -99,6 +126,9 @@ const fixtures = {
 };
 
 const after = {
+  "POST /plants/imports": (transaction) => {
+    made.import = JSON.parse(transaction.real.body).id;
+  },
   "POST /admin/tokens": (transaction) => {
     made.token = JSON.parse(transaction.real.body).id;
   },
