@@ -18,6 +18,7 @@ type Scope = "plants:read" | "plants:write" | "admin" | "metrics:read";
 const ROUTE_POLICIES: [RegExp, "public" | "rest" | "trpc" | "dashboard" | "metrics"][] = [
   [/^(GET|HEAD) \/(openapi\.json|healthz|readyz|docs|docs\/[\w.-]+)?$/, "public"],
   [/^(GET|HEAD|POST|PUT|PATCH|DELETE) \/\*$/, "rest"], // the REST operations below, via trpc-to-openapi
+  [/^POST \/plants\/imports$/, "rest"], // the upload, a route of its own (it streams its body): below too
   [/^[A-Z]+ \/trpc\/:path$/, "trpc"], // the procedures below
   [/^[A-Z]+ \/admin\/queues(\/.*)?$/, "dashboard"], // probed one by one below
   [/^(GET|HEAD) \/metrics$/, "metrics"], // probed below
@@ -34,6 +35,7 @@ type Operation = {
 };
 const PUBLIC_HOOK = "https://93.184.215.14/hooks/plant-store";
 const UNKNOWN_HOOK = "wh_000000000000000000000000";
+const UNKNOWN_IMPORT = "imp_000000000000000000000000";
 const REST_OPERATIONS: Record<string, Operation> = {
   "POST /plants": { scope: "plants:write", path: "/plants", body: { id: 7001, name: "probe" }, success: 200 },
   "GET /plants": { scope: "plants:read", path: "/plants", success: 200 },
@@ -52,6 +54,18 @@ const REST_OPERATIONS: Record<string, Operation> = {
     success: 204,
     prepare: async () => void (await call(stack.url, { body: { id: 7002, name: "to delete" } })),
   },
+  // One NewPlant as JSON is one line of NDJSON.
+  "POST /plants/imports": {
+    scope: "plants:write",
+    path: "/plants/imports",
+    body: { id: 7005, name: "probe" },
+    contentType: "application/x-ndjson",
+    success: 202,
+  },
+  "GET /plants/imports": { scope: "plants:read", path: "/plants/imports", success: 200 },
+  // Authorized, the operation runs: this import does not exist.
+  "GET /plants/imports/{id}": { scope: "plants:read", path: `/plants/imports/${UNKNOWN_IMPORT}`, success: 404 },
+  "DELETE /plants/imports/{id}": { scope: "plants:write", path: `/plants/imports/${UNKNOWN_IMPORT}`, success: 404 },
   "POST /admin/tokens": {
     scope: "admin",
     path: "/admin/tokens",
@@ -112,6 +126,10 @@ const PROCEDURES: Record<string, Procedure> = {
   "plants.getVersioned": { scope: "plants:read", method: "GET", input: { id: 7000 } },
   "plants.update": { scope: "plants:write", method: "POST", input: { id: 7000, name: "fixture" } },
   "plants.patch": { scope: "plants:write", method: "POST", input: { id: 7000 } },
+  "imports.list": { scope: "plants:read", method: "GET", input: {} },
+  "imports.page": { scope: "plants:read", method: "GET", input: {} },
+  "imports.get": { scope: "plants:read", method: "GET", input: { id: UNKNOWN_IMPORT } },
+  "imports.cancel": { scope: "plants:write", method: "POST", input: { id: UNKNOWN_IMPORT } },
   "admin.tokens.create": { scope: "admin", method: "POST", input: { name: "probe", scopes: ["plants:read"] } },
   "admin.tokens.list": { scope: "admin", method: "GET", input: {} },
   "admin.tokens.page": { scope: "admin", method: "GET", input: {} },
