@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   FINISHED_IMPORT_STATUSES,
   IMPORT_FINISHED_EVENT,
@@ -46,6 +47,8 @@ export interface ImportContext {
   fault?: WorkerFault | undefined;
   /** True once the worker is closing: a running import stops after its chunk and waits in the queue for a worker. */
   closing(): boolean;
+  /** The most lines a second an import commits (IMPORT_LINES_PER_SECOND); 0: no pace. */
+  linesPerSecond: number;
 }
 
 /** What one chunk's lines came to: the valid ones to commit, the counts of the others, their errors. */
@@ -121,6 +124,7 @@ export async function runImport(job: Job, token: string | undefined, context: Im
     let chunk = status === "running" ? await imports.headChunk(importId) : null;
     // The dashboard's progress: sent while the next chunk is committed, at most one at a time.
     let progressSent: Promise<unknown> = Promise.resolve();
+    const pace = { started: performance.now(), lines: 0 };
     while (status === "running" && chunk !== null) {
       if (context.closing()) {
         // Back to the queue without counting an attempt: a worker (this one restarted, or another) goes on.
@@ -161,6 +165,12 @@ export async function runImport(job: Job, token: string | undefined, context: Im
       };
       await progressSent;
       progressSent = job.updateProgress(percentOf(stored));
+      if (context.linesPerSecond > 0) {
+        // Paced: this run's lines so far take at least lines ÷ pace seconds.
+        pace.lines += tally.lines;
+        const ahead = (1000 * pace.lines) / context.linesPerSecond - (performance.now() - pace.started);
+        if (ahead > 0) await sleep(ahead);
+      }
     }
     await progressSent;
     stored = await imports.read(importId);
@@ -237,6 +247,7 @@ export function startImports(options: {
     logger,
     fault: config.fault,
     closing: () => closing,
+    linesPerSecond: config.importLinesPerSecond,
   };
   const worker = new Worker(
     name,

@@ -22,6 +22,7 @@ const { values: args } = parseArgs({
     rate: { type: "string", default: "100" },
     seconds: { type: "string", default: "10" },
     fsync: { type: "string", default: "always" },
+    pace: { type: "string" },
     cluster: { type: "boolean", default: false },
     help: { type: "boolean", default: false },
   },
@@ -32,6 +33,7 @@ if (args.help) {
   --rate 100       POST /plants per second, paced, without an import and during it
   --seconds 10     seconds of that load without an import (the load during the import lasts as long as it)
   --fsync always   Redis appendfsync: always (as deployed) | everysec | no
+  --pace N         the worker's IMPORT_LINES_PER_SECOND (default: the worker's own, 8000; 0: no pace)
   --cluster        a private Redis Cluster (3 masters + 3 replicas) instead of one redis-server
 Targets (issue 41, one node): committed ≤ 15 s and indexed ≤ 30 s after the upload's end; POST p99
 during the import ≤ 3× without. Exit code non-zero only when the run failed (errors, a plant not indexed).`);
@@ -41,6 +43,7 @@ during the import ≤ 3× without. Exit code non-zero only when the run failed (
 const lines = integerOption("lines", args.lines, 1, 1_000_000);
 const rate = integerOption("rate", args.rate, 1, 2000);
 const seconds = integerOption("seconds", args.seconds, 1, 120);
+const pace = args.pace === undefined ? undefined : integerOption("pace", args.pace, 0, 1_000_000);
 const fsync = args.fsync;
 if (fsync !== "always" && fsync !== "everysec" && fsync !== "no")
   throw new Error("--fsync must be always, everysec or no");
@@ -97,13 +100,15 @@ async function indexedWithTag(stack: Awaited<ReturnType<typeof startStack>>, tag
 const seconds2 = (value: number) => `${value.toFixed(2)} s`;
 const verdict = (ok: boolean) => (ok ? "met" : "NOT met");
 
-await runBench("import", (seconds + 300) * 1000, async () => {
+await runBench("import", (2 * seconds + 300) * 1000, async () => {
   const before = environment();
   console.log(machineLine());
   const stack = await startStack({ appendfsync: fsync, cluster: args.cluster });
-  console.log(`store: ${stack.kind}, appendfsync ${fsync}, ${stack.partitions} partitions`);
+  console.log(
+    `store: ${stack.kind}, appendfsync ${fsync}, ${stack.partitions} partitions; import pace: ${pace === undefined ? "the worker's default" : pace === 0 ? "none" : `${pace} lines/s`}`,
+  );
   const api = await startApiProcess(stack);
-  const worker = await startWorkerProcess(stack);
+  const worker = await startWorkerProcess(stack, pace === undefined ? {} : { IMPORT_LINES_PER_SECOND: String(pace) });
 
   // Warm-up: a few creates, so neither run pays for first calls.
   const warm = await pacedCreates(
@@ -165,13 +170,19 @@ await runBench("import", (seconds + 300) * 1000, async () => {
     if ((await indexedWithTag(stack, tag)) >= lines) indexedAt = performance.now();
     else await sleep(100);
   }
+  // POST /plants without an import again: the machine's load may have changed meanwhile.
+  console.log(`POST /plants at ${rate}/s for ${seconds} s without an import, again…`);
+  const afterUntil = performance.now() + seconds * 1000;
+  const quietAfter = await pacedCreates(api.url, load.nextId, () => performance.now() > afterUntil);
   if (finished?.status !== "succeeded") throw new Error(`the import did not succeed: ${JSON.stringify(finished)}`);
   if (finished.created !== lines) throw new Error(`the import created ${finished.created} of ${lines} plants`);
 
   const committedS = ((committedAt as number) - uploadEnd) / 1000;
   const indexedS = indexedAt === undefined ? Number.NaN : (indexedAt - uploadEnd) / 1000;
   const runS = (Date.parse(finished.finishedAt ?? "") - Date.parse(finished.startedAt ?? "")) / 1000;
-  const without: Summary = summarize(quiet.latencies);
+  const without: Summary = summarize([...quiet.latencies, ...quietAfter.latencies]);
+  const withoutBefore: Summary = summarize(quiet.latencies);
+  const withoutAfter: Summary = summarize(quietAfter.latencies);
   const withImport: Summary = summarize(load.latencies);
   const ratio = withImport.p99 / without.p99;
   const cpu = (which: "api" | "worker" | "redis") => {
@@ -205,6 +216,7 @@ await runBench("import", (seconds + 300) * 1000, async () => {
           `${ratio.toFixed(2)}× ${verdict(ratio <= TARGETS.p99Ratio)}`,
         ],
         ["POST /plants p50, during / without", `${ms(withImport.p50)} / ${ms(without.p50)} ms`, "-", ""],
+        ["POST /plants p99 without: before / after", `${ms(withoutBefore.p99)} / ${ms(withoutAfter.p99)} ms`, "-", ""],
         [
           "CPU from upload to committed: api / worker / redis",
           `${cpu("api")} / ${cpu("worker")} / ${cpu("redis")}`,
@@ -215,19 +227,25 @@ await runBench("import", (seconds + 300) * 1000, async () => {
     ),
   );
   console.log(
-    `(creates at ${rate}/s: ${without.count} without the import, ${withImport.count} during it; ${quiet.missed + load.missed} ticks missed)`,
+    `(creates at ${rate}/s: ${without.count} without the import (before and after it), ${withImport.count} during it; ${quiet.missed + load.missed + quietAfter.missed} ticks missed)`,
   );
-  const errors = [...quiet.errors, ...load.errors];
+  const errors = [...quiet.errors, ...load.errors, ...quietAfter.errors];
   if (errors.length > 0) console.log(`errors: ${errors.length}, first: ${errors[0]}`);
   const path = writeResult("import", {
     environment: before,
-    options: { lines, rate, seconds, fsync, store: stack.kind },
+    options: { lines, rate, seconds, fsync, pace, store: stack.kind },
     uploadS: (uploadEnd - uploadStarted) / 1000,
     committedS,
     jobRunS: runS,
     indexedS,
-    post: { without: roundSummary(without), during: roundSummary(withImport), p99Ratio: ratio },
-    missedTicks: quiet.missed + load.missed,
+    post: {
+      without: roundSummary(without),
+      withoutBefore: roundSummary(withoutBefore),
+      withoutAfter: roundSummary(withoutAfter),
+      during: roundSummary(withImport),
+      p99Ratio: ratio,
+    },
+    missedTicks: quiet.missed + load.missed + quietAfter.missed,
     errors: errors.slice(0, 20),
     import: finished,
   });
