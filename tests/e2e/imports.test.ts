@@ -1,11 +1,13 @@
 // Bulk imports over the whole stack (api and worker, real Redis, real HTTP), on one node and on a
 // 3+3 cluster: an NDJSON upload becomes a job that judges every line as a POST of it would be and
 // counts each line once; the plants it creates take a POST's path (outbox, index, audit, webhooks).
+
+import { request as httpRequest } from "node:http";
 import { IMPORT_MEDIA_TYPE, type Import, importLimits } from "@plant-store/contracts";
-import { partitionKeys } from "@plant-store/store";
+import { isCluster, partitionKeys } from "@plant-store/store";
 import { storeKinds } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack } from "./stack.js";
+import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 import { type Receiver, startReceiver } from "./webhook-receiver.js";
 
 const webhookEnv = { WEBHOOK_ALLOW_INSECURE: "1", WEBHOOK_ALLOW_PRIVATE: "1" };
@@ -273,6 +275,27 @@ describe.each(storeKinds)("bulk imports on %s Redis", (kind) => {
     expect((await call(stack.url, { method: "DELETE", path: "/plants/imports" })).headers.get("allow")).toBe(
       "GET, POST",
     );
+  });
+
+  it("drops what an abandoned upload stored: the client went away mid-upload", async () => {
+    const uploads = async () => {
+      const nodes = isCluster(stack.redis) ? stack.redis.nodes("master") : [stack.redis];
+      const keys = await Promise.all(nodes.map((node) => node.keys("imports:*:chunks")));
+      return keys.flat();
+    };
+    const before = await uploads();
+    const request = httpRequest(`${stack.url}/plants/imports`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": IMPORT_MEDIA_TYPE, "transfer-encoding": "chunked" },
+    });
+    request.on("error", () => {});
+    const lines = Array.from({ length: 5000 }, (_, i) => line({ id: 7_900_000 + i, name: "Abandoned" })).join("\n");
+    request.write(`${lines}\n`);
+    // Some of it stored, then the client is gone.
+    await eventually(async () => (await uploads()).length > before.length);
+    request.destroy();
+    await eventually(async () => (await uploads()).length === before.length);
+    expect((await call(stack.url, { method: "GET", path: "/readyz", token: null })).status).toBe(200);
   });
 
   it("tells a subscribed receiver that the import finished, with its counts", async () => {

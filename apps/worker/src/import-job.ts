@@ -4,7 +4,6 @@ import {
   IMPORT_FINISHED_EVENT,
   IMPORT_JOB,
   ImportJobData,
-  type ImportStatus,
   type ImportSummary,
   importFinishedEventId,
   importLimits,
@@ -33,6 +32,14 @@ import { queueDeliveries } from "./webhook-jobs.js";
 
 /** The chunk after which the fault point `import-crash-before-checkpoint` kills the process (0-based). */
 const CRASH_AFTER_CHUNK = 2;
+
+/**
+ * This worker lost the import to another (it was paused past its lock, and another took the job
+ * up): it stops without touching the import, which the other one goes on with.
+ */
+class ImportTakenError extends Error {
+  override name = "ImportTakenError";
+}
 
 /** How often one import may be found stalled (its worker died) and taken up again before it fails. */
 const MAX_STALLED = 20;
@@ -139,7 +146,8 @@ export async function runImport(job: Job, token: string | undefined, context: Im
         judged.valid.length === 0
           ? []
           : await commits.commitChunk(importId, seq, meta, new Date().toISOString(), judged.valid);
-      if (outcomes === "stale") throw new Error(`import ${importId}: another worker took it past chunk ${seq}`);
+      if (outcomes === "stale")
+        throw new ImportTakenError(`import ${importId}: another worker took it past chunk ${seq}`);
       const tally: ChunkTally = {
         lines: judged.lines,
         created: outcomes.filter((outcome) => outcome === "created").length,
@@ -151,7 +159,9 @@ export async function runImport(job: Job, token: string | undefined, context: Im
         killBeforeCheckpoint(logger, importId, seq);
       }
       const checkpoint = await imports.checkpoint(importId, seq, tally, judged.errors, importLimits.errorsKept);
-      if (!checkpoint.taken) throw new Error(`import ${importId}: another worker checkpointed chunk ${seq} first`);
+      if (!checkpoint.taken) {
+        throw new ImportTakenError(`import ${importId}: another worker checkpointed chunk ${seq} first`);
+      }
       status = checkpoint.status;
       chunk = checkpoint.next;
       stored = {
@@ -190,7 +200,7 @@ export async function runImport(job: Job, token: string | undefined, context: Im
       if (!stored) throw new UnrecoverableError(`import ${importId} disappeared while it ran`);
     }
   } catch (error) {
-    if (error instanceof DelayedError) throw error;
+    if (error instanceof DelayedError || error instanceof ImportTakenError) throw error;
     const last = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
     if (last) {
       const reason = error instanceof Error ? error.message : String(error);
@@ -207,7 +217,7 @@ export async function runImport(job: Job, token: string | undefined, context: Im
   }
   logger.info("import finished", {
     importId,
-    status: summary.status as ImportStatus,
+    status: summary.status,
     lines: summary.lines,
     created: summary.created,
     unchanged: summary.unchanged,

@@ -61,6 +61,7 @@ export async function importUploads(app: FastifyInstance, options: { guard: Guar
 
     scope.post(IMPORTS_PATH, {
       onRequest: async (request, reply) => {
+        request.restRoute = importUploadRoute; // the operation's name in the metrics and logs: imports.create
         if (!(await guard.check(request, reply, { scope: "plants:write" }))) return reply;
         const problem = mediaTypeProblem(request.headers["content-type"]);
         if (problem) return reply.code(415).send(apiError(415, problem));
@@ -83,6 +84,11 @@ export async function importUploads(app: FastifyInstance, options: { guard: Guar
       if (!chunker.exceeded) for (const chunk of chunker.end()) await imports.appendChunk(id, chunk);
     } catch (error) {
       await imports.discardUpload(id);
+      // The client went away mid-upload: nothing to answer, nothing stored.
+      if (request.raw.destroyed || request.raw.readableAborted) {
+        request.log.info({ importId: id, lines: chunker.lines, bytes: chunker.bytes }, "upload abandoned by the client");
+        return reply;
+      }
       throw error;
     }
     if (chunker.exceeded) {

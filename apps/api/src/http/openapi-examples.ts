@@ -1,4 +1,4 @@
-import { limits } from "@plant-store/contracts";
+import { importLimits, limits } from "@plant-store/contracts";
 
 /**
  * The document's examples, per operation: the request body, a value for every parameter, the success
@@ -102,7 +102,7 @@ export const operationExamples: Record<string, OperationExamples> = {
     response: { id: IMPORT_ID, status: "queued", createdAt: CREATED_AT },
     errors: {
       400: "The upload is empty: send one NewPlant JSON object per line",
-      413: "The upload is larger than 1,000,000 lines or 268,435,456 bytes",
+      413: `The upload is larger than ${importLimits.maxLines.toLocaleString("en-US")} lines or ${importLimits.maxBytes.toLocaleString("en-US")} bytes`,
       415: "The request body must be application/x-ndjson: one NewPlant per line",
     },
   },
