@@ -86,7 +86,10 @@ export async function importUploads(app: FastifyInstance, options: { guard: Guar
       await imports.discardUpload(id);
       // The client went away mid-upload: nothing to answer, nothing stored.
       if (request.raw.destroyed || request.raw.readableAborted) {
-        request.log.info({ importId: id, lines: chunker.lines, bytes: chunker.bytes }, "upload abandoned by the client");
+        request.log.info(
+          { importId: id, lines: chunker.lines, bytes: chunker.bytes },
+          "upload abandoned by the client",
+        );
         return reply;
       }
       throw error;
