@@ -51,7 +51,19 @@ const swap = (transaction, pairs) => {
 };
 const pathId = (transaction, at) => transaction.fullPath.split("?")[0].split("/")[at];
 
+/** An import, once it has ended (the examples show a finished one: its start and end times too). */
+const finished = (id) =>
+  until(`import ${id} to finish`, async () =>
+    ["succeeded", "failed"].includes((await call("GET", `/plants/imports/${id}`)).json.status),
+  );
+
 const fixtures = {
+  async "POST /plants/imports"(transaction) {
+    // Dredd sends no body for a media type other than JSON: the document's example, as it stands.
+    const document = (await call("GET", "/openapi.json")).json;
+    transaction.request.body =
+      document.paths["/plants/imports"].post.requestBody.content["application/x-ndjson"].example;
+  },
   async "GET /plants"(transaction) {
     const query = new URL(transaction.fullPath, base).searchParams;
     for (let i = 1; i <= 21; i += 1)
@@ -62,12 +74,15 @@ const fixtures = {
     );
   },
   async "GET /plants/imports"(transaction) {
-    // The documented Link needs a next page: two imports at least, pages of one.
+    // The documented Link needs a next page: two imports at least, pages of one; the first page's
+    // import (the example's) has finished.
     for (const name of ["first", "second"]) await upload(`{"id":9007199254741200,"name":"${name}"}\n`);
+    await finished(made.import);
     const query = new URL(transaction.fullPath, base).searchParams;
     swap(transaction, [[`limit=${query.get("limit")}`, "limit=1"]]);
   },
   async "GET /plants/imports/{id}"(transaction) {
+    await finished(made.import);
     swap(transaction, [[pathId(transaction, 3), made.import]]);
   },
   async "DELETE /plants/imports/{id}"(transaction) {
@@ -75,6 +90,11 @@ const fixtures = {
     // Long enough to be cancelled before the worker is through it.
     const lines = Array.from({ length: 20_000 }, (_, i) => `{"id":${7_000_000 + i},"name":"Cancelled ${i}"}`);
     const id = await upload(`${lines.join("\n")}\n`);
+    // Cancelled once running, as the example's (which has its start time).
+    await until(
+      `import ${id} to start`,
+      async () => (await call("GET", `/plants/imports/${id}`)).json.status !== "queued",
+    );
     await call("DELETE", `/plants/imports/${id}`);
     swap(transaction, [[pathId(transaction, 3), id]]);
   },
