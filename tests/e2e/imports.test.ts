@@ -172,15 +172,15 @@ describe.each(storeKinds)("bulk imports on %s Redis", (kind) => {
     const bodies = { a: [...own("a"), ...shared].join("\n"), b: [...shared, ...own("b")].join("\n") };
     const [a, b] = await Promise.all([upload(stack, bodies.a), upload(stack, bodies.b)]);
     expect([a.status, b.status]).toEqual([202, 202]);
-    const [doneA, doneB] = await Promise.all(
+    const [doneA, doneB] = (await Promise.all(
       [a, b].map((answer) => finished(stack, (answer.json as { id: string }).id)),
-    );
+    )) as [Import, Import];
     for (const done of [doneA, doneB]) {
       expect(done).toMatchObject({ status: "succeeded", lines: 4000, conflicts: 0, invalid: 0 });
       expect(done.created + done.unchanged).toBe(4000);
     }
-    expect((doneA?.created ?? 0) + (doneB?.created ?? 0)).toBe(2500 * 2 + 1500);
-    expect((doneA?.unchanged ?? 0) + (doneB?.unchanged ?? 0)).toBe(1500);
+    expect(doneA.created + doneB.created).toBe(2500 * 2 + 1500);
+    expect(doneA.unchanged + doneB.unchanged).toBe(1500);
   });
 
   it("cancels a queued or running import: it stops, what it committed stays and is counted", async () => {
