@@ -365,7 +365,8 @@ class OutboxRelay implements Relay {
         }),
       );
     }
-    // Only now, with the jobs stored, are the entries done. Deleting them keeps the outboxes small.
+    // Only now, with the jobs stored, are the entries done (they stay in the outbox, the event log,
+    // until the trim: see startOutboxTrim).
     await this.ops.ack(relayed);
     observer?.relayed(relayedEntries);
     if (events.length > 0) {

@@ -32,7 +32,7 @@ import { createLogger, type Logger } from "./logger.js";
 import { createWorkerMetrics, serveMetrics, willRetry } from "./metrics.js";
 import { outageLog } from "./outage.js";
 import { type Relay, type RelayedQueue, startRelay } from "./relay.js";
-import { retentionPolicy, startRetention } from "./retention.js";
+import { retentionPolicy, startOutboxTrim, startRetention } from "./retention.js";
 import { fanOutWebhooks, startDeliveries } from "./webhook-jobs.js";
 
 export interface StartWorkerOptions {
@@ -135,6 +135,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   const workers: Worker[] = [];
   let relay: Relay | undefined;
   let retention: { stop(): void } | undefined;
+  let outboxTrim: { stop(): void } | undefined;
   const policy = retentionPolicy(config);
   const metrics = config.metrics.enabled ? createWorkerMetrics() : undefined;
   // Scrapes read through a connection that fails fast: an outage must not hold a scrape open.
@@ -153,6 +154,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   async function closeAll(): Promise<void> {
     await metricsServer?.close();
     retention?.stop();
+    outboxTrim?.stop();
     await relay?.close();
     await Promise.all(workers.map((worker) => worker.close()));
     await Promise.all(queues.map((queue) => queue.close()));
@@ -244,6 +246,12 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       policy,
       logger,
       ...options.retentionTiming,
+    });
+    outboxTrim = startOutboxTrim({
+      client: redis,
+      partitions: () => running.held(),
+      retention: config.outboxRetention,
+      logger,
     });
     if (metrics && metricsConnection) {
       const backlogs = outbox(metricsConnection);

@@ -56,6 +56,19 @@ export {
   indexDeleted,
   indexVersions,
 } from "./index-writes.js";
+export {
+  compareEntryIds,
+  comparePositions,
+  type EventLog,
+  type EventPosition,
+  eventLog,
+  formatEventCursor,
+  type LogEntry,
+  type LogRead,
+  lastIdAtOrBefore,
+  MAX_SEQ,
+  parseEventCursor,
+} from "./event-log.js";
 export { inspectStore, keyCount, type StoreInspector } from "./inspect.js";
 export {
   DEFAULT_PARTITIONS,
