@@ -61,12 +61,18 @@ const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 export function createRouteMatcher(routes: readonly RestRoute[], routeList: readonly string[]) {
   return (method: string, url: string): RouteMatch => {
     const path = url.split("?", 1)[0] as string;
+    // A static route of the server's own (`GET /plants/events`) is its path's only resource: it
+    // shadows the operations whose pattern would take the path for a parameter (`/plants/{id}`).
+    const isStatic = !/[:*]/.test(path);
+    const own = isStatic ? METHODS.filter((other) => routeList.includes(`${other} ${path}`)) : [];
+    if (own.length > 0 && routes.some((route) => route.pattern.test(path))) {
+      return { kind: "method-not-allowed", allow: own.sort() };
+    }
     const onPath = routes.filter((route) => route.pattern.test(path));
     const route = onPath.find((candidate) => candidate.method === method);
     if (route) return { kind: "found", route };
     const allow = new Set(onPath.map((r) => r.method));
     // Only static routes: a request path is text, never a pattern (`/*` names no route).
-    const isStatic = !/[:*]/.test(path);
     if (allow.size === 0 && isStatic)
       for (const other of METHODS) if (routeList.includes(`${other} ${path}`)) allow.add(other);
     return allow.size > 0 ? { kind: "method-not-allowed", allow: [...allow].sort() } : { kind: "not-found" };
