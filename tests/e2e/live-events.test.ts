@@ -284,3 +284,45 @@ describe.each(storeKinds)("live events on %s Redis", (kind) => {
     );
   }, 120_000);
 });
+
+describe("a reader too slow for its stream", () => {
+  let stack: Stack;
+  beforeAll(async () => {
+    stack = await startStack({ worker: true, env: { EVENTS_MAX_BUFFERED_BYTES: "8192" } });
+  });
+  afterAll(() => stack?.stop());
+
+  it("is closed with a final comment instead of being buffered for, and resumes from its last event", async () => {
+    const slow = await openStream(stack.url);
+    const first = await call(stack.url, { body: { id: 5570000, name: "first" } });
+    expect(first.status).toBe(200);
+    const [seen] = await slow.waitFor(1);
+    slow.pause();
+    // Long names (multi-byte), many of them: far more than the socket and 8 KiB hold.
+    const name = "🌿".repeat(200);
+    const ids = Array.from({ length: 2500 }, (_, i) => 5570001 + i);
+    for (let start = 0; start < ids.length; start += 50) {
+      const results = await Promise.all(
+        ids.slice(start, start + 50).map((id) => call(stack.url, { body: { id, name, tag: "x".repeat(100) } })),
+      );
+      expect(results.every((result) => result.status === 200)).toBe(true);
+    }
+    // The server let it go: no stream open any more, though the client never closed it.
+    await eventually(async () => {
+      const metrics = await call(stack.url, { method: "GET", path: "/metrics" });
+      return /^plant_store_event_streams_open\{transport="sse"\} 0$/m.test(metrics.text);
+    }, 20_000);
+    slow.resume();
+    await slow.ended;
+    expect(slow.comments.at(-1)).toMatch(/fell too far behind: reconnect with the last event's id/);
+    expect(slow.events.length).toBeLessThan(ids.length + 1);
+    // Resuming from the last event it got misses nothing.
+    const last = slow.events.at(-1) ?? seen;
+    const resumed = await openStream(stack.url, "/plants/events", { headers: { "last-event-id": last?.id as string } });
+    const rest = await resumed.waitFor(ids.length + 1 - slow.events.length, 30_000);
+    resumed.close();
+    const got = [...slow.events, ...rest].map((event) => JSON.parse(event.data.replace(/"id":(\d+)/, '"id":"$1"')).data.id);
+    // Every event once (in the log's order, which across partitions is not the ids').
+    expect([...got].sort()).toEqual(["5570000", ...ids.map(String)].sort());
+  }, 120_000);
+});
