@@ -485,7 +485,8 @@ export class EventHub {
     this.wake();
     // The blocking read holds its connection up to blockMs: the hub owns it and drops it.
     this.options.blocking?.disconnect();
-    await this.loopDone;
+    // A read in flight ends with its command's timeout; the close does not wait longer than that.
+    await Promise.race([this.loopDone, sleep(1000)]);
   }
 }
 

@@ -41,7 +41,8 @@ export const requestHooks = fp<RequestHooksOptions>(
       if (closing) {
         // An EventSource gives up for good on any answer but 200, and retries a dropped connection:
         // a live event stream's reconnect then comes back once the server (or another) is up.
-        if (request.url.split("?", 1)[0] === EVENTS_PATH) {
+        const path = request.url.split("?", 1)[0];
+        if (path === EVENTS_PATH || path === "/trpc/plants.events") {
           reply.hijack();
           reply.raw.destroy();
           return;
