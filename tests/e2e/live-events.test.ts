@@ -5,8 +5,9 @@
 // first, the per-token limit and a reader too slow to keep up. (The tRPC subscription through the
 // typed client: packages/client/test; a browser's EventSource across an api restart:
 // live-events-browser.test.ts.)
-import { ADMIN_TOKEN, OTHER_TOKEN, storeKinds } from "@plant-store/testing";
+
 import { outbox } from "@plant-store/store";
+import { ADMIN_TOKEN, OTHER_TOKEN, storeKinds } from "@plant-store/testing";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openStream, type SseEvent, type SseStream } from "./sse.js";
@@ -321,7 +322,9 @@ describe("a reader too slow for its stream", () => {
     const resumed = await openStream(stack.url, "/plants/events", { headers: { "last-event-id": last?.id as string } });
     const rest = await resumed.waitFor(ids.length + 1 - slow.events.length, 30_000);
     resumed.close();
-    const got = [...slow.events, ...rest].map((event) => JSON.parse(event.data.replace(/"id":(\d+)/, '"id":"$1"')).data.id);
+    const got = [...slow.events, ...rest].map(
+      (event) => JSON.parse(event.data.replace(/"id":(\d+)/, '"id":"$1"')).data.id,
+    );
     // Every event once (in the log's order, which across partitions is not the ids').
     expect([...got].sort()).toEqual(["5570000", ...ids.map(String)].sort());
   }, 120_000);

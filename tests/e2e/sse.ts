@@ -1,6 +1,6 @@
 // A server-sent events reader over node:http for the live event tests: it sees every field and
 // comment as sent, can stop reading (a slow reader) and tells when the server ended the stream.
-import { type IncomingMessage, request as httpRequest } from "node:http";
+import { request as httpRequest, type IncomingMessage } from "node:http";
 import { TOKEN } from "./stack.js";
 
 export interface SseEvent {

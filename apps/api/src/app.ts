@@ -7,9 +7,9 @@ import {
   type RedisClient,
 } from "@plant-store/store";
 import { createAuthenticator, type StoredTokenVerifier, type TokenStore } from "@plant-store/tokens";
+import Fastify, { type FastifyRequest } from "fastify";
 import type { EventsConfig } from "./config.js";
 import { EventHub } from "./events/hub.js";
-import Fastify, { type FastifyRequest } from "fastify";
 import { type CorsOrigins, createCors, methodsOfPath } from "./http/cors.js";
 import { queueDashboard } from "./http/dashboard.js";
 import { errorReplies } from "./http/error-replies.js";

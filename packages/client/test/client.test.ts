@@ -186,7 +186,8 @@ describe("plants.events (a subscription over server-sent events)", () => {
     });
     const until = async (what: () => boolean, label: string) => {
       for (let tries = 0; tries < 400 && !what(); tries++) await new Promise((resolve) => setTimeout(resolve, 25));
-      if (!what()) throw new Error(`${label}: ${JSON.stringify({ got: got.length, started, errors: errors.map(String) })}`);
+      if (!what())
+        throw new Error(`${label}: ${JSON.stringify({ got: got.length, started, errors: errors.map(String) })}`);
     };
     return {
       got,
@@ -214,7 +215,8 @@ describe("plants.events (a subscription over server-sent events)", () => {
     resumed.stop();
     // An unusable cursor is an error with the Error object, not a stream.
     const refused = follow(client, { lastEventId: "nonsense" });
-    for (let tries = 0; tries < 200 && refused.errors.length === 0; tries++) await new Promise((r) => setTimeout(r, 25));
+    for (let tries = 0; tries < 200 && refused.errors.length === 0; tries++)
+      await new Promise((r) => setTimeout(r, 25));
     refused.stop();
     const [error] = refused.errors;
     expect(error).toBeInstanceOf(TRPCClientError);

@@ -186,10 +186,13 @@ export function createPlantStoreRestClient(options: PlantStoreRestClientOptions)
       const search = new URLSearchParams();
       if (query.tag !== undefined) search.set("tag", query.tag);
       if (query.after !== undefined) search.set("after", query.after);
-      const response = await (options.fetch ?? fetch)(`${baseUrl}/plants/events${search.size > 0 ? `?${search}` : ""}`, {
-        headers: { authorization: `Bearer ${options.token}`, accept: "text/event-stream" },
-        ...(query.signal ? { signal: query.signal } : {}),
-      });
+      const response = await (options.fetch ?? fetch)(
+        `${baseUrl}/plants/events${search.size > 0 ? `?${search}` : ""}`,
+        {
+          headers: { authorization: `Bearer ${options.token}`, accept: "text/event-stream" },
+          ...(query.signal ? { signal: query.signal } : {}),
+        },
+      );
       if (!response.ok || response.body === null) {
         const text = await response.text();
         let body: ApiError | undefined;

@@ -50,13 +50,6 @@ export {
   recordEmbeddedStore,
 } from "./embedded.js";
 export {
-  type IndexedUpdate,
-  type IndexedVersion,
-  indexCreated,
-  indexDeleted,
-  indexVersions,
-} from "./index-writes.js";
-export {
   compareEntryIds,
   comparePositions,
   type EventLog,
@@ -69,6 +62,13 @@ export {
   MAX_SEQ,
   parseEventCursor,
 } from "./event-log.js";
+export {
+  type IndexedUpdate,
+  type IndexedVersion,
+  indexCreated,
+  indexDeleted,
+  indexVersions,
+} from "./index-writes.js";
 export { inspectStore, keyCount, type StoreInspector } from "./inspect.js";
 export {
   DEFAULT_PARTITIONS,

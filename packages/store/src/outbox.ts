@@ -338,7 +338,11 @@ async function backlogOf(
     storeKeys.outboxGroup,
     100_000,
   );
-  return { depth: Number(depth), oldestMs: oldestId ? entryIdMs(oldestId) : undefined, deadLetters: Number(deadLetters) };
+  return {
+    depth: Number(depth),
+    oldestMs: oldestId ? entryIdMs(oldestId) : undefined,
+    deadLetters: Number(deadLetters),
+  };
 }
 
 /** An outbox entry the relay could not read, as its dead-letter stream holds it. */

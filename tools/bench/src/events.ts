@@ -155,7 +155,9 @@ await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
   const open = /^plant_store_event_streams_open\{transport="sse"\} (\d+)$/m.exec(check.text)?.[1];
   for (const stream of streams) stream.close();
 
-  console.log(`\nlive events: one stream, ${rate} creates/s offered for ${durationS} s (${(sent / offeredS).toFixed(0)}/s sent)`);
+  console.log(
+    `\nlive events: one stream, ${rate} creates/s offered for ${durationS} s (${(sent / offeredS).toFixed(0)}/s sent)`,
+  );
   console.log(
     table(
       ["creates 200", "events seen", "missing", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors"],

@@ -1,6 +1,6 @@
 import { parseEventCursor } from "@plant-store/store";
-import { type TrackedEnvelope, TRPCError, tracked } from "@trpc/server";
-import { type EventHub, type HubEvent, type StreamEnd, type StreamSink, StreamRefused } from "./hub.js";
+import { TRPCError, type TrackedEnvelope, tracked } from "@trpc/server";
+import { type EventHub, type HubEvent, type StreamEnd, StreamRefused, type StreamSink } from "./hub.js";
 
 /**
  * Why a tRPC subscription's stream ended, as the error its client gets: a slow reader and a
@@ -108,7 +108,8 @@ export async function* plantEvents(options: {
   const text = options.lastEventId ?? undefined;
   const cursor = text === undefined || text === "" ? undefined : parseEventCursor(text, options.partitions);
   if (cursor === "malformed") throw new TRPCError({ code: "BAD_REQUEST", message: "lastEventId is not an event id" });
-  if (cursor === "unknown") throw new TRPCError({ code: "BAD_REQUEST", message: "The cursor names no event of this store" });
+  if (cursor === "unknown")
+    throw new TRPCError({ code: "BAD_REQUEST", message: "The cursor names no event of this store" });
   try {
     await hub.admit(principal, cursor);
   } catch (error) {

@@ -4,7 +4,7 @@ import { PlantTag } from "@plant-store/contracts";
 import { type EventPosition, parseEventCursor } from "@plant-store/store";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { apiError, describeIssues } from "../errors.js";
-import { type EventHub, type HubEvent, type StreamEnd, type StreamSink, StreamRefused } from "../events/hub.js";
+import { type EventHub, type HubEvent, type StreamEnd, StreamRefused, type StreamSink } from "../events/hub.js";
 import type { Guard } from "./guard.js";
 
 /** The live event stream's path (a plain route: trpc-to-openapi cannot stream). */

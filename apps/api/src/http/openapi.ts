@@ -5,6 +5,7 @@ import { globalRegistry, type ZodType } from "zod";
 import { createSchema } from "zod-openapi";
 import { statusMessages } from "../errors.js";
 import type { Meta } from "../trpc.js";
+import { EVENTS_PATH, EVENTS_RETRY_MS } from "./events.js";
 import {
   EXAMPLE_PLANT_ID,
   errorMessages,
@@ -12,7 +13,6 @@ import {
   operationExamples,
   webhookExample,
 } from "./openapi-examples.js";
-import { EVENTS_PATH, EVENTS_RETRY_MS } from "./events.js";
 import { isBodylessAction } from "./routes.js";
 
 type Json = Record<string, unknown>;
