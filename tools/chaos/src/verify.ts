@@ -7,6 +7,7 @@ import {
   inspectStore,
   isCluster,
   type Layout,
+  outbox,
   partitionKeys,
   partitionOf,
   type RedisClient,
@@ -184,7 +185,9 @@ export const queueKeyPrefix = (queue: (typeof queueNames)[keyof typeof queueName
 /** Jobs not yet finished, per queue, plus outbox entries not yet relayed (all partitions). */
 export async function backlog({ client, layout }: StoreView): Promise<Record<string, number>> {
   const partitions = Array.from({ length: layout.partitions }, (_, p) => p);
-  const depths = await Promise.all(partitions.map((p) => client.xlen(partitionKeys(p).outbox)));
+  // Not relayed: not acknowledged by the relay (the outbox keeps relayed entries for the live streams).
+  const ops = outbox(client);
+  const depths = await Promise.all(partitions.map((p) => ops.depth(p)));
   const result: Record<string, number> = { outbox: depths.reduce((sum, n) => sum + n, 0) };
   for (const queue of [queueNames.index, queueNames.audit]) {
     const prefix = queueKeyPrefix(queue);
