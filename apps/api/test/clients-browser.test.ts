@@ -229,7 +229,7 @@ describe("a page following the live events with an EventSource", () => {
           const state = { received: [] as { id: string; data: string }[], opened: 0, errors: [] as string[] };
           (globalThis as unknown as { live: typeof state }).live = state;
           const source = new EventSource(`${url}/plants/events`, {
-            fetch: (input: RequestInfo | URL, init?: RequestInit) =>
+            fetch: (input: string | URL | Request, init?: RequestInit) =>
               fetch(input, { ...init, headers: { ...(init?.headers as object), authorization: `Bearer ${token}` } }),
           } as EventSourceInit);
           source.addEventListener("open", () => state.opened++);
