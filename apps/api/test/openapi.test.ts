@@ -262,7 +262,7 @@ describe("GET /openapi.json", () => {
     const media = stream.responses["200"].content["text/event-stream"];
     expect(media.schema).toEqual({ $ref: "#/components/schemas/LiveEventStream" });
     expect(media.example).toMatch(/^retry: 1000\n[\s\S]*\nid: \d+-\d+-\d+\nevent: plant\.created\ndata: \{"type"/);
-    expect(document.components.schemas.LiveEventStream["x-event-schema"]).toEqual({
+    expect(document.components.schemas.LiveEventStream.contentSchema).toEqual({
       $ref: "#/components/schemas/LiveEvent",
     });
     expect(document.components.schemas.LiveEvent.properties.data).toEqual({

@@ -439,7 +439,10 @@ export class EventHub {
         if (read.completeBelowMs !== undefined) this.emit(read.completeBelowMs);
         busy = read.entries.length > 0 || this.waiting.length > 0 || read.completeBelowMs === undefined;
         failures = 0;
-        await this.pause(busy ? lingerMs : blocking ? 0 : pollMs);
+        // A partition that could not be read (a slot moving, a master failing over) is read again
+        // at the polling pace, not at once.
+        const stalled = read.completeBelowMs === undefined && read.entries.length === 0;
+        await this.pause(stalled ? pollMs : busy ? lingerMs : blocking ? 0 : pollMs);
       } catch (error) {
         if (this.closing) break;
         failures++;

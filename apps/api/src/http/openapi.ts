@@ -396,7 +396,8 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
           contentMediaType: "text/event-stream",
           description:
             "Server-sent events (HTML standard): a `retry:` field, then a `LiveEvent` per plant event and comments (lines starting with `:`): a keep-alive at least every 15 s, and a last one saying why the server ended the stream",
-          "x-event-schema": ref("LiveEvent"),
+          // JSON Schema's keyword for what a string's content holds: here each server-sent event.
+          contentSchema: ref("LiveEvent"),
         },
       },
       headers,
