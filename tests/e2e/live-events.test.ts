@@ -6,12 +6,13 @@
 // typed client: packages/client/test; a browser's EventSource across an api restart:
 // live-events-browser.test.ts.)
 
+import { loadApiConfig, startApi } from "@plant-store/api";
 import { outbox } from "@plant-store/store";
 import { ADMIN_TOKEN, OTHER_TOKEN, storeKinds } from "@plant-store/testing";
 import fc from "fast-check";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openStream, type SseEvent, type SseStream } from "./sse.js";
-import { call, eventually, expectError, type Stack, startStack } from "./stack.js";
+import { call, eventually, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 
 const MAX_PER_TOKEN = 6;
 
@@ -37,7 +38,7 @@ describe.each(storeKinds)("live events on %s Redis", (kind) => {
     stack = await startStack({
       kind,
       worker: true,
-      env: { EVENTS_MAX_STREAMS_PER_TOKEN: String(MAX_PER_TOKEN) },
+      env: { EVENTS_MAX_STREAMS_PER_TOKEN: String(MAX_PER_TOKEN), EVENTS_HEARTBEAT_MS: "600" },
     });
   });
   afterAll(async () => {
@@ -207,6 +208,35 @@ describe.each(storeKinds)("live events on %s Redis", (kind) => {
     }
     expect(again?.status).toBe(200);
     for (const each of [...streams, again]) each?.close();
+  });
+
+  it("sends a comment when nothing else was sent for a while (EVENTS_HEARTBEAT_MS)", async () => {
+    const quiet = await stream();
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(quiet.comments).toContain("keep-alive");
+  });
+
+  it("goes on while no worker runs: the stream reads the commits themselves", async () => {
+    const live = await stream();
+    await stack.stopWorker();
+    try {
+      await create("5555001", "no worker");
+      expect(parsed((await live.waitFor(1))[0] as SseEvent).data.id).toBe("5555001");
+    } finally {
+      await stack.startWorker();
+    }
+  });
+
+  it("ends every stream with a comment when its api shuts down", async () => {
+    const other = await startApi(
+      loadApiConfig({ ...stack.store.env, PORT: "0", HOST: "127.0.0.1", API_TOKENS: TOKEN, LOG_LEVEL: "silent" }),
+    );
+    const live = await openStream(other.url);
+    await create("5556001", "before the shutdown");
+    await live.waitFor(1);
+    await other.close();
+    await live.ended;
+    expect(live.comments.at(-1)).toMatch(/shutting down: reconnect to resume/);
   });
 
   it("the metrics count open streams and events sent", async () => {
