@@ -437,7 +437,7 @@ describe("two Authorization headers", () => {
 
 describe("queue dashboard routes", () => {
   const params: Record<string, string> = {
-    queueName: "plant-index",
+    queueName: "plant-side-work",
     jobId: "event-1-0",
     queueStatus: "failed",
     schedulerId: "none",
@@ -503,7 +503,7 @@ describe("queue dashboard routes", () => {
     const host = new URL(stack.url).host;
     const own = await call(stack.url, {
       method: "PUT",
-      path: "/admin/queues/api/queues/plant-index/pause",
+      path: "/admin/queues/api/queues/plant-side-work/pause",
       body: {},
       token: null,
       headers: { authorization: admin, origin: `http://${host}` },

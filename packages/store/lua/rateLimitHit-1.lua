@@ -1,8 +1,8 @@
 --[[
-  Counts one event in a fixed window: the first event of a window starts its expiry.
+  Counts events in a fixed window: the first of a window starts its expiry.
 
   KEYS[1] counter   ratelimit:<name>
-  ARGV[1] window (ms).
+  ARGV[1] window (ms); ARGV[2] how many events to count (1, or a block an api instance leases).
 
   Returns {count, ms left in the window}.
 
@@ -12,6 +12,7 @@
   starts the affected windows afresh.
 ]]
 redis.set_repl(redis.REPL_NONE)
-local count = redis.call('INCR', KEYS[1])
-if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local by = tonumber(ARGV[2] or '1')
+local count = redis.call('INCRBY', KEYS[1], by)
+if count == by then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return {count, redis.call('PTTL', KEYS[1])}

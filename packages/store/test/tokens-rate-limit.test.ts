@@ -111,6 +111,47 @@ describe.each(storeKinds)("tokens and rate limits on %s Redis", (kind) => {
       expect((await limiter.hit(token, 60)).exceeded).toBe(true);
     });
 
+    it("take leases blocks of the shared budget: a busy name costs a Redis call per block, and the limit holds across processes", async () => {
+      const masters = isCluster(client) ? client.nodes("master") : [client];
+      const scriptCalls = async () => {
+        let total = 0;
+        for (const node of masters)
+          total += Number(/cmdstat_evalsha:calls=(\d+)/.exec(await node.info("commandstats"))?.[1] ?? 0);
+        return total;
+      };
+      // Two api instances: each its own limiter (its own leases) over the same counter.
+      const [a, b] = [createRateLimiter(client), createRateLimiter(client)];
+      const first = await a.take(token, 640);
+      // A quiet name is counted exactly: its first lease is one event.
+      expect(first).toMatchObject({ limit: 640, remaining: 639, exceeded: false });
+      expect(await count(token)).toBe(1);
+      const before = await scriptCalls();
+      const windows = await Promise.all(Array.from({ length: 800 }, (_, i) => (i % 2 === 0 ? a : b).take(token, 640)));
+      const admitted = windows.filter((window) => !window.exceeded).length + 1;
+      // Never past the limit; at most a block (640 / 64 = 10) per process held back unused.
+      expect(admitted).toBeLessThanOrEqual(640);
+      expect(admitted).toBeGreaterThanOrEqual(640 - 2 * 10);
+      expect(windows.every((window) => window.remaining >= 0 && window.remaining <= 640)).toBe(true);
+      const calls = (await scriptCalls()) - before;
+      // Blocks of up to 10 (plus the ramp from 1, and one refused lease per process): far below 800.
+      expect(calls).toBeGreaterThan(0);
+      expect(calls).toBeLessThan(160);
+      // Once the window is used up, refusals cost no call at all.
+      const refusedBefore = await scriptCalls();
+      expect((await a.take(token, 640)).exceeded).toBe(true);
+      expect((await b.take(token, 640)).exceeded).toBe(true);
+      expect((await scriptCalls()) - refusedBefore).toBe(0);
+    });
+
+    it("take starts afresh when the window ends", async () => {
+      const limiter = createRateLimiter(client, 300);
+      expect(await limiter.take(token, 1)).toMatchObject({ remaining: 0, exceeded: false });
+      expect(await limiter.take(token, 1)).toMatchObject({ remaining: 0, exceeded: true });
+      await sleep(350);
+      expect(await limiter.take(token, 1)).toMatchObject({ remaining: 0, exceeded: false });
+      expect(await count(token)).toBe(1);
+    });
+
     it("counts without writing to the AOF (no fsync to wait for); other writes still do", async () => {
       const masters = isCluster(client) ? client.nodes("master") : [client];
       const aofBytes = async () => {

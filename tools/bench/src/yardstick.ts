@@ -31,7 +31,7 @@ const app = Fastify({ logger: false });
 useExactJsonBodies(app);
 app.post("/plants", async (request, reply) => {
   if (request.headers.authorization !== BEARER) return reply.code(401).send({ error: 401, message: "unauthorized" });
-  const window = await limiter.hit("token:bench", PER_MINUTE);
+  const window = await limiter.take("token:bench", PER_MINUTE);
   if (window.exceeded) return reply.code(429).send({ error: 429, message: "too many" });
   const parsed = NewPlant.safeParse(request.body);
   if (!parsed.success) return reply.code(400).send({ error: 400, message: parsed.error.message });

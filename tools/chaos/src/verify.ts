@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { queueNames, queuePrefix } from "@plant-store/contracts";
+import { type QueueName, queueNames, queuePrefix } from "@plant-store/contracts";
 import {
   indexBucketOf,
   indexKeys,
@@ -30,7 +30,7 @@ export interface StoreView {
 /** Failed BullMQ jobs per queue. */
 export async function failedJobs(client: RedisClient): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
-  for (const queue of [queueNames.index, queueNames.audit]) {
+  for (const queue of [queueNames.sideWork]) {
     counts[queue] = await client.zcard(`${queueKeyPrefix(queue)}:failed`);
   }
   return counts;
@@ -179,8 +179,8 @@ export async function waitSideWork(
   }
 }
 
-/** The BullMQ key prefix of a queue's keys, e.g. `{plant-index}:plant-index`. */
-export const queueKeyPrefix = (queue: (typeof queueNames)[keyof typeof queueNames]) => `${queuePrefix(queue)}:${queue}`;
+/** The BullMQ key prefix of a queue's keys, e.g. `{plant-side-work}:plant-side-work`. */
+export const queueKeyPrefix = (queue: QueueName) => `${queuePrefix(queue)}:${queue}`;
 
 /** Jobs not yet finished, per queue, plus outbox entries not yet relayed (all partitions). */
 export async function backlog({ client, layout }: StoreView): Promise<Record<string, number>> {
@@ -189,7 +189,7 @@ export async function backlog({ client, layout }: StoreView): Promise<Record<str
   const ops = outbox(client);
   const depths = await Promise.all(partitions.map((p) => ops.depth(p)));
   const result: Record<string, number> = { outbox: depths.reduce((sum, n) => sum + n, 0) };
-  for (const queue of [queueNames.index, queueNames.audit]) {
+  for (const queue of [queueNames.sideWork]) {
     const prefix = queueKeyPrefix(queue);
     const [wait, active, paused, delayed, prioritized] = await Promise.all([
       client.llen(`${prefix}:wait`),

@@ -180,7 +180,8 @@ export function createGuard({
   };
 
   async function admit(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean> {
-    // Configured and recently verified tokens need no lookup: their request's one round trip is its count.
+    // Configured and recently verified tokens need no lookup, and a busy token is counted in leased
+    // blocks (RateLimiter.take): most requests reach Redis only for their commit.
     const auth = await reach(() => authOf(request, check.basic === true));
     if (!auth.ok) return refuse(request, reply, auth.reason, check);
     if (check.scope && !hasScope(auth.principal, check.scope)) {
@@ -190,7 +191,7 @@ export function createGuard({
       return false;
     }
     const requests = rateLimitNames.token(auth.principal.id);
-    const window = await counted(request, requests, () => limiter.hit(requests, limits.perToken));
+    const window = await counted(request, requests, () => limiter.take(requests, limits.perToken));
     return window ? applyWindow(reply, window) : true;
   }
 
