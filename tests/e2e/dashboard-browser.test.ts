@@ -12,7 +12,7 @@ import { ADMIN_TOKEN, call, eventually, type Stack, startStack } from "./stack.j
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 /** Screenshots land here (gitignored): CI keeps them as artifacts. */
 const OUTPUT = fileURLToPath(new URL("../test-results/", import.meta.url));
-const SIDE_WORK = [queueNames.index, queueNames.audit] as const;
+const SIDE_WORK = [queueNames.sideWork] as const;
 
 let stack: Stack;
 let browser: Browser;
@@ -71,17 +71,18 @@ it("shows the side-work queues and their jobs to the admin, and retries a failed
   await eventually(async () => (await listed(tag)).length === 3);
 
   // A job that fails for real: the tag index's bucket directory, a sorted set, is a string, so the
-  // index job of a plant with that tag fails with WRONGTYPE (once: JOB_ATTEMPTS=1).
+  // side-work job of a plant with that tag fails with WRONGTYPE (once: JOB_ATTEMPTS=1); its audit
+  // entry, written beside the index, is appended all the same.
   const poisoned = "poisoned";
   const directory = indexKeys(poisoned).directory;
   await stack.redis.set(directory, "not a sorted set");
   expect((await call(stack.url, { body: { id: 104, name: "Plant 104", tag: poisoned } })).status).toBe(200);
   const [failedId] = await eventually(async () => {
-    const failed = await jobIds(queueNames.index, "failed");
+    const failed = await jobIds(queueNames.sideWork, "failed");
     return failed.length > 0 ? failed : undefined;
   });
   expect(failedId).toBeDefined();
-  const failedJob = await stack.redis.hgetall(bullKey(queueNames.index, failedId as string));
+  const failedJob = await stack.redis.hgetall(bullKey(queueNames.sideWork, failedId as string));
   expect(failedJob.name).toBe(PLANT_EVENTS_JOB);
   expect(failedJob.failedReason).toMatch(/^WRONGTYPE/);
   expect(JSON.parse(failedJob.data as string).events.map((event: { plantId: string }) => event.plantId)).toEqual([
@@ -121,7 +122,7 @@ it("shows the side-work queues and their jobs to the admin, and retries a failed
   });
   page.on("pageerror", (error) => problems.push(error.message));
 
-  // The overview: both side-work queues, with their jobs counted and the failure flagged.
+  // The overview: the side-work queue, with its jobs counted and the failure flagged.
   const response = await page.goto(`${stack.url}/admin/queues`);
   expect(response?.status()).toBe(200);
   const main = page.getByRole("main");
@@ -129,12 +130,12 @@ it("shows the side-work queues and their jobs to the admin, and retries a failed
   for (const queue of SIDE_WORK) {
     await sidebar.getByRole("link", { name: queue, exact: true }).waitFor();
     const card = main.getByRole("listitem").filter({ has: page.getByRole("link", { name: queue, exact: true }) });
-    const jobs = (completed[queue]?.length ?? 0) + (queue === queueNames.index ? 1 : 0);
+    const jobs = (completed[queue]?.length ?? 0) + (queue === queueNames.sideWork ? 1 : 0);
     await card.getByText(`${jobs} Jobs`, { exact: true }).waitFor();
   }
   await main
     .getByRole("listitem")
-    .filter({ has: page.getByRole("link", { name: queueNames.index, exact: true }) })
+    .filter({ has: page.getByRole("link", { name: queueNames.sideWork, exact: true }) })
     .getByRole("link", { name: "Failed 1", exact: true })
     .waitFor();
   await page.screenshot({ path: `${OUTPUT}/dashboard-queues.png`, fullPage: true });
@@ -147,9 +148,9 @@ it("shows the side-work queues and their jobs to the admin, and retries a failed
     for (const id of completed[queue] ?? []) await main.getByRole("link", { name: id, exact: true }).waitFor();
   }
 
-  // The failed job in plant-index's Failed tab, with its error.
-  await sidebar.getByRole("link", { name: queueNames.index, exact: true }).click();
-  await page.getByRole("heading", { name: queueNames.index, level: 1 }).waitFor();
+  // The failed job in plant-side-work's Failed tab, with its error.
+  await sidebar.getByRole("link", { name: queueNames.sideWork, exact: true }).click();
+  await page.getByRole("heading", { name: queueNames.sideWork, level: 1 }).waitFor();
   await main.getByRole("link", { name: /^FAILED 1$/ }).click();
   // The job's card: the innermost block holding its link and its tabs.
   const jobLink = page.getByRole("link", { name: failedId, exact: true });
@@ -174,9 +175,11 @@ it("shows the side-work queues and their jobs to the admin, and retries a failed
   await main.getByText("No failed jobs in this queue.").waitFor();
 
   // The worker runs it again, now successfully: BullMQ has it completed, the plant is listed.
-  await eventually(async () => (await jobIds(queueNames.index, "completed")).includes(failedId as string));
-  expect(await jobIds(queueNames.index, "failed")).toEqual([]);
-  expect(await stack.redis.hget(bullKey(queueNames.index, failedId as string), "returnvalue")).toBe('["indexed"]');
+  await eventually(async () => (await jobIds(queueNames.sideWork, "completed")).includes(failedId as string));
+  expect(await jobIds(queueNames.sideWork, "failed")).toEqual([]);
+  expect(await stack.redis.hget(bullKey(queueNames.sideWork, failedId as string), "returnvalue")).toBe(
+    JSON.stringify({ indexed: 1, unindexed: 0, audited: 0, deliveries: 0 }),
+  );
   expect(await listed(poisoned)).toEqual([104]);
 
   await main.getByRole("link", { name: /^COMPLETED\b/ }).click();

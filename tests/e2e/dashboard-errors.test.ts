@@ -43,7 +43,7 @@ beforeAll(async () => {
   });
   await app.listen({ port: 0, host: "127.0.0.1" });
   url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
-  queue = new Queue(queueNames.index, { connection: stack.redis, prefix: queuePrefix(queueNames.index) });
+  queue = new Queue(queueNames.sideWork, { connection: stack.redis, prefix: queuePrefix(queueNames.sideWork) });
 });
 afterAll(async () => {
   await queue?.close();
@@ -60,7 +60,7 @@ const internals = (text: string) => text.match(/\\n\s+at |\/[\w.@+-]+(?:\/[\w.@+
 
 describe("the dashboard's API", () => {
   it("refuses nonsense paging with a 400 Error, and still pages within bounds", async () => {
-    const listing = "/admin/queues/api/queues?activeQueue=plant-audit&status=completed";
+    const listing = "/admin/queues/api/queues?activeQueue=plant-side-work&status=completed";
     for (const paging of [
       "page=99999999999999999999&jobsPerPage=1e9",
       "page=99999999999999999999",
@@ -87,8 +87,8 @@ describe("the dashboard's API", () => {
   it("answers an unexpected failure with a generic 500 Error, and logs it", async () => {
     // A job whose hash is not a hash: reading it fails in Redis (WRONGTYPE).
     const broken = "not-a-job-hash";
-    await stack.redis.set(`${queuePrefix(queueNames.audit)}:${queueNames.audit}:${broken}`, "x");
-    const result = await dashboard(`/admin/queues/api/queues/${queueNames.audit}/${broken}`);
+    await stack.redis.set(`${queuePrefix(queueNames.sideWork)}:${queueNames.sideWork}:${broken}`, "x");
+    const result = await dashboard(`/admin/queues/api/queues/${queueNames.sideWork}/${broken}`);
     expectError(result, 500);
     expect(result.json).toEqual({ error: 500, message: "Internal server error" });
     expect(result.text).not.toMatch(/WRONGTYPE|script|ERR/);
@@ -107,13 +107,13 @@ describe("the dashboard's API", () => {
     const stored = await queue.getJob(jobs[0]?.id as string);
     expect(stored?.stacktrace?.join("\n")).toMatch(/\n\s+at .*\//);
 
-    const listed = await dashboard(`/admin/queues/api/queues?activeQueue=${queueNames.index}&status=failed`);
+    const listed = await dashboard(`/admin/queues/api/queues?activeQueue=${queueNames.sideWork}&status=failed`);
     expect(listed.status).toBe(200);
     const index = (listed.json as { queues: { name: string; jobs: Job[] }[] }).queues.find(
-      (entry) => entry.name === queueNames.index,
+      (entry) => entry.name === queueNames.sideWork,
     );
     expect(index?.jobs.length).toBeGreaterThanOrEqual(2);
-    const detail = await dashboard(`/admin/queues/api/queues/${queueNames.index}/${jobs[0]?.id}`);
+    const detail = await dashboard(`/admin/queues/api/queues/${queueNames.sideWork}/${jobs[0]?.id}`);
     expect(detail.status).toBe(200);
     for (const job of [...(index?.jobs ?? []), (detail.json as { job: Job }).job]) {
       expect(job.failedReason).toMatch(/unknown job name "bogus"/);

@@ -58,7 +58,7 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       expect((await call(stack.url, { body: { id: 42, name: "Watched" } })).status).toBe(200);
       const queues = await eventually(async () => {
         const result = await dashboard(
-          "/admin/queues/api/queues?activeQueue=plant-audit&status=completed",
+          "/admin/queues/api/queues?activeQueue=plant-side-work&status=completed",
           basic("admin", ADMIN_TOKEN),
         );
         const body = result.json as {
@@ -68,12 +68,12 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
             jobs: { data: { events: { plantId: string }[] } }[];
           }[];
         };
-        const audit = body.queues.find((queue) => queue.name === queueNames.audit);
-        return audit && (audit.counts.completed ?? 0) >= 1 ? body.queues : undefined;
+        const sideWork = body.queues.find((queue) => queue.name === queueNames.sideWork);
+        return sideWork && (sideWork.counts.completed ?? 0) >= 1 ? body.queues : undefined;
       });
       expect(queues.map((queue) => queue.name).sort()).toEqual(Object.values(queueNames).sort());
-      const audit = queues.find((queue) => queue.name === queueNames.audit);
-      expect(audit?.jobs.some((job) => job.data.events.some((event) => event.plantId === "42"))).toBe(true);
+      const sideWork = queues.find((queue) => queue.name === queueNames.sideWork);
+      expect(sideWork?.jobs.some((job) => job.data.events.some((event) => event.plantId === "42"))).toBe(true);
     });
 
     it("serves its static assets under the same base path", async () => {

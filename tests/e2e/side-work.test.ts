@@ -93,7 +93,10 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
     });
 
     it("shows the jobs in BullMQ: every event in a completed job, none failed", async () => {
-      const queue = new Queue(queueNames.index, { connection: stack.redis, prefix: queuePrefix(queueNames.index) });
+      const queue = new Queue(queueNames.sideWork, {
+        connection: stack.redis,
+        prefix: queuePrefix(queueNames.sideWork),
+      });
       try {
         const completed = await queue.getCompleted(0, -1);
         const events = completed.flatMap((job) => job.data.events as { eventId: string }[]);

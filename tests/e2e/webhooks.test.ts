@@ -308,7 +308,7 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
     const { id } = await subscribe(gone, { events: ["plant.created"] });
     gone.answer(() => 410);
     const queue = (name: QueueName) => new Queue(name, { connection: stack.redis, prefix: queuePrefix(name) });
-    const [fanOut, deliveries] = [queue(queueNames.webhooks), queue(queueNames.webhookDeliveries)];
+    const [fanOut, deliveries] = [queue(queueNames.sideWork), queue(queueNames.webhookDeliveries)];
     const deliveriesOf = async () => (await admin(stack, "GET", `/admin/webhooks/${id}/deliveries`)).json as Delivery[];
     const before = [7602, 7603, 7604, 7605, 7606];
     try {

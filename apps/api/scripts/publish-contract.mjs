@@ -13,7 +13,8 @@ const contract = new URL("../../../packages/api-contract/app-router.d.ts", impor
 
 /** What each server-side type referenced by the declaration becomes for clients. */
 const SERVER_TYPES = { "./trpc.js": new Set(["Context", "Meta"]) };
-const KEPT_MODULES = new Set(["@trpc/server"]);
+// @trpc/server's own types (a subscription's output names its tracked envelope from the second).
+const KEPT_MODULES = new Set(["@trpc/server", "@trpc/server/unstable-core-do-not-import"]);
 
 const source = ts.createSourceFile("router.d.ts", readFileSync(declaration, "utf8"), ts.ScriptTarget.Latest);
 const statement = source.statements.find(

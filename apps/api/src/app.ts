@@ -1,15 +1,19 @@
 import {
   createRateLimiter,
   type Durability,
+  eventLog,
   type Layout,
   mastersShortOfReplicas,
   type RedisClient,
 } from "@plant-store/store";
 import { createAuthenticator, type StoredTokenVerifier, type TokenStore } from "@plant-store/tokens";
 import Fastify, { type FastifyRequest } from "fastify";
+import type { EventsConfig } from "./config.js";
+import { EventHub } from "./events/hub.js";
 import { type CorsOrigins, createCors, methodsOfPath } from "./http/cors.js";
 import { queueDashboard } from "./http/dashboard.js";
 import { errorReplies } from "./http/error-replies.js";
+import { eventsRoute } from "./http/events.js";
 import { forwardedForCheck } from "./http/forwarded-for.js";
 import { createGuard, type Limits } from "./http/guard.js";
 import { importUploadRoute, importUploads } from "./http/import-upload.js";
@@ -58,6 +62,22 @@ export type AppOptions = {
   corsOrigins?: CorsOrigins;
   /** Serve Prometheus metrics on GET /metrics (METRICS_ENABLED, default on). */
   metrics?: boolean;
+  /**
+   * The live event streams' settings (EVENTS_*; defaults below) and, on one node, a dedicated
+   * connection for their blocking read, which the app then owns (without it the read loop polls).
+   */
+  events?: Partial<EventsConfig> & { blocking?: RedisClient | undefined };
+};
+
+/** The live event streams' defaults (as config.ts's on one node). */
+export const EVENTS_DEFAULTS: EventsConfig = {
+  maxStreamsPerToken: 100,
+  maxStreams: 10_000,
+  maxBufferedBytes: 1_048_576,
+  heartbeatMs: 15_000,
+  lingerMs: 10,
+  pollMs: 50,
+  clockMarginMs: 0,
 };
 
 /**
@@ -108,6 +128,24 @@ export async function buildApp(options: AppOptions) {
     checkForwardedFor,
   });
   const store = createPlantStore(options.redis, options.layout, options.durability, options.storeDeadlineMs ?? 3000);
+  const { blocking, ...eventSettings } = options.events ?? {};
+  const events = { ...EVENTS_DEFAULTS, ...eventSettings };
+  const hub = new EventHub({
+    log: eventLog(options.redis, options.layout.partitions, { clockMarginMs: events.clockMarginMs }),
+    blocking,
+    logger: app.log,
+    lingerMs: events.lingerMs,
+    pollMs: events.pollMs,
+    heartbeatMs: events.heartbeatMs,
+    maxStreamsPerToken: events.maxStreamsPerToken,
+    maxStreams: events.maxStreams,
+    maxBufferedBytes: events.maxBufferedBytes,
+    observer: metrics && {
+      opened: (transport) => metrics.eventStreams.inc({ transport }),
+      closed: (transport) => metrics.eventStreams.dec({ transport }),
+      sent: (transport, count) => metrics.eventsSent.inc({ transport }, count),
+    },
+  });
   const createContext = async ({ req }: { req: FastifyRequest }): Promise<Context> => ({
     auth: await guard.authOf(req, false),
     requestId: req.id,
@@ -115,6 +153,8 @@ export async function buildApp(options: AppOptions) {
     tokens: options.tokens?.store,
     webhooks: options.webhooks,
     imports: options.imports,
+    events: hub,
+    partitions: options.layout.partitions,
     responseHeaders: {},
     preconditions: { ifMatch: req.headers["if-match"], ifNoneMatch: req.headers["if-none-match"], notModified: false },
   });
@@ -127,6 +167,9 @@ export async function buildApp(options: AppOptions) {
   await app.register(errorReplies, { routeMiss });
   await app.register(serviceRoutes, { router: appRouter, redis: options.redis, metrics, guard });
   if (options.imports) await importUploads(app, { guard, imports: options.imports });
+  // The streams end before the server closes (it waits for open responses): clients resume elsewhere.
+  app.addHook("preClose", async () => hub.close());
+  eventsRoute(app, { guard, hub, partitions: options.layout.partitions });
   await app.register(restApi, { router: appRouter, createContext, routes: restRoutes, matchRoute, guard });
   await app.register(trpcApi, { router: appRouter, createContext, guard });
   if (options.dashboardConnection) await queueDashboard(app, { connection: options.dashboardConnection, guard });

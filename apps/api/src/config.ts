@@ -91,6 +91,24 @@ const ApiEnv = z.object({
   IMPORT_MAX_LINES: z.coerce.number().int().positive().default(importLimits.maxLines),
   /** Most bytes of one bulk import; more is a 413. */
   IMPORT_MAX_BYTES: z.coerce.number().int().positive().default(importLimits.maxBytes),
+  /** Live event streams (GET /plants/events, tRPC plants.events) a token may have open at once on this instance. */
+  EVENTS_MAX_STREAMS_PER_TOKEN: z.coerce.number().int().positive().default(100),
+  /** Live event streams this instance serves at once, all tokens together. */
+  EVENTS_MAX_STREAMS: z.coerce.number().int().positive().default(10_000),
+  /** Bytes a stream may have waiting for its reader before it is closed as too slow (the client resumes). */
+  EVENTS_MAX_BUFFERED_BYTES: z.coerce.number().int().min(4096).default(1_048_576),
+  /** A stream that sent nothing for this long gets a comment (a keep-alive); at most 15 s. */
+  EVENTS_HEARTBEAT_MS: z.coerce.number().int().min(100).max(15_000).default(15_000),
+  /** Shortest time between two reads of the event log while events keep coming (one read serves every stream). */
+  EVENTS_LINGER_MS: z.coerce.number().int().min(0).max(1000).default(10),
+  /** On a cluster (which cannot block on several slots), the pause between reads when idle. */
+  EVENTS_POLL_MS: z.coerce.number().int().min(1).max(5000).default(50),
+  /**
+   * On a cluster, how far the masters' clocks may disagree: events are sent once every master's
+   * clock is this far past them (a later entry of a master behind the others could not be sent in
+   * order otherwise). Default 0 on one node (one clock), 25 on a cluster.
+   */
+  EVENTS_CLOCK_MARGIN_MS: z.coerce.number().int().min(0).max(10_000).optional(),
 });
 
 export type ApiConfig = {
@@ -110,6 +128,18 @@ export type ApiConfig = {
   metrics: boolean;
   /** The limits of one bulk import's upload (IMPORT_MAX_LINES, IMPORT_MAX_BYTES). */
   imports: { maxLines: number; maxBytes: number };
+  /** The live event streams (EVENTS_*). */
+  events: EventsConfig;
+};
+
+export type EventsConfig = {
+  maxStreamsPerToken: number;
+  maxStreams: number;
+  maxBufferedBytes: number;
+  heartbeatMs: number;
+  lingerMs: number;
+  pollMs: number;
+  clockMarginMs: number;
 };
 
 /** Reads the API's configuration from the environment once, at start-up. */
@@ -146,5 +176,14 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     corsOrigins: e.CORS_ORIGINS,
     metrics: e.METRICS_ENABLED,
     imports: { maxLines: e.IMPORT_MAX_LINES, maxBytes: e.IMPORT_MAX_BYTES },
+    events: {
+      maxStreamsPerToken: e.EVENTS_MAX_STREAMS_PER_TOKEN,
+      maxStreams: e.EVENTS_MAX_STREAMS,
+      maxBufferedBytes: e.EVENTS_MAX_BUFFERED_BYTES,
+      heartbeatMs: e.EVENTS_HEARTBEAT_MS,
+      lingerMs: e.EVENTS_LINGER_MS,
+      pollMs: e.EVENTS_POLL_MS,
+      clockMarginMs: e.EVENTS_CLOCK_MARGIN_MS ?? (store.redis.mode === "cluster" ? 25 : 0),
+    },
   };
 }

@@ -13,6 +13,7 @@ export const statusMessages: Record<number, string> = {
   404: "No such resource",
   405: "Method not allowed",
   409: "Conflict with the stored state",
+  410: "Gone: no longer kept",
   413: "The request body is too large",
   415: "Unsupported media type",
   429: "Too many requests; retry later",
@@ -45,6 +46,11 @@ export { describeIssues };
  * phrase each issue as a sentence naming its field; internal errors never show their message.
  */
 export function toApiError(error: TRPCError): ApiError {
+  // A live event stream's refusal names its own status (410 has no tRPC code).
+  const refused = error.cause as { name?: string; status?: number; message?: string } | undefined;
+  if (refused?.name === "StreamRefused" && typeof refused.status === "number") {
+    return apiError(refused.status, refused.message);
+  }
   const status = getHTTPStatusCodeFromError(error);
   if (status >= 500 && error.code !== "SERVICE_UNAVAILABLE") return apiError(500);
   if (error.code === "BAD_REQUEST" && isZodError(error.cause)) {

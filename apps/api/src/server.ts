@@ -4,6 +4,7 @@ import {
   describeTarget,
   disconnect,
   inSyncReplicaCounts,
+  isCluster,
   openLayout,
   type RedisClient,
 } from "@plant-store/store";
@@ -101,6 +102,11 @@ export async function startApi(config: ApiConfig) {
     importsConnection.on("error", () => {});
     imports = importService(redis, importsConnection, config.imports, storeDeadlineMs);
 
+    // The live events' blocking read (one node; a cluster polls): a connection of its own, owned by the app.
+    const eventsBlocking = isCluster(redis)
+      ? undefined
+      : connect(store.redis, { name: "plant-store-api-events", maxRetriesPerRequest: 1 });
+    eventsBlocking?.on("error", () => {}); // the read loop retries; outages show on the command connection
     const app = await buildApp({
       redis,
       layout,
@@ -117,6 +123,7 @@ export async function startApi(config: ApiConfig) {
       trustProxy: config.trustProxy,
       corsOrigins: config.corsOrigins,
       metrics: config.metrics,
+      events: { ...config.events, blocking: eventsBlocking },
     });
     await warnIfTooFewReplicas(redis, durability.minReplicasAck, app.log);
     await app.listen({ port: config.port, host: config.host });

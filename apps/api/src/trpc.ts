@@ -5,6 +5,7 @@ import superjson from "superjson";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import type { ZodType } from "zod";
 import { toApiError } from "./errors.js";
+import type { EventHub } from "./events/hub.js";
 import type { ImportService } from "./imports/service.js";
 import { StoreUnavailableError } from "./outage.js";
 import type { PlantStore } from "./plants/store.js";
@@ -20,6 +21,10 @@ export type Context = {
   webhooks: WebhookAdmin | undefined;
   /** Bulk imports (records and their queue); absent: this server takes no imports. */
   imports: ImportService | undefined;
+  /** The live event streams of this process (plants.events). */
+  events: EventHub;
+  /** The store's partition count (cursors name a partition). */
+  partitions: number;
   /** Headers a procedure adds to its response, e.g. `Link`, or a `WWW-Authenticate` challenge. */
   responseHeaders: Record<string, string>;
   /**
@@ -49,6 +54,9 @@ const t = initTRPC
     transformer: superjson,
     // Never put stack traces into responses, whatever NODE_ENV says.
     isDev: false,
+    // Subscriptions (plants.events) over SSE: a ping at least every 15 s, as GET /plants/events's
+    // comments; a client that hears nothing for 25 s reconnects (and resumes from its last event).
+    sse: { ping: { enabled: true, intervalMs: 10_000 }, client: { reconnectAfterInactivityMs: 25_000 } },
     errorFormatter: ({ shape, error }) => {
       const body = toApiError(error);
       return {

@@ -1,17 +1,23 @@
 // Both clients in a browser, as shipped: a page of another origin loads their built ESM (dist) and
 // their dependencies' from a tiny local server, through an import map (no bundler, so a Node-only
 // API in any of them fails here as it would in an app), and calls the api, which lists that origin
-// in CORS_ORIGINS. Real Chromium (Debian's package, driven by playwright-core).
+// in CORS_ORIGINS. Real Chromium (Debian's package, driven by playwright-core). And a page that
+// follows the live events (GET /plants/events) with an EventSource and resumes across a restart of
+// the api it listens to.
 import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Browser, chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadApiConfig } from "../src/config.js";
+import { startApi } from "../src/server.js";
 import { ADMIN_TOKEN, call, type Stack, startStack, TOKEN } from "./stack.js";
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const CLIENTS = ["@plant-store/client", "@plant-store/rest-client"];
+// `eventsource`: the EventSource the tRPC client ships with (fetch-based: a browser's own cannot send
+// the bearer token), imported by the page as an app following the live events would.
+const CLIENTS = ["@plant-store/client", "@plant-store/rest-client", "eventsource"];
 const HERE = dirname(fileURLToPath(import.meta.url));
 
 /** The static imports of built ESM (`import … from "x"`, `export … from "x"`, `import "x"`), one a line. */
@@ -123,7 +129,8 @@ beforeAll(async () => {
 <script type="module">
 import { createPlantStoreClient } from "@plant-store/client";
 import { createPlantStoreRestClient } from "@plant-store/rest-client";
-window.clients = { createPlantStoreClient, createPlantStoreRestClient };
+import { EventSource } from "eventsource";
+window.clients = { createPlantStoreClient, createPlantStoreRestClient, EventSource };
 </script>`;
   pages = createServer((request, response) => {
     const file = decodeURIComponent(new URL(request.url ?? "/", "http://x").pathname.replace(/^\/files/, ""));
@@ -194,5 +201,96 @@ describe("both clients in a browser page of another origin", () => {
     // Stored as sent, every digit.
     const stored = await call(stack.url, { method: "GET", path: "/plants/9007199254740993" });
     expect(stored.text).toBe('{"id":9007199254740993,"name":"browser-rest","tag":"web"}');
+  });
+});
+
+describe("a page following the live events with an EventSource", () => {
+  it("gets every event once, in order, across a restart of the api it listens to", { timeout: 90_000 }, async () => {
+    // The api the page listens to: on a port of its own, restarted below on the same port.
+    const env = {
+      ...stack.store.env,
+      API_TOKENS: TOKEN,
+      CORS_ORIGINS: origin,
+      LOG_LEVEL: "silent",
+      HOST: "127.0.0.1",
+      REDIS_COMMAND_TIMEOUT_MS: "1000",
+    };
+    let followed = await startApi(loadApiConfig({ ...env, PORT: "0" }));
+    const port = new URL(followed.url).port;
+    const page = await browser.newPage();
+    try {
+      await page.goto(`${origin}/`);
+      await page.waitForFunction(() => "clients" in globalThis, undefined, { timeout: 20_000 });
+      await page.evaluate(
+        ({ url, token }) => {
+          type Message = { data: string; lastEventId: string };
+          const { EventSource } = (globalThis as unknown as { clients: { EventSource: typeof globalThis.EventSource } })
+            .clients;
+          const state = { received: [] as { id: string; data: string }[], opened: 0, errors: [] as string[] };
+          (globalThis as unknown as { live: typeof state }).live = state;
+          const source = new EventSource(`${url}/plants/events`, {
+            fetch: (input: string | URL | Request, init?: RequestInit) =>
+              fetch(input, { ...init, headers: { ...(init?.headers as object), authorization: `Bearer ${token}` } }),
+          } as EventSourceInit);
+          source.addEventListener("open", () => state.opened++);
+          source.addEventListener("error", (event) => {
+            const { code, message } = event as unknown as { code?: number; message?: string };
+            state.errors.push(`${code ?? ""} ${message ?? ""}`.trim());
+          });
+          source.addEventListener("plant.created", (event) => {
+            const message = event as unknown as Message;
+            state.received.push({ id: message.lastEventId, data: message.data });
+          });
+        },
+        { url: followed.url, token: TOKEN },
+      );
+      const live = () =>
+        page.evaluate(
+          () =>
+            (
+              globalThis as unknown as {
+                live: { received: { id: string; data: string }[]; opened: number; errors: string[] };
+              }
+            ).live,
+        );
+      const received = async (count: number) => {
+        for (let tries = 0; tries < 300; tries++) {
+          const state = await live();
+          if (state.received.length >= count) return state;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        const state = await live();
+        throw new Error(`the page got ${state.received.length} of ${count} events: ${JSON.stringify(state)}`);
+      };
+      await page.waitForFunction(() => (globalThis as unknown as { live: { opened: number } }).live.opened > 0);
+      const create = async (id: string) => {
+        const result = await call(stack.url, { body: `{"id":${id},"name":"live ${id}"}` });
+        expect(result.status, result.text).toBe(200);
+      };
+      const ids = ["9007199254740995", "7100002", "7100003"];
+      for (const id of ids) await create(id);
+      await received(3);
+      // The api goes away (its streams end: the page's EventSource tries again and again), events
+      // are committed meanwhile through the other api, and the api comes back on the same port.
+      await followed.close();
+      const whileDown = ["7100004", "7100005", "9223372036854775806"];
+      for (const id of whileDown) await create(id);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      followed = await startApi(loadApiConfig({ ...env, PORT: port }));
+      await create("7100007");
+      const state = await received(7);
+      await new Promise((resolve) => setTimeout(resolve, 300)); // nothing more comes (no duplicate)
+      const final = await live();
+      expect(final.received.map((event) => event.data.match(/"id":(\d+)/)?.[1])).toEqual([
+        ...ids,
+        ...whileDown,
+        "7100007",
+      ]);
+      expect(new Set(final.received.map((event) => event.id)).size).toBe(7);
+      expect(state.opened).toBeGreaterThanOrEqual(2); // it reconnected
+    } finally {
+      await page.close();
+      await followed.close();
+    }
   });
 });

@@ -82,8 +82,11 @@ async function send(method: string, path: string, operation: Operation, withOpti
 
 describe("the served document's examples, sent", () => {
   it("no optional parameter's example turns an operation's success into an error", async () => {
-    const checked = operations.filter(({ operation }) =>
-      (operation.parameters ?? []).some((p) => !p.required && p.in !== "path"),
+    // GET /plants/events streams (its parameters: tests/e2e/live-events.test.ts).
+    const checked = operations.filter(
+      ({ operation }) =>
+        operation.operationId !== "streamPlantEvents" &&
+        (operation.parameters ?? []).some((p) => !p.required && p.in !== "path"),
     );
     // Every listing, conditional read and conditional change: none is left out unnoticed.
     expect(checked.map(({ operation }) => operation.operationId).sort()).toEqual([

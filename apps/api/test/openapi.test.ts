@@ -191,6 +191,7 @@ describe("GET /openapi.json", () => {
       "/admin/webhooks/{id}/enable",
       "/admin/webhooks/{id}/rotate-secret",
       "/plants",
+      "/plants/events",
       "/plants/imports",
       "/plants/imports/{id}",
       "/plants/{id}",
@@ -227,7 +228,7 @@ describe("GET /openapi.json", () => {
       ...Object.values(document.paths as Record<string, Record<string, any>>),
       ...Object.values(document.webhooks as Record<string, Record<string, any>>),
     ].flatMap((ops) => Object.values(ops));
-    expect(operations.length).toBe(26);
+    expect(operations.length).toBe(27);
     const withoutExample: string[] = [];
     for (const operation of operations) {
       const id = operation.operationId;
@@ -252,6 +253,8 @@ describe("GET /openapi.json", () => {
       "listTokens cursor",
       "patchPlant If-Match",
       "replacePlant If-Match",
+      "streamPlantEvents Last-Event-ID",
+      "streamPlantEvents after",
     ]);
   });
 
@@ -294,6 +297,22 @@ describe("GET /openapi.json", () => {
       "/plants/imports",
       "/plants/imports/{id}",
     ]);
+  });
+
+  it("describes the live event stream: text/event-stream, the event's schema, its refusals", () => {
+    const stream = document.paths["/plants/events"].get;
+    expect(stream.security).toEqual([{ bearerAuth: ["plants:read"] }]);
+    expect(Object.keys(stream.responses)).toEqual(["200", "400", "401", "403", "410", "429", "500", "503"]);
+    const media = stream.responses["200"].content["text/event-stream"];
+    expect(media.schema).toEqual({ $ref: "#/components/schemas/LiveEventStream" });
+    expect(media.example).toMatch(/^retry: 1000\n[\s\S]*\nid: \d+-\d+-\d+\nevent: plant\.created\ndata: \{"type"/);
+    expect(document.components.schemas.LiveEventStream.contentSchema).toEqual({
+      $ref: "#/components/schemas/LiveEvent",
+    });
+    expect(document.components.schemas.LiveEvent.properties.data).toEqual({
+      $ref: "#/components/schemas/WebhookEvent",
+    });
+    expect(stream.parameters.map((p: { name: string }) => p.name)).toEqual(["tag", "after", "Last-Event-ID"]);
   });
 
   it("writes int64 examples above 2^53 that survive a parser reading doubles", async () => {

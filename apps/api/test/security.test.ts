@@ -15,13 +15,14 @@ const CREDENTIALS: Credential[] = ["none", "malformed", "wrong", "revoked", "exp
 type Scope = "plants:read" | "plants:write" | "admin" | "metrics:read";
 
 /** Every Fastify route, by pattern, to the policy that governs it. Exactly one must match. */
-const ROUTE_POLICIES: [RegExp, "public" | "rest" | "trpc" | "dashboard" | "metrics"][] = [
+const ROUTE_POLICIES: [RegExp, "public" | "rest" | "trpc" | "dashboard" | "metrics" | "events"][] = [
   [/^(GET|HEAD) \/(openapi\.json|healthz|readyz|docs|docs\/[\w.-]+)?$/, "public"],
   [/^(GET|HEAD|POST|PUT|PATCH|DELETE) \/\*$/, "rest"], // the REST operations below, via trpc-to-openapi
   [/^POST \/plants\/imports$/, "rest"], // the upload, a route of its own (it streams its body): below too
   [/^[A-Z]+ \/trpc\/:path$/, "trpc"], // the procedures below
   [/^[A-Z]+ \/admin\/queues(\/.*)?$/, "dashboard"], // probed one by one below
   [/^(GET|HEAD) \/metrics$/, "metrics"], // probed below
+  [/^GET \/plants\/events$/, "events"], // the live event stream: GET /plants/events below
 ];
 
 /** Every REST operation of the document: its scope, a request, and its success status. */
@@ -40,6 +41,9 @@ const REST_OPERATIONS: Record<string, Operation> = {
   "POST /plants": { scope: "plants:write", path: "/plants", body: { id: 7001, name: "probe" }, success: 200 },
   "GET /plants": { scope: "plants:read", path: "/plants", success: 200 },
   "GET /plants/{id}": { scope: "plants:read", path: "/plants/7000", success: 200 },
+  // A stream: with a malformed cursor it answers before it starts, once the credential is admitted
+  // (the stream itself: tests/e2e/live-events.test.ts).
+  "GET /plants/events": { scope: "plants:read", path: "/plants/events?after=nonsense", success: 400 },
   "PUT /plants/{id}": { scope: "plants:write", path: "/plants/7000", body: { name: "fixture" }, success: 200 },
   "PATCH /plants/{id}": {
     scope: "plants:write",
@@ -115,6 +119,12 @@ const REST_OPERATIONS: Record<string, Operation> = {
   },
 };
 
+/** The code of a tRPC subscription stream's `serialized-error` event (superjson-encoded). */
+const subscriptionErrorCode = (text: string) => {
+  const data = /event: serialized-error\ndata: (.*)\n/.exec(text)?.[1];
+  return data === undefined ? undefined : (JSON.parse(data) as { json: { data: { code: string } } }).json.data.code;
+};
+
 /** Every tRPC procedure: its scope and a call. */
 type Procedure = { scope: Scope; method: "GET" | "POST"; input: object };
 const PROCEDURES: Record<string, Procedure> = {
@@ -130,6 +140,9 @@ const PROCEDURES: Record<string, Procedure> = {
   "imports.page": { scope: "plants:read", method: "GET", input: {} },
   "imports.get": { scope: "plants:read", method: "GET", input: { id: UNKNOWN_IMPORT } },
   "imports.cancel": { scope: "plants:write", method: "POST", input: { id: UNKNOWN_IMPORT } },
+  // A subscription (SSE): its outcome is the stream's serialized-error event (a malformed cursor
+  // once admitted), as tRPC's client reads it.
+  "plants.events": { scope: "plants:read", method: "GET", input: { lastEventId: "nonsense" } },
   "admin.tokens.create": { scope: "admin", method: "POST", input: { name: "probe", scopes: ["plants:read"] } },
   "admin.tokens.list": { scope: "admin", method: "GET", input: {} },
   "admin.tokens.page": { scope: "admin", method: "GET", input: {} },
@@ -327,8 +340,17 @@ describe("tRPC procedures", () => {
           token: null,
           headers: auth ? { authorization: auth } : {},
         });
-        const code = (result.json as { error?: { json: { data: { code: string } } } }).error?.json.data.code;
-        if (credential === "right") {
+        const code =
+          name === "plants.events"
+            ? subscriptionErrorCode(result.text)
+            : (result.json as { error?: { json: { data: { code: string } } } }).error?.json.data.code;
+        if (name === "plants.events") {
+          // tRPC answers a subscription with its stream (200), the refusal in it, before any event.
+          expect(result.status).toBe(200);
+          expect(code).toBe(
+            credential === "right" ? "BAD_REQUEST" : credential === "lacking" ? "FORBIDDEN" : "UNAUTHORIZED",
+          );
+        } else if (credential === "right") {
           // Authorized: the procedure ran (the revoke probe names an unknown token: NOT_FOUND).
           expect(code === undefined || code === "NOT_FOUND", result.text).toBe(true);
         } else if (credential === "lacking") {
@@ -433,7 +455,7 @@ describe("two Authorization headers", () => {
 
 describe("queue dashboard routes", () => {
   const params: Record<string, string> = {
-    queueName: "plant-index",
+    queueName: "plant-side-work",
     jobId: "event-1-0",
     queueStatus: "failed",
     schedulerId: "none",
@@ -499,7 +521,7 @@ describe("queue dashboard routes", () => {
     const host = new URL(stack.url).host;
     const own = await call(stack.url, {
       method: "PUT",
-      path: "/admin/queues/api/queues/plant-index/pause",
+      path: "/admin/queues/api/queues/plant-side-work/pause",
       body: {},
       token: null,
       headers: { authorization: admin, origin: `http://${host}` },

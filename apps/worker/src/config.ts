@@ -165,6 +165,21 @@ const WorkerEnv = z.object({
    * documented policy: failed ones 30 days, delivered ones 7.)
    */
   FAILED_JOB_RETENTION_DAYS: days(14),
+  /**
+   * Seconds a relayed outbox entry stays in its partition's outbox, the store's event log, from
+   * which the api's live event streams (`GET /plants/events`, `plants.events`) resume: a client
+   * that reconnects within this window misses nothing. 900: a quarter of an hour of reconnects,
+   * deploys and laptop lids. An entry the relay has not acknowledged is never trimmed.
+   */
+  OUTBOX_RETENTION_SECONDS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).max(86_400).default(900)),
+  /**
+   * The most relayed entries a partition's outbox keeps, however young: bounds the log's memory
+   * under a heavy load (~0.3 KB an entry; 5,000 × 128 partitions ≈ 200 MB at most). Past it the
+   * oldest go first, and the window resuming covers is shorter than OUTBOX_RETENTION_SECONDS.
+   */
+  OUTBOX_RETENTION_ENTRIES: integer(100, 5000),
+  /** How often the worker trims the outboxes of the partitions it relays. */
+  OUTBOX_TRIM_INTERVAL_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(50).max(600_000).default(5000)),
 });
 
 export interface WorkerConfig {
@@ -203,6 +218,8 @@ export interface WorkerConfig {
   };
   /** AUDIT_RETENTION_DAYS, DEAD_LETTER_RETENTION_DAYS, FAILED_JOB_RETENTION_DAYS (see retention.ts). */
   retention: { auditDays: number; deadLetterDays: number; failedJobDays: number };
+  /** OUTBOX_RETENTION_SECONDS, OUTBOX_RETENTION_ENTRIES, OUTBOX_TRIM_INTERVAL_MS (see retention.ts). */
+  outboxRetention: { seconds: number; entries: number; trimIntervalMs: number };
 }
 
 /** Thrown for an invalid environment; the message lists every offending variable. */
@@ -274,6 +291,11 @@ export function loadWorkerConfig(env: Record<string, string | undefined> = proce
       auditDays: e.AUDIT_RETENTION_DAYS,
       deadLetterDays: e.DEAD_LETTER_RETENTION_DAYS,
       failedJobDays: e.FAILED_JOB_RETENTION_DAYS,
+    },
+    outboxRetention: {
+      seconds: e.OUTBOX_RETENTION_SECONDS,
+      entries: e.OUTBOX_RETENTION_ENTRIES,
+      trimIntervalMs: e.OUTBOX_TRIM_INTERVAL_MS,
     },
   };
 }

@@ -17,7 +17,7 @@ const versionOf = (event: PlantEvent): IndexedVersion => ({
 });
 
 /**
- * Processor of the `plant-index` queue, for a job's batch of events of every type. The store's
+ * The index part of a side-work job (side-work.ts), for its batch of events of every type. The store's
  * read index is keyed by plant version (`{p<n>}:<id>@<created>`): a create adds the version (ZADD NX), a
  * delete turns it into a tombstone, an update that changes the tag moves the version from one
  * tag's index to the other's, guarded by the update's version. All of it is idempotent and

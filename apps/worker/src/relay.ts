@@ -40,7 +40,7 @@ export interface RelayJobOptions {
 /**
  * The BullMQ jobs for events read from the outbox, creates and deletes alike: one `plant-events`
  * job per `batchSize` events (default: all in one), in read order (outbox order within a
- * partition); the same jobs go to every queue. One job per batch, not per event: BullMQ's cost per
+ * partition), each doing all of its events' side work. One job per batch, not per event: BullMQ's cost per
  * job (its add, fetch and finish scripts) is what limited the side work's throughput. The job id
  * derives from the event ids, so delivering the same entries twice (a relay that died after
  * enqueueing but before acknowledging) adds the job only once. A job that failed for good stays
@@ -80,8 +80,8 @@ export interface RelayOptions {
   blockingClient?: RedisClient | undefined;
   /** The store's partition count (from openLayout). */
   partitions: number;
-  /** Every queue an outbox event fans out to. */
-  queues: readonly RelayedQueue[];
+  /** The side-work queue: one job per batch of outbox events. */
+  queue: Queue;
   /** Most events per job, and most entries read from one partition per round. */
   batchSize: number;
   /** An entry pending this long at another consumer is taken over (its reader most likely died). */
@@ -95,7 +95,7 @@ export interface RelayOptions {
   /**
    * Shortest time between two reads of the outboxes while entries keep coming (RELAY_LINGER_MS):
    * under load a round then carries that long's worth of entries (up to `batchSize` per partition)
-   * instead of one or two, and every round costs a read, an enqueue per queue (BullMQ's scripts)
+   * instead of one or two, and every round costs a read, an enqueue (BullMQ's scripts)
    * and an ack. The worker passes RELAY_LINGER_MS (its default is in config.ts).
    */
   lingerMs: number;
@@ -111,16 +111,6 @@ export interface RelayOptions {
    * `relay-crash-before-enqueue` SIGKILLs this process between XREADGROUP and the enqueue.
    */
   fault?: WorkerFault | undefined;
-}
-
-export interface RelayedQueue {
-  queue: Queue;
-  /**
-   * Asked once per round, after its entries were read: false adds no job to this queue for them.
-   * The webhook fan-out's asks whether any subscription exists: one created later than the check
-   * was created after these events were committed, and receives none of them anyway.
-   */
-  wanted?: () => Promise<boolean>;
 }
 
 export interface RelayObserver {
@@ -179,7 +169,7 @@ interface Sweep {
 }
 
 /**
- * Relays the partitions' outbox streams into the BullMQ queues (see OutboxRelay); resolves once
+ * Relays the partitions' outbox streams into the side-work queue (see OutboxRelay); resolves once
  * the relay holds its first leases and reads.
  */
 export async function startRelay(options: RelayOptions): Promise<Relay> {
@@ -189,7 +179,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
 }
 
 /**
- * Relays the partitions' outbox streams into the BullMQ queues. The api commits a plant and its
+ * Relays the partitions' outbox streams into the side-work queue. The api commits a plant and its
  * outbox entry in one script; this loop turns each entry into jobs and only then acknowledges
  * it, so a crash anywhere leaves the entry either unread or pending — never lost:
  * - the workers share the partitions through leases: this relay reads only those it holds, and a
@@ -325,13 +315,13 @@ class OutboxRelay implements Relay {
   }
 
   /**
-   * Enqueues the events of `entries` (one job per `batchSize` events, in every queue), then
+   * Enqueues the events of `entries` (one job per `batchSize` events), then
    * acknowledges them. Unparseable entries go to their partition's dead letters
    * (and into `deadLettered`, so a retry of the batch does not move them twice).
    */
   private async deliver(entries: readonly OutboxEntry[], deadLettered: Set<OutboxEntry>): Promise<void> {
     if (entries.length === 0) return;
-    const { queues, jobOptions, batchSize, observer } = this.options;
+    const { queue, jobOptions, batchSize, observer } = this.options;
     const events: PlantEvent[] = [];
     const relayedEntries: OutboxEntry[] = [];
     const relayed = new Map<number, string[]>();
@@ -357,15 +347,9 @@ class OutboxRelay implements Relay {
       ids.push(entry.entryId);
       relayed.set(entry.partition, ids);
     }
-    if (events.length > 0) {
-      const jobs = plantEventJobs(events, jobOptions, batchSize);
-      await Promise.all(
-        queues.map(async ({ queue, wanted }) => {
-          if (wanted === undefined || (await wanted())) await queue.addBulk(jobs);
-        }),
-      );
-    }
-    // Only now, with the jobs stored, are the entries done. Deleting them keeps the outboxes small.
+    if (events.length > 0) await queue.addBulk(plantEventJobs(events, jobOptions, batchSize));
+    // Only now, with the jobs stored, are the entries done (they stay in the outbox, the event log,
+    // until the trim: see startOutboxTrim).
     await this.ops.ack(relayed);
     observer?.relayed(relayedEntries);
     if (events.length > 0) {

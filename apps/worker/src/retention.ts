@@ -2,6 +2,7 @@ import { queueNames, webhookLimits } from "@plant-store/contracts";
 import {
   auditRecordLifetimeMs,
   DAY_MS,
+  outbox,
   type RedisClient,
   sweepEarlierAuditRecords,
   trimAudit,
@@ -127,6 +128,55 @@ export function startRetention(options: {
   schedule(options.firstAfterMs ?? FIRST_PASS_AFTER_MS);
   return {
     // A pass under way is not waited for: its commands end with the connection (and are logged).
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/**
+ * Trims the outboxes of the partitions this worker relays every `intervalMs` (OUTBOX_TRIM_INTERVAL_MS):
+ * relayed entries older than OUTBOX_RETENTION_SECONDS, or beyond OUTBOX_RETENTION_ENTRIES per
+ * partition, never one the relay has not acknowledged (see @plant-store/store's trimOutbox-n.lua).
+ * Apart from the hourly pass: the outbox is the live event streams' log, whose window is minutes.
+ * One script call per round on one node (one per partition on a cluster). A failed round is logged
+ * at debug (an outage is reported by the worker's outage log) and tried again next interval.
+ */
+export function startOutboxTrim(options: {
+  client: RedisClient;
+  partitions: () => Iterable<number>;
+  retention: WorkerConfig["outboxRetention"];
+  logger: Logger;
+}): { stop(): void } {
+  const { client, retention, logger } = options;
+  const ops = outbox(client);
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  async function round(): Promise<void> {
+    try {
+      const held = [...options.partitions()].sort((a, b) => a - b);
+      if (held.length === 0) return;
+      const [seconds, micros] = await client.time();
+      const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+      const removed = await ops.trim(held, {
+        keepFromMs: now - retention.seconds * 1000,
+        maxEntries: retention.entries,
+      });
+      if (removed > 0) logger.debug("outbox trimmed", { removed, partitions: held.length });
+    } catch (error) {
+      logger.debug("outbox trim failed; next one in an interval", {
+        error: error instanceof Error ? error.message : String(error),
+      });
+    }
+  }
+  const schedule = () => {
+    if (stopped) return;
+    timer = setTimeout(() => void round().finally(schedule), retention.trimIntervalMs);
+    timer.unref();
+  };
+  schedule();
+  return {
     stop() {
       stopped = true;
       clearTimeout(timer);

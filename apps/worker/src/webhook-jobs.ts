@@ -29,7 +29,7 @@ import type { Logger } from "./logger.js";
 const DAY_S = 24 * 3600;
 
 /**
- * Processor of the `plant-webhooks` queue: each event of the batch becomes one delivery job per
+ * The webhook fan-out of a side-work job (side-work.ts): each event of the batch becomes one delivery job per
  * subscription that wants its type and was active when the event was committed. One disabled since
  * (a 410 answered while the event waited to be fanned out) gets its job too, which its delivery
  * records as skipped, to replay once enabled again. Job ids are the delivery ids, so a retried

@@ -1,4 +1,5 @@
 import {
+  legacyQueueNames,
   PLANT_CREATED_JOB,
   PLANT_DELETED_JOB,
   PLANT_EVENTS_JOB,
@@ -32,8 +33,9 @@ import { updateIndexes } from "./index-job.js";
 import { createLogger, type Logger } from "./logger.js";
 import { createWorkerMetrics, serveMetrics, willRetry } from "./metrics.js";
 import { outageLog } from "./outage.js";
-import { type Relay, type RelayedQueue, startRelay } from "./relay.js";
-import { retentionPolicy, startRetention } from "./retention.js";
+import { type Relay, startRelay } from "./relay.js";
+import { retentionPolicy, startOutboxTrim, startRetention } from "./retention.js";
+import { doSideWork } from "./side-work.js";
 import { fanOutWebhooks, startDeliveries } from "./webhook-jobs.js";
 
 export interface StartWorkerOptions {
@@ -100,6 +102,17 @@ export function plantEventsOf(job: Job): PlantEvent[] {
   return [parsed.data];
 }
 
+/** Whether an earlier version's queue still holds jobs to process (finished ones do not count). */
+async function holdsJobs(client: RedisClient, name: QueueName): Promise<boolean> {
+  const queue = new Queue(name, { connection: client, prefix: queuePrefix(name) });
+  try {
+    const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized", "waiting-children");
+    return Object.values(counts).some((count) => count > 0);
+  } finally {
+    await queue.close();
+  }
+}
+
 /**
  * Starts the outbox relay and one BullMQ worker per queue; resolves once all are connected.
  * Rejects with a StoreLayoutError when the store is of layout 1 (it must be migrated) or was
@@ -136,6 +149,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   const workers: Worker[] = [];
   let relay: Relay | undefined;
   let retention: { stop(): void } | undefined;
+  let outboxTrim: { stop(): void } | undefined;
   const policy = retentionPolicy(config);
   const metrics = config.metrics.enabled ? createWorkerMetrics() : undefined;
   // Scrapes read through a connection that fails fast: an outage must not hold a scrape open.
@@ -154,6 +168,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   async function closeAll(): Promise<void> {
     await metricsServer?.close();
     retention?.stop();
+    outboxTrim?.stop();
     await relay?.close();
     await Promise.all(workers.map((worker) => worker.close()));
     await Promise.all(queues.map((queue) => queue.close()));
@@ -187,27 +202,15 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     queues.push(imports.queue);
     workers.push(imports.worker);
     metrics?.watch(imports.worker, { events: false });
-    /** The queues the relay hands each batch of events to. */
-    const relayed: RelayedQueue[] = [];
-
-    const processors: Record<string, (events: readonly PlantEvent[], client: RedisClient) => Promise<unknown>> = {
-      [queueNames.index]: (events, client) => updateIndexes(client, layout, events),
-      // Idempotent per event: a retry of the whole batch is harmless, and so is any order among them.
-      [queueNames.audit]: (events, client) =>
-        recordAudits(client, events, { recordLifetimeMs: policy.recordLifetimeMs }),
-      [queueNames.webhooks]: (events) => fanOutWebhooks(subscriptions, deliveries.queue, config.webhooks, events),
-    };
-
-    for (const [name, processEvents] of Object.entries(processors) as [QueueName, (typeof processors)[string]][]) {
+    type Processor = (events: readonly PlantEvent[], client: RedisClient) => Promise<unknown>;
+    /** A queue and its worker, watched by the metrics and cleaned by the retention pass. */
+    const serve = (name: QueueName, processEvents: Processor) => {
       // A hash tag per queue: BullMQ's scripts touch several keys of a queue (one slot on a
-      // cluster), and the two queues may live on different shards.
+      // cluster), and different queues may live on different shards.
       const prefix = queuePrefix(name);
       const queue = new Queue(name, { connection: redis, prefix });
       queue.on("error", (error) => logError(`queue ${name}`, error));
       queues.push(queue);
-      // No subscription, no fan-out: a third of the side work's jobs saved on most stores.
-      relayed.push(name === queueNames.webhooks ? { queue, wanted: () => subscriptions.any() } : { queue });
-
       const worker = new Worker(name, async (job) => processEvents(plantEventsOf(job), redis), {
         connection: redis,
         prefix,
@@ -229,6 +232,30 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       });
       metrics?.watch(worker, { events: true });
       workers.push(worker);
+      return queue;
+    };
+
+    const sideWork = {
+      client: redis,
+      layout,
+      recordLifetimeMs: policy.recordLifetimeMs,
+      subscriptions,
+      deliveries: deliveries.queue,
+      webhooks: config.webhooks,
+    };
+    const sideWorkQueue = serve(queueNames.sideWork, (events) => doSideWork(sideWork, events));
+    // Jobs an earlier version queued, one queue per kind of side work: processed as they were.
+    const legacy: Record<(typeof legacyQueueNames)[keyof typeof legacyQueueNames], Processor> = {
+      [legacyQueueNames.index]: (events, client) => updateIndexes(client, layout, events),
+      [legacyQueueNames.audit]: (events, client) =>
+        recordAudits(client, events, { recordLifetimeMs: policy.recordLifetimeMs }),
+      [legacyQueueNames.webhooks]: (events) => fanOutWebhooks(subscriptions, deliveries.queue, config.webhooks, events),
+    };
+    for (const [name, processEvents] of Object.entries(legacy) as [QueueName, Processor][]) {
+      if (await holdsJobs(redis, name)) {
+        logger.info("processing the jobs an earlier version queued", { queue: name });
+        serve(name, processEvents);
+      }
     }
 
     await Promise.all([...queues, ...workers].map((client) => client.waitUntilReady()));
@@ -236,7 +263,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       client: relayConnection,
       blockingClient: relayBlocking,
       partitions: layout.partitions,
-      queues: relayed,
+      queue: sideWorkQueue,
       batchSize: config.relayBatchSize,
       claimIdleMs: config.relayClaimIdleMs,
       leaseMs: config.relayLeaseMs,
@@ -258,6 +285,12 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       policy,
       logger,
       ...options.retentionTiming,
+    });
+    outboxTrim = startOutboxTrim({
+      client: redis,
+      partitions: () => running.held(),
+      retention: config.outboxRetention,
+      logger,
     });
     if (metrics && metricsConnection) {
       const backlogs = outbox(metricsConnection);

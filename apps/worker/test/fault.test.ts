@@ -37,7 +37,7 @@ describe.each(storeKinds)("worker processes on %s Redis", { timeout: 40_000 }, (
 
   beforeAll(async () => {
     t = await openTestStore(kind);
-    queues = [t.queue(queueNames.index), t.queue(queueNames.audit)];
+    queues = [t.queue(queueNames.sideWork)];
   }, 120_000);
   afterAll(async () => {
     for (const worker of workers) worker.child.kill("SIGKILL");
@@ -116,9 +116,8 @@ describe.each(storeKinds)("worker processes on %s Redis", { timeout: 40_000 }, (
       const counts = await queue.getJobCounts("wait", "active", "delayed", "completed", "failed", "prioritized");
       expect(Object.values(counts).reduce((sum, n) => sum + n, 0)).toBe(0);
     }
-    for (const name of [queueNames.index, queueNames.audit]) {
-      expect(await t.client.exists(`${queuePrefix(name)}:${name}:id`)).toBe(0);
-    }
+    const name = queueNames.sideWork;
+    expect(await t.client.exists(`${queuePrefix(name)}:${name}:id`)).toBe(0);
     expect(await t.audit()).toHaveLength(0);
     expect(await t.inspect.indexedIds()).toHaveLength(0);
 

@@ -41,7 +41,7 @@ describe("worker process (dist/main.js)", { timeout: 20_000 }, () => {
       worker.child.kill("SIGKILL");
     }
 
-    const queues = [t.queue(queueNames.index), t.queue(queueNames.audit)];
+    const queues = [t.queue(queueNames.sideWork)];
     try {
       for (const queue of queues) {
         const counts = await queue.getJobCounts("active", "failed");

@@ -112,21 +112,23 @@ describe.each(storeKinds)("worker metrics on %s Redis", { timeout: 30_000 }, (ki
     await start();
     const before = await scrape();
     for (let i = 0; i < 3; i++) await t.createPlant();
-    const after = await waitFor("both jobs of each event done", async () => {
+    const after = await waitFor("the side work of each event done", async () => {
       const text = await scrape();
       const done = (queue: string) =>
         sample(text, "plant_store_side_work_lag_seconds_count", { queue }) -
         sample(before, "plant_store_side_work_lag_seconds_count", { queue });
-      return done(queueNames.index) === 3 && done(queueNames.audit) === 3 ? text : undefined;
+      return done(queueNames.sideWork) === 3 ? text : undefined;
     });
     const delta = (name: string, labels: Record<string, string> = {}) =>
       sample(after, name, labels) - sample(before, name, labels);
     expect(delta("plant_store_outbox_relayed_events_total")).toBe(3);
     expect(delta("plant_store_relay_lag_seconds_count")).toBe(3);
-    expect(delta("plant_store_jobs_completed_total", { queue: queueNames.index })).toBeGreaterThanOrEqual(1);
-    expect(delta("plant_store_job_duration_seconds_count", { queue: queueNames.audit })).toBeGreaterThanOrEqual(1);
-    expect(sample(after, "plant_store_queue_jobs", { queue: queueNames.index, state: "completed" })).toBeGreaterThan(0);
-    expect(after).toMatch(/plant_store_queue_jobs\{queue="plant-audit",state="waiting"\} 0/);
+    expect(delta("plant_store_jobs_completed_total", { queue: queueNames.sideWork })).toBeGreaterThanOrEqual(1);
+    expect(delta("plant_store_job_duration_seconds_count", { queue: queueNames.sideWork })).toBeGreaterThanOrEqual(1);
+    expect(sample(after, "plant_store_queue_jobs", { queue: queueNames.sideWork, state: "completed" })).toBeGreaterThan(
+      0,
+    );
+    expect(after).toMatch(/plant_store_queue_jobs\{queue="plant-side-work",state="waiting"\} 0/);
     expect(sample(after, "plant_store_relay_partitions_held")).toBe(16);
     expect(sample(after, "plant_store_partitions")).toBe(16);
     expect(sample(after, "plant_store_outbox_depth")).toBe(0);
@@ -165,18 +167,18 @@ describe.each(storeKinds)("worker metrics on %s Redis", { timeout: 30_000 }, (ki
     // The index directory as a string: every index write fails (WRONGTYPE), and is retried.
     await t.client.set(indexKeys().directory, "not a sorted set");
     await t.createPlant();
-    const after = await waitFor("the index job to fail for good", async () => {
+    const after = await waitFor("the side-work job to fail for good", async () => {
       const text = await scrape();
-      return sample(text, "plant_store_jobs_failed_total", { queue: queueNames.index }) >
-        sample(before, "plant_store_jobs_failed_total", { queue: queueNames.index })
+      return sample(text, "plant_store_jobs_failed_total", { queue: queueNames.sideWork }) >
+        sample(before, "plant_store_jobs_failed_total", { queue: queueNames.sideWork })
         ? text
         : undefined;
     });
     const delta = (name: string) =>
-      sample(after, name, { queue: queueNames.index }) - sample(before, name, { queue: queueNames.index });
+      sample(after, name, { queue: queueNames.sideWork }) - sample(before, name, { queue: queueNames.sideWork });
     expect(delta("plant_store_jobs_retried_total")).toBe(1);
     expect(delta("plant_store_jobs_failed_total")).toBe(1);
-    expect(sample(after, "plant_store_queue_jobs", { queue: queueNames.index, state: "failed" })).toBe(1);
+    expect(sample(after, "plant_store_queue_jobs", { queue: queueNames.sideWork, state: "failed" })).toBe(1);
     await t.client.del(indexKeys().directory);
   });
 

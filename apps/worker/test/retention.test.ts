@@ -87,7 +87,7 @@ describe.each(storeKinds)("retention on %s Redis", { timeout: 30_000 }, (kind: S
     // The pre-expiry hash is not written any more.
     expect(await t.client.exists(partitionKeys(plant.partition).auditRecorded)).toBe(0);
     // The relay's jobs, once failed for good, are kept FAILED_JOB_RETENTION_DAYS.
-    const [job] = await t.queue(queueNames.audit).getJobs(["completed"]);
+    const [job] = await t.queue(queueNames.sideWork).getJobs(["completed"]);
     expect(job?.opts.removeOnFail).toEqual({ age: 2 * 86_400 });
   });
 

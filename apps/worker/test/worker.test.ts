@@ -1,6 +1,6 @@
 // The worker in-process on a real store — a single redis-server and a 3+3 Redis Cluster — with
 // real BullMQ: the relay over the partitions, the index and audit jobs, retries and failures.
-import { jobIdFor, queueNames, queuePrefix } from "@plant-store/contracts";
+import { jobIdFor, legacyQueueNames, queueNames, queuePrefix } from "@plant-store/contracts";
 import { auditRecordKey, indexKeys, indexMember, partitionKeys, StoreLayoutError } from "@plant-store/store";
 import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { webhookSubscriptions } from "@plant-store/webhooks";
@@ -12,19 +12,16 @@ import { auditCountByPlant, type CreatedPlant, openTestStore, type TestStoreCont
 
 describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: StoreKind) => {
   let t: TestStoreContext;
-  let indexQueue: Queue;
-  let auditQueue: Queue;
+  let sideWorkQueue: Queue;
   const running: RunningWorker[] = [];
 
   beforeAll(async () => {
     t = await openTestStore(kind);
-    indexQueue = t.queue(queueNames.index);
-    auditQueue = t.queue(queueNames.audit);
+    sideWorkQueue = t.queue(queueNames.sideWork);
   }, 120_000);
   afterAll(async () => {
     await Promise.all(running.map((worker) => worker.close()));
-    await indexQueue?.close();
-    await auditQueue?.close();
+    await sideWorkQueue?.close();
     await t?.stop();
   });
   beforeEach(async () => {
@@ -66,18 +63,16 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(worker.layout.partitions).toBe(16);
       expect(worker.relayedPartitions().size).toBe(16);
       await waitFor("3 audit entries", async () => (await t.audit()).length === 3);
-      // The three waiting entries were read in one round: one job per queue carries all of them,
-      // ordered by partition (and outbox order within one).
+      // The three waiting entries were read in one round: one job carries all of them, ordered by
+      // partition (and outbox order within one), and does all of their side work.
       const order = [a, b, c].sort((x, y) => x.partition - y.partition);
       const batchId = jobIdFor(order.map((plant) => plant.eventId));
-      const batch = await jobInState(indexQueue, batchId, "completed");
+      const batch = await jobInState(sideWorkQueue, batchId, "completed");
       expect(batch.data.events.map((event: { plantId: string }) => event.plantId)).toEqual(
         order.map((plant) => plant.plantId),
       );
-      expect(batch.returnvalue).toEqual(["indexed", "indexed", "indexed"]);
-      await jobInState(auditQueue, batchId, "completed");
-      expect(await completedCount(indexQueue)).toBe(1);
-      expect(await completedCount(auditQueue)).toBe(1);
+      expect(batch.returnvalue).toEqual({ indexed: 3, unindexed: 0, audited: 3, deliveries: 0 });
+      expect(await completedCount(sideWorkQueue)).toBe(1);
 
       // Listed in creation order, each version scored by its creation time.
       expect(await t.inspect.indexedIds()).toEqual(["1", "2", "3"]);
@@ -99,14 +94,14 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await t.audit()).toHaveLength(4);
     });
 
-    it("keeps the newest 1,000 completed jobs per queue, not every batch (a job holds its whole batch)", async () => {
-      // One event per job: 1,010 jobs per queue.
+    it("keeps the newest 1,000 completed jobs, not every batch (a job holds its whole batch)", async () => {
+      // One event per job: 1,010 jobs.
       const created = [];
       for (let i = 0; i < 1010; i++) created.push(await t.createPlant({ id: String(20_000 + i) }));
       await start({ RELAY_BATCH_SIZE: "1" });
       await waitFor("every event audited", async () => (await t.audit()).length === 1010, 60_000);
       const last = created.at(-1) as CreatedPlant;
-      for (const queue of [indexQueue, auditQueue]) {
+      for (const queue of [sideWorkQueue]) {
         await waitFor("every job finished", async () => {
           const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized");
           return Object.values(counts).every((n) => n === 0);
@@ -119,11 +114,11 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       }
     }, 90_000);
 
-    it("gathers RELAY_LINGER_MS of events into one job per queue while they keep coming", async () => {
+    it("gathers RELAY_LINGER_MS of events into one job while they keep coming", async () => {
       await start({ RELAY_LINGER_MS: "600" });
       // The first create's read returns at once; the next read waits out the linger.
       await t.createPlant({ id: "70" });
-      await waitFor("the first job done", async () => (await completedCount(indexQueue)) === 1);
+      await waitFor("the first job done", async () => (await completedCount(sideWorkQueue)) === 1);
       // Ten creates 20 ms apart: without a linger, a job or so each.
       const ids = Array.from({ length: 10 }, (_, i) => String(71 + i));
       for (const id of ids) {
@@ -134,39 +129,56 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
         const listed = await t.inspect.indexedIds();
         return ids.every((id) => listed.includes(id));
       });
-      expect(await completedCount(indexQueue)).toBeLessThanOrEqual(3);
-      expect(await completedCount(auditQueue)).toBeLessThanOrEqual(3);
+      expect(await completedCount(sideWorkQueue)).toBeLessThanOrEqual(3);
     });
 
-    it("adds a webhook fan-out job only while a subscription exists", async () => {
-      const fanOutQueue = t.queue(queueNames.webhooks);
+    it("fans a batch's events out to the subscriptions that want them, in the same job", async () => {
+      const deliveriesQueue = t.queue(queueNames.webhookDeliveries);
       try {
         await start();
         await t.createPlant({ id: "60" });
-        await waitFor("the index job done", async () => (await completedCount(indexQueue)) === 1);
-        await waitFor("the audit job done", async () => (await completedCount(auditQueue)) === 1);
-        expect(await jobCount(fanOutQueue)).toBe(0);
+        await waitFor("the side-work job done", async () => (await completedCount(sideWorkQueue)) === 1);
+        expect(await jobCount(deliveriesQueue)).toBe(0);
 
-        // Deletions only: the fan-out job runs and queues no delivery for a create.
+        // Deletions only: a create queues no delivery.
         const { webhooks: config } = t.config({ WEBHOOK_ALLOW_INSECURE: "1", WEBHOOK_ALLOW_PRIVATE: "1" });
-        await webhookSubscriptions(t.client, { policy: config.policy, secretKey: config.secretKey }).create({
-          url: "http://127.0.0.1:9/hook",
-          events: ["plant.deleted"],
-        });
-        await t.createPlant({ id: "61" });
-        await waitFor("the fan-out job done", async () => (await completedCount(fanOutQueue)) === 1);
+        const subscriptions = webhookSubscriptions(t.client, { policy: config.policy, secretKey: config.secretKey });
+        await subscriptions.create({ url: "http://127.0.0.1:9/hook", events: ["plant.deleted"] });
+        const created = await t.createPlant({ id: "61" });
+        const done = await jobInState(sideWorkQueue, jobIdFor([created.eventId]), "completed");
+        expect(done.returnvalue).toEqual({ indexed: 1, unindexed: 0, audited: 1, deliveries: 0 });
+        expect(await jobCount(deliveriesQueue)).toBe(0);
       } finally {
-        await fanOutQueue.close();
+        await deliveriesQueue.close();
       }
     });
 
-    it("keeps BullMQ's keys under each queue's hash-tag prefix", async () => {
+    it("keeps BullMQ's keys under the queue's hash-tag prefix", async () => {
       await start();
       await t.createPlant({ id: "5" });
-      await waitFor("the index job done", async () => (await completedCount(indexQueue)) === 1);
-      for (const name of [queueNames.index, queueNames.audit]) {
-        expect(await t.client.exists(`${queuePrefix(name)}:${name}:meta`)).toBe(1);
-        expect(await t.client.exists(`bull:${name}:meta`)).toBe(0);
+      await waitFor("the side-work job done", async () => (await completedCount(sideWorkQueue)) === 1);
+      const name = queueNames.sideWork;
+      expect(await t.client.exists(`${queuePrefix(name)}:${name}:meta`)).toBe(1);
+      expect(await t.client.exists(`bull:${name}:meta`)).toBe(0);
+    });
+
+    it("processes the jobs an earlier version left in its queues (one per kind of side work)", async () => {
+      const created = await t.createPlant({ id: "62", tag: "old" });
+      const [event] = await t.readAsDeadRelay(1);
+      if (!event) throw new Error("no entry read");
+      const jobs = plantEventJobs([event], { attempts: 5, backoffMs: 20, failedRetentionMs: 60_000 });
+      const legacy = [t.queue(legacyQueueNames.index), t.queue(legacyQueueNames.audit)];
+      try {
+        for (const queue of legacy) await queue.addBulk(jobs);
+        // The entry stays pending at the dead relay (claimed only after RELAY_CLAIM_IDLE_MS, 30 s):
+        // what is done now is the old queues' doing.
+        await start();
+        await waitFor("audited from the old audit queue", () => isAudited(created.eventId));
+        await waitFor("indexed from the old index queue", () => isIndexed("62", "old"));
+        for (const queue of legacy) expect(await completedCount(queue)).toBe(1);
+        expect(await jobCount(sideWorkQueue)).toBe(0);
+      } finally {
+        await Promise.all(legacy.map((queue) => queue.close()));
       }
     });
 
@@ -186,20 +198,20 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
 
     it("retries its own batch soon after enqueueing failed, without waiting RELAY_CLAIM_IDLE_MS", async () => {
       // BullMQ's add script starts with INCR of the queue's id counter: a non-integer there makes
-      // enqueueing into plant-audit fail (plant-index still succeeds) until the key is deleted.
-      const auditIdCounter = `${queuePrefix(queueNames.audit)}:${queueNames.audit}:id`;
-      await t.client.set(auditIdCounter, "not a number");
+      // enqueueing fail until the key is deleted.
+      const idCounter = `${queuePrefix(queueNames.sideWork)}:${queueNames.sideWork}:id`;
+      await t.client.set(idCounter, "not a number");
       await start(); // RELAY_CLAIM_IDLE_MS 30 s: XAUTOCLAIM cannot be what recovers the entry
       const created = await t.createPlant({ id: "13" });
 
-      await waitFor("the index job done", async () => (await completedCount(indexQueue)) === 1);
-      expect(await t.inspect.outboxPending()).toBe(1); // not acknowledged: audit job missing
-      expect(await jobOf(auditQueue, created.eventId)).toBeUndefined();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(await t.inspect.outboxPending()).toBe(1); // not acknowledged: its job is missing
+      expect(await jobOf(sideWorkQueue, created.eventId)).toBeUndefined();
 
-      await t.client.del(auditIdCounter);
+      await t.client.del(idCounter);
       await waitFor("the audit recorded", () => isAudited(created.eventId));
       await waitFor("the entry acknowledged", async () => (await t.inspect.outboxPending()) === 0);
-      expect(await jobCount(indexQueue)).toBe(1); // the re-enqueue was deduplicated by job id
+      expect(await jobCount(sideWorkQueue)).toBe(1); // enqueued once
     });
 
     it("does not take over entries pending for less than RELAY_CLAIM_IDLE_MS", async () => {
@@ -217,28 +229,21 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       const [event] = await t.readAsDeadRelay(1);
       if (!event) throw new Error("no entry read");
       const jobs = plantEventJobs([event], { attempts: 5, backoffMs: 20, failedRetentionMs: 60_000 });
-      await indexQueue.addBulk(jobs);
-      await auditQueue.addBulk(jobs);
+      await sideWorkQueue.addBulk(jobs);
 
       await start({ RELAY_CLAIM_IDLE_MS: "100" });
       await waitFor("the entry relayed again and acknowledged", async () => (await t.inspect.outboxPending()) === 0);
-      await waitFor("both jobs completed", async () => {
-        return (await completedCount(indexQueue)) === 1 && (await completedCount(auditQueue)) === 1;
-      });
+      await waitFor("the job completed", async () => (await completedCount(sideWorkQueue)) === 1);
       // Same job id: the second delivery added nothing.
-      expect(await jobCount(indexQueue)).toBe(1);
-      expect(await jobCount(auditQueue)).toBe(1);
+      expect(await jobCount(sideWorkQueue)).toBe(1);
       expect(await t.audit()).toHaveLength(1);
       const indexBefore = await t.indexState();
       expect(indexBefore).toEqual([`${indexMember("20", created.created, t.layout.partitions)} ${created.created}`]);
 
-      // A redelivery after the completed jobs were cleaned up runs both jobs again for real.
+      // A redelivery after the completed job was cleaned up runs the side work again for real.
       const rerun = jobs.map((job) => ({ ...job, opts: { ...job.opts, jobId: `rerun-${event.eventId}` } }));
-      await indexQueue.addBulk(rerun);
-      await auditQueue.addBulk(rerun);
-      await waitFor("the re-runs completed", async () => {
-        return (await completedCount(indexQueue)) === 2 && (await completedCount(auditQueue)) === 2;
-      });
+      await sideWorkQueue.addBulk(rerun);
+      await waitFor("the re-run completed", async () => (await completedCount(sideWorkQueue)) === 2);
       expect(await t.audit()).toHaveLength(1);
       expect(await t.indexState()).toEqual(indexBefore);
       expect(await t.inspect.indexedIds("palm")).toEqual(["20"]);
@@ -263,15 +268,15 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
 
     it("fails a job with a malformed payload at once, with a clear reason, and keeps working", async () => {
       await start();
-      await indexQueue.add("plant.created", { plantId: "not a number" }, { jobId: "malformed-1", attempts: 5 });
-      const failed = await jobInState(indexQueue, "malformed-1", "failed");
+      await sideWorkQueue.add("plant.created", { plantId: "not a number" }, { jobId: "malformed-1", attempts: 5 });
+      const failed = await jobInState(sideWorkQueue, "malformed-1", "failed");
       expect(failed.attemptsMade).toBe(1); // no pointless retries
       expect(failed.failedReason).toMatch(/invalid plant\.created payload/);
       expect(failed.failedReason).toMatch(/eventId/);
-      await indexQueue.add("plant-events", { events: [{ plantId: "x" }] }, { jobId: "malformed-2", attempts: 5 });
-      await indexQueue.add("plant-events", { events: [] }, { jobId: "malformed-3", attempts: 5 });
+      await sideWorkQueue.add("plant-events", { events: [{ plantId: "x" }] }, { jobId: "malformed-2", attempts: 5 });
+      await sideWorkQueue.add("plant-events", { events: [] }, { jobId: "malformed-3", attempts: 5 });
       for (const jobId of ["malformed-2", "malformed-3"]) {
-        const batch = await jobInState(indexQueue, jobId, "failed");
+        const batch = await jobInState(sideWorkQueue, jobId, "failed");
         expect(batch.attemptsMade).toBe(1);
         expect(batch.failedReason).toMatch(/invalid plant-events payload/);
       }
@@ -287,10 +292,9 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       if (!event) throw new Error("no entry");
       await t.client.del(partitionKeys(created.partition).outbox); // no relay may see it
       await start();
-      await indexQueue.add("plant.created", event, { jobId: "single-1" });
-      await auditQueue.add("plant.created", event, { jobId: "single-1" });
-      expect((await jobInState(indexQueue, "single-1", "completed")).returnvalue).toEqual(["indexed"]);
-      expect((await jobInState(auditQueue, "single-1", "completed")).returnvalue).toMatchObject([{ appended: true }]);
+      await sideWorkQueue.add("plant.created", event, { jobId: "single-1" });
+      const done = await jobInState(sideWorkQueue, "single-1", "completed");
+      expect(done.returnvalue).toEqual({ indexed: 1, unindexed: 0, audited: 1, deliveries: 0 });
       expect(await t.inspect.indexedIds("old")).toEqual(["32"]);
       expect(await auditedEventIds()).toEqual([created.eventId]);
     });
@@ -302,13 +306,13 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       const created = await t.createPlant({ id: "40" });
 
       const afterFailure = await waitFor("a first attempt failing with WRONGTYPE", async () => {
-        const job = await jobOf(indexQueue, created.eventId);
+        const job = await jobOf(sideWorkQueue, created.eventId);
         return job?.failedReason?.includes("WRONGTYPE") ? job : undefined;
       });
       expect(await afterFailure.getState()).not.toBe("failed"); // not failed for good: a retry is due
       await t.client.del(indexKeys().directory);
 
-      const done = await jobInState(indexQueue, jobIdFor([created.eventId]), "completed");
+      const done = await jobInState(sideWorkQueue, jobIdFor([created.eventId]), "completed");
       expect(done.attemptsMade).toBeGreaterThanOrEqual(2);
       expect(await t.indexState()).toEqual([
         `${indexMember("40", created.created, t.layout.partitions)} ${created.created}`,
@@ -320,12 +324,12 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       await start({ JOB_ATTEMPTS: "3", JOB_BACKOFF_MS: "20" });
       const created = await t.createPlant({ id: "50" });
 
-      const failed = await jobInState(indexQueue, jobIdFor([created.eventId]), "failed");
+      const failed = await jobInState(sideWorkQueue, jobIdFor([created.eventId]), "failed");
       expect(failed.attemptsMade).toBe(3);
       expect(failed.failedReason).toMatch(/WRONGTYPE/);
       // Still visible (removeOnFail: false) for the dashboard.
       await new Promise((resolve) => setTimeout(resolve, 200));
-      expect((await indexQueue.getFailed()).map((job) => job.id)).toEqual([jobIdFor([created.eventId])]);
+      expect((await sideWorkQueue.getFailed()).map((job) => job.id)).toEqual([jobIdFor([created.eventId])]);
       // The other queue's job for the same event is unaffected.
       await waitFor("the audit still recorded", () => isAudited(created.eventId));
     });
@@ -360,11 +364,11 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       await waitFor("both audited", async () => (await t.audit()).length === 2);
 
       const deleted = await deleteOrFail("61");
-      await jobInState(indexQueue, jobIdFor([deleted.eventId]), "completed");
-      const deletion = await jobOf(indexQueue, deleted.eventId);
+      await jobInState(sideWorkQueue, jobIdFor([deleted.eventId]), "completed");
+      const deletion = await jobOf(sideWorkQueue, deleted.eventId);
       expect(deletion?.name).toBe("plant-events");
       expect(deletion?.data.events.map((event: { type: string }) => event.type)).toEqual(["plant.deleted"]);
-      expect(deletion?.returnvalue).toEqual(["unindexed"]);
+      expect(deletion?.returnvalue).toEqual({ indexed: 0, unindexed: 1, audited: 1, deliveries: 0 });
       expect(await t.inspect.indexedIds()).toEqual(["60"]);
       expect(await t.inspect.indexedIds("vine")).toEqual(["60"]);
       // The deleted version stays as a tombstone (score -1), so a late create job cannot list it.
@@ -387,17 +391,14 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       await t.createPlant({ id: "62" });
       await waitFor("indexed", () => isIndexed("62"));
       const deleted = await deleteOrFail("62");
-      const done = await jobInState(auditQueue, jobIdFor([deleted.eventId]), "completed");
-      await jobInState(indexQueue, jobIdFor([deleted.eventId]), "completed");
+      const done = await jobInState(sideWorkQueue, jobIdFor([deleted.eventId]), "completed");
       const indexAfterDelete = await t.indexState();
 
-      // A redelivery after the completed jobs were cleaned up: the same event under another job id.
+      // A redelivery after the completed job was cleaned up: the same event under another job id.
       const rerun = { name: done.name, data: done.data, opts: { jobId: `rerun-${deleted.eventId}`, attempts: 1 } };
-      await indexQueue.addBulk([rerun]);
-      await auditQueue.addBulk([rerun]);
-      const rerunAudit = await jobInState(auditQueue, rerun.opts.jobId, "completed");
-      await jobInState(indexQueue, rerun.opts.jobId, "completed");
-      expect(rerunAudit.returnvalue).toMatchObject([{ appended: false }]);
+      await sideWorkQueue.addBulk([rerun]);
+      const rerunDone = await jobInState(sideWorkQueue, rerun.opts.jobId, "completed");
+      expect(rerunDone.returnvalue).toEqual({ indexed: 0, unindexed: 1, audited: 0, deliveries: 0 });
       expect((await auditOf("62")).map(([type]) => type)).toEqual(["plant.created", "plant.deleted"]);
       expect(await t.inspect.indexedIds()).toEqual([]);
       expect(await t.indexState()).toEqual(indexAfterDelete);
@@ -416,10 +417,10 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       const [deletionJob] = plantEventJobs([deletedEvent], { attempts: 1, backoffMs: 20, failedRetentionMs: 60_000 });
       const [creationJob] = plantEventJobs([createdEvent], { attempts: 1, backoffMs: 20, failedRetentionMs: 60_000 });
       if (!deletionJob || !creationJob) throw new Error("jobs missing");
-      await indexQueue.add(deletionJob.name, deletionJob.data, deletionJob.opts);
-      await jobInState(indexQueue, deletionJob.opts.jobId, "completed");
-      await indexQueue.add(creationJob.name, creationJob.data, creationJob.opts);
-      await jobInState(indexQueue, creationJob.opts.jobId, "completed");
+      await sideWorkQueue.add(deletionJob.name, deletionJob.data, deletionJob.opts);
+      await jobInState(sideWorkQueue, deletionJob.opts.jobId, "completed");
+      await sideWorkQueue.add(creationJob.name, creationJob.data, creationJob.opts);
+      await jobInState(sideWorkQueue, creationJob.opts.jobId, "completed");
 
       expect(await t.inspect.indexedIds()).toEqual([]);
       expect(await t.inspect.indexedIds("bulb")).toEqual([]);
@@ -439,7 +440,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       await start({ RELAY_BATCH_SIZE: "3" });
       await waitFor("60 audit entries", async () => (await t.audit()).length === 60);
       await waitFor("every index job done", async () => {
-        const counts = await indexQueue.getJobCounts("wait", "active", "delayed", "prioritized");
+        const counts = await sideWorkQueue.getJobCounts("wait", "active", "delayed", "prioritized");
         return (await t.inspect.outboxDepth()) === 0 && Object.values(counts).every((n) => n === 0);
       });
 
@@ -458,9 +459,9 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(audit.filter((entry) => entry.type === "plant.deleted")).toHaveLength(20);
       expect(new Set(audit.map((entry) => entry.eventId)).size).toBe(60);
       expect([...auditCountByPlant(audit).values()].every((n) => n === 3)).toBe(true);
-      expect((await indexQueue.getJobCounts("failed")).failed).toBe(0);
+      expect((await sideWorkQueue.getJobCounts("failed")).failed).toBe(0);
       // Batches of at most 3 events.
-      const jobs = await indexQueue.getCompleted(0, 100);
+      const jobs = await sideWorkQueue.getCompleted(0, 100);
       expect(Math.max(...jobs.map((job) => job.data.events.length))).toBeLessThanOrEqual(3);
       expect(await t.inspect.outboxPending()).toBe(0);
     });
@@ -469,13 +470,17 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       await start();
       const created = await t.createPlant({ id: "64" });
       await waitFor("indexed", () => isIndexed("64"));
-      const [event] = (await jobInState(indexQueue, jobIdFor([created.eventId]), "completed")).data.events;
+      const [event] = (await jobInState(sideWorkQueue, jobIdFor([created.eventId]), "completed")).data.events;
 
       // A created payload under the deletion job name: applying it as a deletion would unindex the plant.
-      await indexQueue.add("plant.deleted", { ...event, type: "plant.created" }, { jobId: "mismatch-1", attempts: 5 });
-      await indexQueue.add("plant.exploded", event, { jobId: "unknown-1", attempts: 5 });
-      const mismatch = await jobInState(indexQueue, "mismatch-1", "failed");
-      const unknown = await jobInState(indexQueue, "unknown-1", "failed");
+      await sideWorkQueue.add(
+        "plant.deleted",
+        { ...event, type: "plant.created" },
+        { jobId: "mismatch-1", attempts: 5 },
+      );
+      await sideWorkQueue.add("plant.exploded", event, { jobId: "unknown-1", attempts: 5 });
+      const mismatch = await jobInState(sideWorkQueue, "mismatch-1", "failed");
+      const unknown = await jobInState(sideWorkQueue, "unknown-1", "failed");
       expect(mismatch.attemptsMade).toBe(1);
       expect(mismatch.failedReason).toMatch(
         /job name "plant\.deleted" does not match its payload's type "plant\.created"/,

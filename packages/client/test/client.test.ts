@@ -187,3 +187,78 @@ describe("reading and deleting through the client", () => {
     expect(missing.data).toMatchObject({ code: "NOT_FOUND", httpStatus: 404 });
   });
 });
+
+describe("plants.events (a subscription over server-sent events)", () => {
+  type Got = { id: string; type: string; plant: bigint; name: string };
+  /** Follows the events until `stop()`; each one with its id, as the client hands them over. */
+  function follow(on: PlantStoreClient, input: { lastEventId?: string; tag?: string } = {}) {
+    const got: Got[] = [];
+    const errors: unknown[] = [];
+    let started = 0;
+    const subscription = on.plants.events.subscribe(input, {
+      onStarted: () => started++,
+      onData: ({ id, data }) => got.push({ id, type: data.type, plant: data.data.id, name: data.data.name }),
+      onError: (error) => errors.push(error),
+    });
+    const until = async (what: () => boolean, label: string) => {
+      for (let tries = 0; tries < 400 && !what(); tries++) await new Promise((resolve) => setTimeout(resolve, 25));
+      if (!what())
+        throw new Error(`${label}: ${JSON.stringify({ got: got.length, started, errors: errors.map(String) })}`);
+    };
+    return {
+      got,
+      errors,
+      started: () => until(() => started > 0, "not started"),
+      received: (count: number) => until(() => got.length >= count, `fewer than ${count} events`),
+      stop: () => subscription.unsubscribe(),
+    };
+  }
+
+  it("delivers each event with its id and a bigint plant id, and resumes after a lastEventId", async () => {
+    const live = follow(client);
+    await live.started();
+    await client.plants.create.mutate({ id: 9007199254740999n, name: "sub-a" });
+    await client.plants.create.mutate({ id: 9223372036854775701n, name: "sub-b" });
+    await live.received(2);
+    live.stop();
+    expect(live.got.map(({ type, plant, name }) => ({ type, plant, name }))).toEqual([
+      { type: "plant.created", plant: 9007199254740999n, name: "sub-a" },
+      { type: "plant.created", plant: 9223372036854775701n, name: "sub-b" },
+    ]);
+    const resumed = follow(client, { lastEventId: live.got[0]?.id as string });
+    await resumed.received(1);
+    expect(resumed.got).toEqual([live.got[1]]);
+    resumed.stop();
+    // An unusable cursor is an error with the Error object, not a stream.
+    const refused = follow(client, { lastEventId: "nonsense" });
+    for (let tries = 0; tries < 200 && refused.errors.length === 0; tries++)
+      await new Promise((r) => setTimeout(r, 25));
+    refused.stop();
+    const [error] = refused.errors;
+    expect(error).toBeInstanceOf(TRPCClientError);
+    expect((error as TRPCClientError<AppRouter>).data?.apiError).toEqual({ error: 400, message: expect.any(String) });
+  });
+
+  it("reconnects by itself when its api restarts, and resumes without a gap or a duplicate", async () => {
+    const env = { REDIS_URL: redisServer.url, API_TOKENS: TOKEN, LOG_LEVEL: "silent" };
+    let followed = await startApi(loadApiConfig({ ...env, PORT: "0" }));
+    const port = new URL(followed.url).port;
+    const live = follow(createPlantStoreClient({ url: followed.url, token: TOKEN }));
+    try {
+      await live.started();
+      await client.plants.create.mutate({ id: 7200001n, name: "before" });
+      await live.received(1);
+      await followed.close();
+      for (const id of [7200002n, 7200003n]) await client.plants.create.mutate({ id, name: "while down" });
+      followed = await startApi(loadApiConfig({ ...env, PORT: port }));
+      await client.plants.create.mutate({ id: 7200004n, name: "after" });
+      await live.received(4);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(live.got.map((event) => event.plant)).toEqual([7200001n, 7200002n, 7200003n, 7200004n]);
+      expect(live.errors).toEqual([]);
+    } finally {
+      live.stop();
+      await followed.close();
+    }
+  }, 60_000);
+});

@@ -122,13 +122,44 @@ try {
   if (error instanceof PlantStoreApiError) restError = { status: error.status, body: error.body };
 }
 
+// The live events: subscribe, get two (ids as bigint), then subscribe again after the first one's id.
+type Followed = { id: string; plant: bigint; type: string };
+function follow(lastEventId: string | undefined, count: number, started?: () => void): Promise<Followed[]> {
+  return new Promise((resolve, reject) => {
+    const got: Followed[] = [];
+    const subscription = trpc.plants.events.subscribe(lastEventId === undefined ? {} : { lastEventId }, {
+      onStarted: () => started?.(),
+      onData: ({ id, data }) => {
+        got.push({ id, plant: data.data.id, type: data.type });
+        if (got.length === count) {
+          subscription.unsubscribe();
+          resolve(got);
+        }
+      },
+      onError: reject,
+    });
+  });
+}
+let ready: () => void = () => {};
+const isReady = new Promise<void>((resolve) => (ready = resolve));
+const live = follow(undefined, 2, () => ready());
+await isReady;
+await trpc.plants.create.mutate({ id: 9007199254740995n, name: "live-1" });
+await trpc.plants.create.mutate({ id: max - 1n, name: "live-2" });
+const followed = await live;
+const resumed = await follow(followed[0]?.id, 1);
+
 console.log(JSON.stringify({
   name,
   restName: viaRest.plant.name,
   readBack: { id: String(readBack.id), name: readBack.name, tag: readBack.tag },
   trpcError,
   restError,
+  live: followed.map((event) => typeof event.plant + " " + event.plant + " " + event.type),
+  resumed: resumed.map((event) => String(event.plant)),
+  resumedSameId: resumed[0]?.id === followed[1]?.id,
 }));
+process.exit(0);
 `;
 
 describe("both clients, packed and installed into an app outside the workspace", () => {
@@ -151,6 +182,9 @@ describe("both clients, packed and installed into an app outside the workspace",
       readBack: { id: "9223372036854775807", name: "packed-trpc", tag: "outside" },
       trpcError: { error: 404, message: expect.any(String) },
       restError: { status: 404, body: { error: 404, message: expect.any(String) } },
+      live: ["bigint 9007199254740995 plant.created", "bigint 9223372036854775806 plant.created"],
+      resumed: ["9223372036854775806"],
+      resumedSameId: true,
     });
   });
 

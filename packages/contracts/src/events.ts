@@ -72,3 +72,32 @@ export function parseOutboxEntry(eventId: string, fields: string[]): PlantEvent 
   for (let i = 0; i + 1 < fields.length; i += 2) record[fields[i] as string] = fields[i + 1] as string;
   return PlantEvent.parse(record);
 }
+
+/**
+ * What a client receives for an event, a webhook's body and a live stream's message alike:
+ * `{type, timestamp, data}` with the plant as a NewPlant (`id`, `name`, `tag` when it has one) —
+ * for an update the plant as it now is, for a delete as it was; `timestamp` is when the api
+ * accepted the change (RFC 3339). The id as a bigint (exact; superjson carries it to tRPC clients).
+ */
+export interface PlantEventMessage {
+  type: PlantEventType;
+  timestamp: string;
+  data: { id: bigint; name: string; tag?: string };
+}
+
+export function plantEventMessage(event: PlantEvent): PlantEventMessage {
+  const data: PlantEventMessage["data"] = { id: BigInt(event.plantId), name: event.name };
+  if (event.tag !== undefined) data.tag = event.tag;
+  return { type: event.type, timestamp: event.at, data };
+}
+
+/**
+ * The same message as JSON text, the id written as an exact JSON number, every digit of the int64
+ * (JSON.stringify has no bigint): a webhook delivery's body, a live stream event's `data:` line.
+ */
+export function plantEventBody(event: PlantEvent): string {
+  if (!/^-?\d{1,19}$/.test(event.plantId)) throw new Error(`not an int64 plant id: ${event.plantId}`);
+  const tag = event.tag === undefined ? "" : `,"tag":${JSON.stringify(event.tag)}`;
+  const data = `{"id":${event.plantId},"name":${JSON.stringify(event.name)}${tag}}`;
+  return `{"type":${JSON.stringify(event.type)},"timestamp":${JSON.stringify(event.at)},"data":${data}}`;
+}

@@ -1,17 +1,30 @@
 /** BullMQ queue names (no `:`, which BullMQ reserves). */
 export const queueNames = {
-  /** Keeps the read indexes (creation order, by tag): adds created plants, removes deleted ones. */
-  index: "plant-index",
-  /** Appends one entry per accepted create or delete to the audit stream. */
-  audit: "plant-audit",
-  /** Turns each event into one delivery job per webhook subscription that wants it. */
-  webhooks: "plant-webhooks",
+  /**
+   * All the side work of a batch of outbox events, in one job: the read indexes (creation order,
+   * by tag), the audit log, and the webhook fan-out (one delivery job per subscription that wants
+   * an event). One job, not one per kind of work: BullMQ's cost per job (its add, fetch and finish
+   * scripts, the job's copy of the batch) was most of the worker's.
+   */
+  sideWork: "plant-side-work",
   /** One job per event and subscription: POSTs it to the subscriber, retried over about a day. */
   webhookDeliveries: "webhook-deliveries",
   /** One job per bulk import (`POST /plants/imports`): judges and commits its lines, resumably. */
   imports: "plant-imports",
 } as const;
-export type QueueName = (typeof queueNames)[keyof typeof queueNames];
+
+/**
+ * The queues earlier versions fed, one per kind of side work. A worker still processes the jobs
+ * it finds there at start (the same processors), so an upgrade loses none.
+ */
+export const legacyQueueNames = {
+  index: "plant-index",
+  audit: "plant-audit",
+  webhooks: "plant-webhooks",
+} as const;
+export type QueueName =
+  | (typeof queueNames)[keyof typeof queueNames]
+  | (typeof legacyQueueNames)[keyof typeof legacyQueueNames];
 
 /**
  * BullMQ key prefix of a queue: a hash tag of its own name, so each queue's keys share one
@@ -21,8 +34,8 @@ export type QueueName = (typeof queueNames)[keyof typeof queueNames];
 export const queuePrefix = (name: QueueName) => `{${name}}`;
 
 /**
- * Job name of a batch of events: the relay turns each batch it reads from the outbox into one job
- * per queue, carrying `PlantEventBatch`. Under load a batch holds many events, so BullMQ's fixed
+ * Job name of a batch of events: the relay turns each batch it reads from the outbox into one
+ * side-work job carrying `PlantEventBatch`. Under load a batch holds many events, so BullMQ's fixed
  * cost per job (several Lua scripts) is paid once per batch instead of once per event; when idle,
  * a batch holds one event and nothing waits for others.
  */
@@ -33,7 +46,7 @@ export const PLANT_CREATED_JOB = "plant.created";
 export const PLANT_DELETED_JOB = "plant.deleted";
 
 /**
- * Deterministic job id per batch and queue, so a relay that delivers the same outbox entries
+ * Deterministic job id per batch, so a relay that delivers the same outbox entries
  * twice adds the job only once: `event-<id>` for one event, otherwise the first id, the count
  * and a digest of every id (a batch redelivered with other entries is another job, and the
  * idempotent processors make running those events again harmless). BullMQ ids may not be all

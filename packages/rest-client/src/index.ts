@@ -117,6 +117,50 @@ async function ok<T>(
   return { data: data as T, response };
 }
 
+/** A live event of `GET /plants/events`: its cursor (`id`), and the webhook body with a bigint id. */
+export type LiveEvent = {
+  id: string;
+  type: "plant.created" | "plant.updated" | "plant.deleted";
+  timestamp: string;
+  data: { id: bigint; name: string; tag?: string };
+};
+
+/**
+ * The events of a server-sent event stream (HTML standard), as they arrive: `id`, `event` and the
+ * `data` lines; comments and `retry` are skipped. Web streams only (runs in browsers too).
+ */
+async function* serverSentEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<{ id?: string; data: string }> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let id: string | undefined;
+  let data: string[] = [];
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true });
+      for (let end = buffer.search(/\r\n|\r|\n/); end !== -1; end = buffer.search(/\r\n|\r|\n/)) {
+        const line = buffer.slice(0, end);
+        buffer = buffer.slice(end + (buffer.startsWith("\r\n", end) ? 2 : 1));
+        if (line === "") {
+          if (data.length > 0) yield id === undefined ? { data: data.join("\n") } : { id, data: data.join("\n") };
+          data = [];
+          continue;
+        }
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon === -1 ? line : line.slice(0, colon);
+        const text = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "id") id = text;
+        else if (field === "data") data.push(text);
+      }
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+}
+
 type ListQuery = { limit?: number; tag?: string };
 type Conditional = { ifMatch?: string };
 
@@ -135,7 +179,39 @@ export function createPlantStoreRestClient(options: PlantStoreRestClientOptions)
   });
   const ifMatch = (condition?: Conditional) => (condition?.ifMatch ? { "If-Match": condition.ifMatch } : {});
 
+  const baseUrl = options.url.replace(/\/$/, "");
   const plants = {
+    /**
+     * Follows the live plant events (`GET /plants/events`) from now, or right after the event
+     * whose id is `after`, as an async iterator: each event with its `id` and exact ids. It ends
+     * when the server ends the stream (a shutdown, a reader too slow): follow again with
+     * `after` = the last id received to resume without a gap. Refusals (an expired cursor: 410;
+     * too many streams: 429) are thrown as PlantStoreApiError. `signal` stops it.
+     */
+    async *events(query: { tag?: string; after?: string; signal?: AbortSignal } = {}): AsyncGenerator<LiveEvent> {
+      const search = new URLSearchParams();
+      if (query.tag !== undefined) search.set("tag", query.tag);
+      if (query.after !== undefined) search.set("after", query.after);
+      const response = await (options.fetch ?? fetch)(
+        `${baseUrl}/plants/events${search.size > 0 ? `?${search}` : ""}`,
+        {
+          headers: { authorization: `Bearer ${options.token}`, accept: "text/event-stream" },
+          ...(query.signal ? { signal: query.signal } : {}),
+        },
+      );
+      if (!response.ok || response.body === null) {
+        const text = await response.text();
+        let body: ApiError | undefined;
+        try {
+          body = parseJson(text) as ApiError;
+        } catch {}
+        throw new PlantStoreApiError(response.status, body, response.headers);
+      }
+      for await (const event of serverSentEvents(response.body)) {
+        const message = parseJson(event.data) as Omit<LiveEvent, "id">;
+        yield { id: event.id ?? "", ...message };
+      }
+    },
     /** Creates a plant (an identical repeat is a 200 too). Returns the plant and its ETag. */
     async create(plant: NewPlant): Promise<{ plant: Plant; etag: string | null }> {
       const { data, response } = await ok(client.POST("/plants", { body: plant }));
@@ -245,7 +321,6 @@ export function createPlantStoreRestClient(options: PlantStoreRestClientOptions)
       ).data,
   };
 
-  const baseUrl = options.url.replace(/\/$/, "");
   const baseFetch = options.fetch ?? fetch;
 
   const imports = {
@@ -302,6 +377,7 @@ export const coveredOperations = [
   "POST /plants",
   "GET /plants/{id}",
   "GET /plants",
+  "GET /plants/events",
   "PUT /plants/{id}",
   "PATCH /plants/{id}",
   "DELETE /plants/{id}",

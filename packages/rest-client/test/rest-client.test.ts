@@ -87,6 +87,26 @@ describe("createPlantStoreRestClient", () => {
     expect((refused as PlantStoreApiError).headers.get("www-authenticate")).toMatch(/^Bearer/);
   });
 
+  it("follows the live events with exact ids, and resumes after an event's id", async () => {
+    const rest = client();
+    const stop = new AbortController();
+    const events = rest.plants.events({ signal: stop.signal });
+    const first = events.next(); // opens the stream
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await rest.plants.create({ id: 9007199254740997n, name: "live-a" });
+    await rest.plants.create({ id: 9223372036854775806n, name: "live-b", tag: "t" });
+    const a = (await first).value;
+    const b = (await events.next()).value;
+    expect(a).toMatchObject({ type: "plant.created", data: { id: 9007199254740997n, name: "live-a" } });
+    expect(b).toMatchObject({ type: "plant.created", data: { id: 9223372036854775806n, name: "live-b", tag: "t" } });
+    stop.abort();
+    await events.return(undefined).catch(() => {});
+    const resumed = rest.plants.events({ after: a?.id as string });
+    expect((await resumed.next()).value).toEqual(b);
+    await resumed.return(undefined);
+    await expect(rest.plants.events({ after: "nonsense" }).next()).rejects.toMatchObject({ status: 400 });
+  });
+
   it("follows the Link pages as an async iterator", async () => {
     const plants = client().plants;
     const paged = Array.from({ length: 5 }, (_, i) => 2n ** 60n + BigInt(i));

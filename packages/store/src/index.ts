@@ -50,6 +50,19 @@ export {
   recordEmbeddedStore,
 } from "./embedded.js";
 export {
+  compareEntryIds,
+  comparePositions,
+  type EventLog,
+  type EventPosition,
+  eventLog,
+  formatEventCursor,
+  type LogEntry,
+  type LogRead,
+  lastIdAtOrBefore,
+  MAX_SEQ,
+  parseEventCursor,
+} from "./event-log.js";
+export {
   type ChunkTally,
   type ImportCommitter,
   type ImportLine,

@@ -1,6 +1,7 @@
 import { isCluster, type RedisClient } from "./connection.js";
 import { indexKeys, indexMemberParts, partitionKeys, storeKeys } from "./keys.js";
 import type { Layout } from "./layout.js";
+import { outbox } from "./outbox.js";
 import { recordOf } from "./replies.js";
 
 /**
@@ -47,10 +48,14 @@ export function inspectStore(client: RedisClient, layout: Layout) {
       );
     },
 
-    /** Outbox entries not relayed yet, over all partitions. */
+    /**
+     * Outbox entries not relayed yet (not acknowledged by the relay), over all partitions. The
+     * outbox keeps relayed entries for a while (the event log): its length is not this.
+     */
     async outboxDepth(): Promise<number> {
-      const lengths = await Promise.all(partitions.map((p) => client.xlen(partitionKeys(p).outbox)));
-      return lengths.reduce((sum, n) => sum + n, 0);
+      const ops = outbox(client);
+      const depths = await Promise.all(partitions.map((p) => ops.depth(p)));
+      return depths.reduce((sum, n) => sum + n, 0);
     },
 
     /** Outbox entries delivered to a relay and not acknowledged yet, over all partitions. */

@@ -55,8 +55,13 @@ function makePartitionKeys(p: number) {
     plant: (id: bigint | string) => `${PLANT_KEY_PREFIX}${tag}:${id}`,
     /** The last creation time given out in this partition (µs): keeps the clock monotonic. */
     clock: `plants:${tag}:clock`,
-    /** Outbox stream: one entry per accepted create or delete, written by the same script. */
+    /**
+     * Outbox stream: one entry per accepted create, update or delete, written by the same script.
+     * Also the store's event log: relayed entries stay for the retention window (trimOutbox-n).
+     */
     outbox: `plants:${tag}:outbox`,
+    /** The id of the last entry trimmed from the outbox: a live stream's cursor before it has expired. */
+    outboxTrimmed: `plants:${tag}:outbox:trimmed`,
     /** Outbox entries the relay could not read, moved aside so they cannot block the stream. */
     outboxDead: `plants:${tag}:outbox:dead`,
     /** Which worker relays this partition, with an expiry (a lease). */

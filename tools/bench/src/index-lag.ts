@@ -186,11 +186,8 @@ async function indexState(stack: Stack, id: string, tag: string) {
 }
 
 async function failedJobs(stack: Stack) {
-  const [index, audit] = await Promise.all([
-    stack.redis.zcard(`${queuePrefix(queueNames.index)}:${queueNames.index}:failed`),
-    stack.redis.zcard(`${queuePrefix(queueNames.audit)}:${queueNames.audit}:failed`),
-  ]);
-  return { index, audit };
+  const sideWork = await stack.redis.zcard(`${queuePrefix(queueNames.sideWork)}:${queueNames.sideWork}:failed`);
+  return { sideWork };
 }
 
 await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
@@ -367,7 +364,7 @@ await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
     ["GET /plants/{id} not 200 at once", String(byIdLate.length)],
     ["  of which never visible within the deadline", String(byIdNever)],
     ["follower: polls / Links followed", `${follower.polls} / ${follower.pagesFollowed}`],
-    ["failed jobs (index / audit)", `${jobsFailed.index} / ${jobsFailed.audit}`],
+    ["failed side-work jobs", String(jobsFailed.sideWork)],
     ["errors (non-2xx, network)", String(errors.count)],
     ["log lines after start-up (api warn+, worker)", `${api.lines()} / ${worker.lines() - workerStartLines}`],
   ];

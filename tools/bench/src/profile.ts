@@ -38,6 +38,7 @@ const { values: args } = parseArgs({
   options: {
     cluster: { type: "boolean", default: false },
     duration: { type: "string", default: "10" },
+    warmup: { type: "string", default: "2" },
     connections: { type: "string", default: "50" },
     "cpu-prof": { type: "boolean", default: false },
     appendfsync: { type: "string", default: "always" },
@@ -47,7 +48,9 @@ const { values: args } = parseArgs({
 if (args.help) {
   console.log(`profile: POST /plants with the worker running; CPU per create per process (used and waited for),
 Redis commands, jobs
-  --duration 10      seconds of load (after 2 s of warm-up)
+  --duration 10      seconds of load (after the warm-up)
+  --warmup 2         seconds of creates first, not measured (e.g. 60: a store of some 300,000
+                     plants, as the throughput bench's rounds with the worker running see)
   --connections 50   autocannon connections
   --cluster          a private Redis Cluster (3 masters + 3 replicas) instead of one redis-server
   --cpu-prof         run api and worker with node --cpu-prof and summarize the profiles
@@ -62,6 +65,7 @@ if (appendfsync !== "always" && appendfsync !== "everysec" && appendfsync !== "n
   process.exit(2);
 }
 const durationS = integerOption("duration", args.duration, 1, 300);
+const warmupS = integerOption("warmup", args.warmup, 1, 600);
 const connections = integerOption("connections", args.connections, 1, 1000);
 const SIDE_WORK_LIMIT_MS = 60_000;
 
@@ -82,7 +86,7 @@ async function jobsCompleted(metricsUrl: string): Promise<Map<string, number>> {
   return jobs;
 }
 
-await runBench("profile", (durationS + 180) * 1000, async () => {
+await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
   console.log(machineLine());
   const stack = await startStack({ appendfsync, cluster: args.cluster });
   const results = fileURLToPath(new URL("../results/", import.meta.url));
@@ -99,7 +103,7 @@ await runBench("profile", (durationS + 180) * 1000, async () => {
   const post = () =>
     createRequest({ authorization: `Bearer ${TOKEN}`, "content-type": "application/json" }, () => nextId++);
 
-  const warmup = await autocannon({ url: api.url, connections, duration: 2, requests: [post()] });
+  const warmup = await autocannon({ url: api.url, connections, duration: warmupS, requests: [post()] });
   let created = warmup["2xx"];
   const sideWorkDone = async (plants: number) => {
     const done = await waitUntil(

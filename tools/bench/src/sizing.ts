@@ -231,7 +231,8 @@ export async function measureSizing(mode: SizingMode, options: SizingOptions): P
       each(total, inFlight, () => limiter.hit(rateLimitNames.token("tok_sizing"), 6000)),
     );
 
-    // The relay with a backlog: reads of up to 100 entries per partition, acked (XACK + XDEL) per partition.
+    // The relay with a backlog: reads of up to 100 entries per partition, acked (XACK) per partition; the
+    // entries stay (the live events' log) until the worker's trim.
     const events: OutboxEntry[] = [];
     await phase("relay: read + ack, per event (backlog)", total, async () => {
       for (;;) {

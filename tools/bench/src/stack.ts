@@ -140,7 +140,7 @@ export async function startStack(options: {
 /** Starts the API process (logging warnings only) and resolves once /readyz answers 200. */
 export async function startApiProcess(
   stack: Stack,
-  options: { metrics: boolean; nodeFlags?: string[] } = { metrics: true },
+  options: { metrics: boolean; nodeFlags?: string[]; env?: Record<string, string> } = { metrics: true },
 ): Promise<Service & { url: string }> {
   const port = await freePort();
   const service = spawnService(
@@ -155,6 +155,7 @@ export async function startApiProcess(
       RATE_LIMIT_PER_MINUTE: "100000000",
       LOG_LEVEL: "warn",
       METRICS_ENABLED: String(options.metrics),
+      ...options.env,
     },
     // As deployed (Dockerfile, npm start): a 16 MiB young generation.
     { nodeFlags: ["--max-semi-space-size=16", ...(options.nodeFlags ?? [])] },

@@ -1,7 +1,7 @@
 import { closeSync, openSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { aofManifest } from "@plant-store/redis-server";
-import { indexKeys, isCluster, partitionKeys, type RedisClient } from "@plant-store/store";
+import { indexKeys, isCluster, outbox, partitionKeys, type RedisClient } from "@plant-store/store";
 import type { Redis } from "ioredis";
 import { infoNumber } from "./profile-helpers.js";
 
@@ -72,6 +72,7 @@ export async function aofAppendedSince(node: Redis, mark: AofMark | undefined): 
  */
 export function storeCounts(redis: RedisClient, partitions: number) {
   const all = Array.from({ length: partitions }, (_, p) => p);
+  const unrelayed = outbox(redis);
   const sum = (values: number[]) => values.reduce((total, n) => total + n, 0);
 
   return {
@@ -97,8 +98,8 @@ export function storeCounts(redis: RedisClient, partitions: number) {
     },
     /** Audit entries over all partitions. */
     audited: async () => sum(await Promise.all(all.map((p) => redis.xlen(partitionKeys(p).audit)))),
-    /** Outbox entries not yet relayed, over all partitions. */
-    outbox: async () => sum(await Promise.all(all.map((p) => redis.xlen(partitionKeys(p).outbox)))),
+    /** Outbox entries not yet relayed (not acknowledged by the relay), over all partitions. */
+    outbox: async () => sum(await Promise.all(all.map((p) => unrelayed.depth(p)))),
   };
 }
 

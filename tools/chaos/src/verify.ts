@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { queueNames, queuePrefix } from "@plant-store/contracts";
+import { type QueueName, queueNames, queuePrefix } from "@plant-store/contracts";
 import {
   indexBucketOf,
   indexKeys,
@@ -7,6 +7,7 @@ import {
   inspectStore,
   isCluster,
   type Layout,
+  outbox,
   partitionKeys,
   partitionOf,
   type RedisClient,
@@ -29,7 +30,7 @@ export interface StoreView {
 /** Failed BullMQ jobs per queue. */
 export async function failedJobs(client: RedisClient): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
-  for (const queue of [queueNames.index, queueNames.audit]) {
+  for (const queue of [queueNames.sideWork]) {
     counts[queue] = await client.zcard(`${queueKeyPrefix(queue)}:failed`);
   }
   return counts;
@@ -178,15 +179,17 @@ export async function waitSideWork(
   }
 }
 
-/** The BullMQ key prefix of a queue's keys, e.g. `{plant-index}:plant-index`. */
-export const queueKeyPrefix = (queue: (typeof queueNames)[keyof typeof queueNames]) => `${queuePrefix(queue)}:${queue}`;
+/** The BullMQ key prefix of a queue's keys, e.g. `{plant-side-work}:plant-side-work`. */
+export const queueKeyPrefix = (queue: QueueName) => `${queuePrefix(queue)}:${queue}`;
 
 /** Jobs not yet finished, per queue, plus outbox entries not yet relayed (all partitions). */
 export async function backlog({ client, layout }: StoreView): Promise<Record<string, number>> {
   const partitions = Array.from({ length: layout.partitions }, (_, p) => p);
-  const depths = await Promise.all(partitions.map((p) => client.xlen(partitionKeys(p).outbox)));
+  // Not relayed: not acknowledged by the relay (the outbox keeps relayed entries for the live streams).
+  const ops = outbox(client);
+  const depths = await Promise.all(partitions.map((p) => ops.depth(p)));
   const result: Record<string, number> = { outbox: depths.reduce((sum, n) => sum + n, 0) };
-  for (const queue of [queueNames.index, queueNames.audit]) {
+  for (const queue of [queueNames.sideWork]) {
     const prefix = queueKeyPrefix(queue);
     const [wait, active, paused, delayed, prioritized] = await Promise.all([
       client.llen(`${prefix}:wait`),

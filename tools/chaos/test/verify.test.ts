@@ -104,7 +104,7 @@ describe("verify", () => {
       indexMember("4", created4, layout.partitions),
     );
     await stored("5", "five"); // stored, never acknowledged, no side work
-    await client.zadd(`${queueKeyPrefix(queueNames.audit)}:failed`, 1, "event-x");
+    await client.zadd(`${queueKeyPrefix(queueNames.sideWork)}:failed`, 1, "event-x");
     const v = await verify(view, [
       { id: "1", name: "one", tag: "t" },
       { id: "2", name: "two" },
@@ -120,7 +120,7 @@ describe("verify", () => {
     expect(v.duplicatedAudit).toEqual([{ id: "1", count: 2 }]);
     expect(v.storedNotAcked).toBe(1);
     expect(v.storedNotAckedWithoutSideWork).toEqual(["5"]);
-    expect(v.failedJobs).toEqual({ [queueNames.index]: 0, [queueNames.audit]: 1 });
+    expect(v.failedJobs).toEqual({ [queueNames.sideWork]: 1 });
     expect([lostOf(v), duplicatesOf(v)]).toEqual([2, 1]);
     expect(problemsOf(v)).toHaveLength(8);
     expect([v.indexedMoreThanOnce, v.indexWithoutPlant, v.duplicatedEvents, v.auditWithoutEventId]).toEqual([
@@ -196,16 +196,16 @@ describe("verify", () => {
     expect(v.duplicatedAudit).toEqual([{ id: "9", count: 3 }]);
     expect(duplicatesOf(v)).toBe(3);
     // On a store that is not the run's own, other plants and earlier failed jobs are left out.
-    await client.zadd(`${queueKeyPrefix(queueNames.index)}:failed`, 1, "earlier");
+    await client.zadd(`${queueKeyPrefix(queueNames.sideWork)}:failed`, 1, "earlier");
     const scoped = await verify(
-      { ...view, owns: (id) => id === "7", failedBefore: { [queueNames.index]: 1, [queueNames.audit]: 0 } },
+      { ...view, owns: (id) => id === "7", failedBefore: { [queueNames.sideWork]: 1 } },
       plants.slice(0, 1),
     );
     expect(scoped.indexWithoutPlant).toEqual([]);
     expect(scoped.duplicatedEvents).toEqual([]);
     expect(scoped.duplicatedAudit).toEqual([]);
     expect(scoped.indexedMoreThanOnce).toHaveLength(1);
-    expect(scoped.failedJobs).toEqual({ [queueNames.index]: 0, [queueNames.audit]: 0 });
+    expect(scoped.failedJobs).toEqual({ [queueNames.sideWork]: 0 });
   });
 });
 

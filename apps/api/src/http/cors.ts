@@ -11,8 +11,8 @@ import { TRPC_METHODS } from "./trpc.js";
  */
 export type CorsOrigins = "*" | readonly string[];
 
-/** What a browser app sends besides the CORS-safelisted headers. */
-const ALLOWED_HEADERS = "authorization, content-type, if-match, if-none-match, x-request-id";
+/** What a browser app sends besides the CORS-safelisted headers (`last-event-id`: a resuming EventSource). */
+const ALLOWED_HEADERS = "authorization, content-type, if-match, if-none-match, last-event-id, x-request-id";
 /** What it may read besides the safelisted response headers (`link`: the next page of a listing). */
 const EXPOSED_HEADERS =
   "etag, link, location, allow, retry-after, www-authenticate, x-request-id, " +

@@ -62,7 +62,23 @@ export function createApiMetrics(
       help: "Requests answered 503 because Redis failed or was too slow",
       registers,
     }),
+    eventStreams: new Gauge({
+      name: "plant_store_event_streams_open",
+      help: "Live event streams open now, by transport (sse: GET /plants/events; trpc: plants.events)",
+      labelNames: ["transport"] as const,
+      registers,
+    }),
+    eventsSent: new Counter({
+      name: "plant_store_events_sent_total",
+      help: "Events sent on live event streams, by transport (one per event and stream)",
+      labelNames: ["transport"] as const,
+      registers,
+    }),
   };
+  for (const transport of ["sse", "trpc"]) {
+    metrics.eventStreams.set({ transport }, 0);
+    metrics.eventsSent.inc({ transport }, 0);
+  }
   // Counted in a plain number, read at scrape time: a gauge update per request costs more.
   let inFlight = 0;
   new Gauge({

@@ -15,6 +15,7 @@ import { createSchema } from "zod-openapi";
 import { statusMessages } from "../errors.js";
 import { errors } from "../routers/errors.js";
 import type { Meta } from "../trpc.js";
+import { EVENTS_PATH, EVENTS_RETRY_MS } from "./events.js";
 import { IMPORTS_PATH } from "./import-upload.js";
 import {
   EXAMPLE_PLANT_ID,
@@ -68,7 +69,104 @@ const description = [
   `to ${importLimits.maxLines.toLocaleString("en-US")} lines or ${importLimits.maxBytes.toLocaleString("en-US")} bytes; 413 beyond) and answers 202 once it is stored; a worker then`,
   "judges each line as a POST of it would be, commits the plants, and counts every line once: GET",
   "/plants/imports/{id} follows it, DELETE cancels it, the `import.finished` webhook tells its end.",
+  "Live events: `GET /plants/events` streams the same events to clients as server-sent events",
+  "(`text/event-stream`), resumable with `Last-Event-ID` (or `?after=`) without a gap or a duplicate within",
+  "the retention window; tRPC clients subscribe to `plants.events`.",
 ].join("\n");
+
+const eventExample = `{"type":"plant.created","timestamp":"2026-11-24T09:30:00.123Z","data":{"id":${EXAMPLE_PLANT_ID},"name":"Monstera","tag":"tropical"}}`;
+
+/** `GET /plants/events`: a plain Fastify route (trpc-to-openapi cannot stream), described here. */
+const eventsOperation = () => ({
+  get: {
+    operationId: "streamPlantEvents",
+    summary: "Follow plant events live (server-sent events)",
+    description: [
+      "Streams every plant event as it is committed: `plant.created`, `plant.updated`, `plant.deleted`,",
+      "each a server-sent event (HTML standard) with `id:` (an opaque cursor), `event:` (the type) and `data:`",
+      "(the webhook body, `LiveEvent`: int64 ids as exact JSON numbers). For each plant, events come in commit",
+      "order; across plants, in the order of the store's clock at commit (ties by partition). A comment is",
+      "sent at least every 15 s when nothing else is. Without a cursor the stream starts with new events; with",
+      "`Last-Event-ID` (what EventSource sends when it reconnects; it wins over `after`) or `after`, right",
+      "after that event: no gap, no duplicate, for a cursor within the retention window (15 minutes by",
+      "default). Refused before the stream starts, in the Error shape: a malformed or unknown cursor (400),",
+      "an expired one (410: start again without a cursor), too many open streams for the token (429). A",
+      "reader that falls too far behind, and every stream when the server shuts down, is closed with a final",
+      `comment; the stream's \`retry: ${EVENTS_RETRY_MS}\` makes EventSource reconnect and resume. Browsers: EventSource cannot`,
+      "send the bearer token; use a fetch-based EventSource (the `eventsource` package) or the tRPC client.",
+    ].join(" "),
+    tags: ["plants"],
+    security: [{ bearerAuth: ["plants:read"] }],
+    parameters: [
+      {
+        in: "query",
+        name: "tag",
+        required: false,
+        description:
+          "Only the events of plants with this tag (before or after the change: an update that removes the tag is sent)",
+        schema: { type: "string", minLength: 1, maxLength: limits.tagMaxLength },
+        example: "tropical",
+      },
+      {
+        in: "query",
+        name: "after",
+        required: false,
+        description: "Resume right after the event with this id (a cursor from an earlier stream)",
+        schema: { type: "string", pattern: "^\\d{1,15}-\\d{1,6}-\\d{1,15}$" },
+      },
+      {
+        in: "header",
+        name: "Last-Event-ID",
+        required: false,
+        description: "As `after` (EventSource sends it when it reconnects); wins over `after`",
+        schema: { type: "string" },
+      },
+    ],
+    responses: {
+      "200": {
+        description: "The stream: `retry:`, then one server-sent event per plant event, and comments",
+        headers: headerRefs("X-Request-Id", ...RATE_LIMIT),
+        content: {
+          "text/event-stream": {
+            schema: ref("LiveEventStream"),
+            example: `retry: ${EVENTS_RETRY_MS}\n: connected\n\nid: 1795512600123-17-0\nevent: plant.created\ndata: ${eventExample}\n\n`,
+          },
+        },
+      },
+      ...Object.fromEntries(
+        (
+          [
+            [400, "The cursor is malformed or names no event of this store, or `tag` is not valid"],
+            [401, undefined],
+            [403, undefined],
+            [410, "The cursor has expired: the events after it are no longer kept"],
+            [429, "Too many live event streams open for this token (or requests for it)"],
+            [500, undefined],
+            [503, undefined],
+          ] as const
+        ).map(([status, text]) => [
+          String(status),
+          {
+            description: text ?? statusMessages[status],
+            headers: headersOf(status),
+            content: {
+              "application/json": {
+                schema: ref("Error"),
+                example: {
+                  error: status,
+                  message:
+                    status === 410
+                      ? "The cursor has expired: events after it are no longer kept (see the retention window); start without a cursor"
+                      : (text ?? errorMessages[status] ?? statusMessages[status]),
+                },
+              },
+            },
+          },
+        ]),
+      ),
+    },
+  },
+});
 
 /**
  * The event a webhook delivers: a plant event's `data` is the plant as a NewPlant (after an update, as
@@ -339,7 +437,7 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
       { name: "imports", description: "Bulk imports of plants from an NDJSON file, and their progress" },
       { name: "webhooks", description: "Webhook subscriptions and their deliveries (admin scope)" },
     ],
-    paths: generated.paths,
+    paths: { ...generated.paths, [EVENTS_PATH]: eventsOperation() },
     webhooks: {
       newPlant: webhookEvent(
         "newPlant",
@@ -383,6 +481,28 @@ export function buildOpenApiDocument(router: AnyRouter): Json {
             timestamp: { type: "string", format: "date-time", description: "When the import ended (RFC 3339)" },
             data: ref("ImportSummary"),
           },
+        },
+        LiveEvent: {
+          type: "object",
+          description:
+            "One event of `GET /plants/events`, as its server-sent event's fields: `id:`, `event:` and `data:` (one line of JSON)",
+          required: ["id", "event", "data"],
+          properties: {
+            id: {
+              type: "string",
+              description: "An opaque cursor: send it as Last-Event-ID or `after` to resume right after this event",
+            },
+            event: { type: "string", enum: PLANT_EVENT_TYPES },
+            data: ref("WebhookEvent"),
+          },
+        },
+        LiveEventStream: {
+          type: "string",
+          contentMediaType: "text/event-stream",
+          description:
+            "Server-sent events (HTML standard): a `retry:` field, then a `LiveEvent` per plant event and comments (lines starting with `:`): a keep-alive at least every 15 s, and a last one saying why the server ended the stream",
+          // JSON Schema's keyword for what a string's content holds: here each server-sent event.
+          contentSchema: ref("LiveEvent"),
         },
       },
       headers,

@@ -3,6 +3,7 @@ import fp from "fastify-plugin";
 import { apiError, JSON_MEDIA_TYPE, RETRY_AFTER_503_SECONDS } from "../errors.js";
 import { refuseContentCodings } from "./content-coding.js";
 import type { createCors } from "./cors.js";
+import { EVENTS_PATH } from "./events.js";
 import type { ApiMetrics } from "./metrics.js";
 import { securityHeadersFor } from "./security-headers.js";
 
@@ -38,6 +39,14 @@ export const requestHooks = fp<RequestHooksOptions>(
       reply.headers(securityHeadersFor(request.url)).header("x-request-id", request.id);
       if (cors.apply(request, reply)) return; // a preflight, answered
       if (closing) {
+        // An EventSource gives up for good on any answer but 200, and retries a dropped connection:
+        // a live event stream's reconnect then comes back once the server (or another) is up.
+        const path = request.url.split("?", 1)[0];
+        if (path === EVENTS_PATH || path === "/trpc/plants.events") {
+          reply.hijack();
+          reply.raw.destroy();
+          return;
+        }
         reply.header("connection", "close").code(503);
         return reply.send(apiError(503, "The service is shutting down; retry the request"));
       }

@@ -71,14 +71,17 @@ export function createRouteMatcher(routes: readonly RestRoute[], routeList: read
     const path = url.split("?", 1)[0] as string;
     const matching = routes.filter((route) => route.pattern.test(path));
     const literals = Math.max(0, ...matching.map((route) => route.literals));
-    const onPath = matching.filter((route) => route.literals === literals);
-    const route = onPath.find((candidate) => candidate.method === method);
-    if (route) return { kind: "found", route };
-    const allow = new Set(onPath.map((r) => r.method));
+    let onPath = matching.filter((route) => route.literals === literals);
     // Only static routes: a request path is text, never a pattern (`/*` names no route).
     const isStatic = !/[:*]/.test(path);
-    if (allow.size === 0 && isStatic)
-      for (const other of METHODS) if (routeList.includes(`${other} ${path}`)) allow.add(other);
+    const own = isStatic ? METHODS.filter((other) => routeList.includes(`${other} ${path}`)) : [];
+    // A static route of the server's own (`GET /plants/events`, `POST /plants/imports`) is as literal
+    // as its path: it shadows the operations whose pattern would take the path for a parameter
+    // (`/plants/{id}`), not those of the same path (`GET /plants/imports`).
+    if (own.length > 0) onPath = onPath.filter((route) => route.literals === literalSegments(path));
+    const route = onPath.find((candidate) => candidate.method === method);
+    if (route) return { kind: "found", route };
+    const allow = new Set([...onPath.map((r) => r.method), ...own]);
     return allow.size > 0 ? { kind: "method-not-allowed", allow: [...allow].sort() } : { kind: "not-found" };
   };
 }

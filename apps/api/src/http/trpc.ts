@@ -52,6 +52,8 @@ export async function trpcApi(
           : (ctx?.responseHeaders ?? {}),
       }),
       onError: ({ error, req, path }) => {
+        // A live event stream ended (shutdown, slow reader): no outage, the client resumes.
+        if (error.cause?.name === "StreamClosed") return;
         if (error.code === "SERVICE_UNAVAILABLE") req.server.outage.report(req, error.cause, path);
         else if (error.code === "INTERNAL_SERVER_ERROR")
           req.log.error({ err: error.cause ?? error }, "tRPC call failed");

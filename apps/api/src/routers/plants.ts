@@ -11,6 +11,7 @@ import {
 } from "@plant-store/contracts";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
+import { plantEvents } from "../events/subscription.js";
 import { etagOf, ifMatchCondition, ifNoneMatchVersions, noneMatchHolds } from "../plants/conditional.js";
 import { type PlantChange, storedPlant, toPlantResponse } from "../plants/store.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
@@ -279,6 +280,32 @@ export const plantsRouter = router({
       const page = await ctx.store.list({ ...input, limit: input.limit ?? limits.listDefaultLimit });
       return page.nextCursor ? page : { plants: page.plants };
     }),
+
+  /**
+   * tRPC only (REST: GET /plants/events, a plain route): the live plant events as a subscription
+   * over SSE, each `tracked` by its cursor, so the client resumes after the last one it got.
+   */
+  events: authorizedProcedure
+    .meta({ scope: "plants:read" })
+    .input(
+      z
+        .object({
+          tag: PlantTag.optional(),
+          /** The cursor to resume after (tRPC's client sends the last event's id itself when it reconnects). */
+          lastEventId: z.string().max(64).nullish(),
+        })
+        .optional(),
+    )
+    .subscription(({ input, ctx, signal }) =>
+      plantEvents({
+        hub: ctx.events,
+        partitions: ctx.partitions,
+        principal: ctx.principal.id,
+        tag: input?.tag,
+        lastEventId: input?.lastEventId,
+        signal,
+      }),
+    ),
 
   delete: authorizedProcedure
     .meta({

@@ -161,7 +161,9 @@ const after = {
 const operation = (transaction) => `${transaction.request.method} ${transaction.name.split(" > ")[0]}`;
 
 hooks.beforeEach((transaction, done) => {
-  if (!/^2/.test(transaction.expected.statusCode)) {
+  // A stream never ends by itself: Dredd would wait for it forever (tests/e2e/live-events.test.ts
+  // reads it).
+  if (!/^2/.test(transaction.expected.statusCode) || operation(transaction) === "GET /plants/events") {
     transaction.skip = true;
     return done();
   }

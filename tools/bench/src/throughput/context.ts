@@ -128,11 +128,8 @@ export async function startBench(options: ThroughputOptions) {
   };
 }
 
-/** BullMQ's failed index and audit jobs. */
+/** BullMQ's failed side-work jobs. */
 export async function failedJobs(stack: Stack) {
-  const [index, audit] = await Promise.all([
-    stack.redis.zcard(`${queuePrefix(queueNames.index)}:${queueNames.index}:failed`),
-    stack.redis.zcard(`${queuePrefix(queueNames.audit)}:${queueNames.audit}:failed`),
-  ]);
-  return { index, audit };
+  const sideWork = await stack.redis.zcard(`${queuePrefix(queueNames.sideWork)}:${queueNames.sideWork}:failed`);
+  return { sideWork };
 }

@@ -108,7 +108,7 @@ export function printTables(options: ThroughputOptions, measured: Measured): voi
         [`service POST req/s at ${topConnections} conns`, perS(servicePostRate)],
         ["keeps up", keepsUp ? "yes" : "no"],
         ["CPU worker / redis", `${pct(drain.cpu?.worker ?? Number.NaN)} / ${pct(drain.cpu?.redis ?? Number.NaN)}`],
-        ["outbox left / failed jobs", `${drain.outboxAtEnd} / ${drain.failedJobs.index + drain.failedJobs.audit}`],
+        ["outbox left / failed jobs", `${drain.outboxAtEnd} / ${drain.failedJobs.sideWork}`],
       ],
     ),
   );

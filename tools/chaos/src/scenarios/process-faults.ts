@@ -8,9 +8,7 @@ import { probeConnect, type Stack, TOKEN } from "../processes.js";
 import { between, describeCounts, runIdBase, type Scenario } from "../scenario.js";
 import { type ExpectedPlant, queueKeyPrefix } from "../verify.js";
 
-const activeJobs = async (stack: Stack) =>
-  (await stack.redis.llen(`${queueKeyPrefix(queueNames.index)}:active`)) +
-  (await stack.redis.llen(`${queueKeyPrefix(queueNames.audit)}:active`));
+const activeJobs = (stack: Stack) => stack.redis.llen(`${queueKeyPrefix(queueNames.sideWork)}:active`);
 
 const outboxPending = (stack: Stack) => inspectStore(stack.redis, stack.view.layout).outboxPending();
 
@@ -110,9 +108,7 @@ export const relayCrash: Scenario = {
     const jobIds = ids.length > 0 ? [jobIdFor(ids), ...ids.map((id) => jobIdFor([id]))] : [];
     let enqueued = 0;
     for (const jobId of jobIds) {
-      for (const queue of [queueNames.index, queueNames.audit]) {
-        enqueued += await stack.redis.exists(`${queueKeyPrefix(queue)}:${jobId}`);
-      }
+      enqueued += await stack.redis.exists(`${queueKeyPrefix(queueNames.sideWork)}:${jobId}`);
     }
     if (ids.length === 0) problems.push("no outbox entry was pending after the crash");
     if (enqueued > 0)

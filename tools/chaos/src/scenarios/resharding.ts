@@ -47,9 +47,8 @@ function reshardingScenario(spec: {
       const { partitions } = stack.view.layout;
       // Where each partition and each of the store's shared keys is served, before and after.
       const shared: Record<string, string> = {
-        "index queue": `${queueKeyPrefix(queueNames.index)}:id`,
-        "audit queue": `${queueKeyPrefix(queueNames.audit)}:id`,
-        "fan-out queue": `${queueKeyPrefix(queueNames.webhooks)}:id`,
+        "side-work queue": `${queueKeyPrefix(queueNames.sideWork)}:id`,
+        "deliveries queue": `${queueKeyPrefix(queueNames.webhookDeliveries)}:id`,
         tokens: storeKeys.tokenIds,
         "relay workers": storeKeys.relayWorkers,
       };

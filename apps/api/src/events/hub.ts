@@ -1,0 +1,505 @@
+import {
+  type PlantEventMessage,
+  type PlantEventType,
+  parseOutboxEntry,
+  plantEventBody,
+  plantEventMessage,
+} from "@plant-store/contracts";
+import {
+  compareEntryIds,
+  comparePositions,
+  type EventLog,
+  type EventPosition,
+  eventIdOf,
+  formatEventCursor,
+  type LogEntry,
+  lastIdAtOrBefore,
+  MAX_SEQ,
+  type RedisClient,
+} from "@plant-store/store";
+import type { FastifyBaseLogger } from "fastify";
+
+/**
+ * The live event streams of one api process (`GET /plants/events` and the tRPC subscription
+ * `plants.events`): one read loop over the store's event log (see @plant-store/store's
+ * event-log.ts) shared by every stream, never one per connection. It emits the log's events in
+ * its order up to the watermark, to each stream that wants them; a stream that starts from a
+ * cursor first reads what it missed from the log, then goes on with the live events.
+ */
+
+/** An event as the streams send it, made once for all of them. */
+export interface HubEvent {
+  position: EventPosition;
+  /** The position as the opaque cursor clients resume from (an SSE event's `id`). */
+  cursor: string;
+  type: PlantEventType;
+  /** The plant's tag after the change, and before it (an update's previous tag): the `tag` filter's. */
+  tags: readonly string[];
+  /** The whole SSE event: `id:`, `event:`, `data:` (the webhook body) and the blank line. */
+  frame: string;
+  /** The same for tRPC: `{type, timestamp, data}` with a bigint id. */
+  message: PlantEventMessage;
+}
+
+/** Why the hub ended a stream. */
+export type StreamEnd =
+  | { kind: "slow"; message: string }
+  | { kind: "shutdown"; message: string }
+  | { kind: "expired"; message: string }
+  | { kind: "failed"; message: string };
+
+/** Where a stream's events go: the SSE response, or the tRPC subscription's queue. */
+export interface StreamSink {
+  /** Takes the events (in order): never blocks. */
+  write(events: readonly HubEvent[]): void;
+  /** Bytes written and not yet taken by the client (the slow-reader check). */
+  buffered(): number;
+  /** Resolves once `buffered()` is below `bytes` (or the stream closed). */
+  drained(bytes: number): Promise<void>;
+  /** A keep-alive, when nothing was written for a while (SSE: a comment). */
+  heartbeat(): void;
+  /** Ends the stream (the hub already forgot it). */
+  end(reason: StreamEnd): void;
+}
+
+export interface HubOptions {
+  log: EventLog;
+  /**
+   * One node: a dedicated connection for the blocking wait, which the hub owns (it disconnects it
+   * on close). Undefined on a cluster: the hub polls.
+   */
+  blocking: RedisClient | undefined;
+  logger: FastifyBaseLogger;
+  /** Most entries read per partition per round. */
+  batchSize?: number;
+  /** Shortest time between two reads while events keep coming (ms). */
+  lingerMs: number;
+  /** A cluster's pause between reads when idle (ms). */
+  pollMs: number;
+  /** The longest blocking wait on one node (ms). */
+  blockMs?: number;
+  /** A stream that wrote nothing for this long gets a heartbeat. */
+  heartbeatMs: number;
+  /** Streams open at once per token, and in all. */
+  maxStreamsPerToken: number;
+  maxStreams: number;
+  /** Bytes a stream may have waiting for its reader before it is closed as too slow. */
+  maxBufferedBytes: number;
+  /** Entries read per partition per history page (catching up from a cursor). */
+  historyPageSize?: number;
+  observer?: HubObserver | undefined;
+}
+
+/** What the hub tells the metrics. */
+export interface HubObserver {
+  opened(transport: Transport): void;
+  closed(transport: Transport): void;
+  sent(transport: Transport, count: number): void;
+}
+
+export type Transport = "sse" | "trpc";
+
+/** A refusal before the stream starts: its status and sentence (the Error shape). */
+export class StreamRefused extends Error {
+  override name = "StreamRefused";
+  constructor(
+    readonly status: 400 | 410 | 429 | 503,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+interface Stream {
+  readonly principal: string;
+  readonly transport: Transport;
+  readonly tag: string | undefined;
+  /** Events at or before this position are not sent (the cursor, then the last one sent). */
+  after: EventPosition;
+  /** Live batches held while the stream catches up from the log. */
+  held: HubEvent[][] | undefined;
+  heldBytes: number;
+  lastWriteAt: number;
+  sink: StreamSink;
+  closed: boolean;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref?.());
+
+/** The SSE text of an event: its cursor, type and body. */
+const frameOf = (cursor: string, type: string, body: string) => `id: ${cursor}\nevent: ${type}\ndata: ${body}\n\n`;
+
+export class EventHub {
+  private readonly options: Required<Omit<HubOptions, "observer" | "blocking">> & HubOptions;
+  private readonly log: EventLog;
+  /** Per partition, the id of the last entry read. */
+  private positions: string[] = [];
+  /** Every entry below this ms has been emitted; entries read at or above it wait in `waiting`. */
+  private watermark = 0;
+  /** The store's clock at the last read (ms): a cursor beyond it (and a second) is no cursor of ours. */
+  private nowMs = 0;
+  private waiting: LogEntry[] = [];
+  private readonly streams = new Set<Stream>();
+  private readonly perPrincipal = new Map<string, number>();
+  private closing = false;
+  private started: Promise<void> | undefined;
+  private ready = false;
+  private loopDone: Promise<void> | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private wake = () => {};
+
+  constructor(options: HubOptions) {
+    this.options = { batchSize: 500, blockMs: 5000, historyPageSize: 500, ...options };
+    this.log = options.log;
+  }
+
+  /** Streams open now. */
+  get size(): number {
+    return this.streams.size;
+  }
+
+  /**
+   * Starts the read loop at the log's present (idempotent; `admit` calls it). Resolves once it
+   * reads; should Redis be unreachable, it keeps trying in the background and streams are refused
+   * (503) meanwhile.
+   */
+  start(): Promise<void> {
+    this.started ??= this.begin();
+    return this.started;
+  }
+
+  private async begin(): Promise<void> {
+    if (this.closing) return;
+    for (let failures = 0; !this.closing; failures++) {
+      try {
+        const now = await this.log.now();
+        this.positions = Array.from({ length: this.log.partitions }, () => `${now - 1}-${MAX_SEQ}`);
+        this.watermark = now;
+        this.nowMs = now;
+        this.ready = true;
+        break;
+      } catch (error) {
+        if (failures === 0) this.options.logger.warn({ err: error }, "live events wait for Redis");
+        await sleep(Math.min(100 * 2 ** Math.min(failures, 6), 5000));
+      }
+    }
+    if (this.closing) return;
+    this.loopDone = this.loop();
+    const every = Math.max(50, Math.floor(this.options.heartbeatMs / 3));
+    this.heartbeatTimer = setInterval(() => this.heartbeats(), every);
+    this.heartbeatTimer.unref();
+  }
+
+  /**
+   * Checks a stream's start and admits it: the cursor (a position, or none: from now), the
+   * per-token and total limits. Throws StreamRefused (400, 410, 429, 503) before anything is sent.
+   * `open` must follow in the same tick of the event loop for the admission to hold.
+   */
+  async admit(principal: string, cursor: EventPosition | undefined): Promise<void> {
+    // The loop starts with the first stream (an instance that serves none reads nothing).
+    if (!this.ready) await Promise.race([this.start(), sleep(2000)]);
+    if (!this.ready || this.closing) {
+      throw new StreamRefused(503, "Live events are not available: Redis is not reachable; retry later");
+    }
+    this.checkLimits(principal);
+    if (cursor === undefined) return;
+    if (cursor.ms > this.nowMs + 1000) {
+      throw new StreamRefused(400, "The cursor names no event of this store (it is ahead of the store's clock)");
+    }
+    let trimmed: string[];
+    try {
+      trimmed = await this.log.trimmedUpTo();
+    } catch (error) {
+      throw Object.assign(new StreamRefused(503, "Redis is not reachable; retry later"), { cause: error });
+    }
+    if (this.isExpired(cursor, trimmed)) throw expiredRefusal();
+    this.checkLimits(principal); // another stream may have opened meanwhile
+  }
+
+  private checkLimits(principal: string): void {
+    const { maxStreamsPerToken, maxStreams } = this.options;
+    if ((this.perPrincipal.get(principal) ?? 0) >= maxStreamsPerToken) {
+      throw new StreamRefused(
+        429,
+        `This token has ${maxStreamsPerToken} live event streams open already (the most it may): close one first`,
+      );
+    }
+    if (this.streams.size >= maxStreams) {
+      throw new StreamRefused(429, "This instance serves as many live event streams as it may; retry later");
+    }
+  }
+
+  /** Whether events after `cursor` may have been trimmed from some partition. */
+  private isExpired(cursor: EventPosition, trimmed: readonly string[]): boolean {
+    return trimmed.some((id, p) => compareEntryIds(id, lastIdAtOrBefore(cursor, p)) > 0);
+  }
+
+  /**
+   * Opens a stream (after `admit`): from `cursor` (its events after it: the log's, then the live
+   * ones), or from now. Returns the function that closes it (the client went away).
+   */
+  open(options: {
+    principal: string;
+    transport: Transport;
+    tag: string | undefined;
+    cursor: EventPosition | undefined;
+    sink: StreamSink;
+  }): () => void {
+    const { principal, transport, tag, cursor, sink } = options;
+    const now: EventPosition = { ms: this.watermark - 1, partition: Number.MAX_SAFE_INTEGER, seq: 0 };
+    const catchUp = cursor !== undefined && comparePositions(cursor, now) < 0;
+    const stream: Stream = {
+      principal,
+      transport,
+      tag,
+      after: cursor ?? now,
+      held: catchUp ? [] : undefined,
+      heldBytes: 0,
+      lastWriteAt: Date.now(),
+      sink,
+      closed: false,
+    };
+    this.streams.add(stream);
+    this.perPrincipal.set(principal, (this.perPrincipal.get(principal) ?? 0) + 1);
+    this.options.observer?.opened(transport);
+    if (catchUp) void this.catchUp(stream, this.watermark);
+    return () => this.forget(stream);
+  }
+
+  private forget(stream: Stream): boolean {
+    if (stream.closed) return false;
+    stream.closed = true;
+    this.streams.delete(stream);
+    const left = (this.perPrincipal.get(stream.principal) ?? 1) - 1;
+    if (left > 0) this.perPrincipal.set(stream.principal, left);
+    else this.perPrincipal.delete(stream.principal);
+    this.options.observer?.closed(stream.transport);
+    return true;
+  }
+
+  private end(stream: Stream, reason: StreamEnd): void {
+    if (this.forget(stream)) stream.sink.end(reason);
+  }
+
+  /** Writes the events of `batch` the stream wants (after its position, its tag); false: it was closed. */
+  private send(stream: Stream, batch: readonly HubEvent[]): void {
+    const wanted = batch.filter(
+      (event) =>
+        comparePositions(event.position, stream.after) > 0 &&
+        (stream.tag === undefined || event.tags.includes(stream.tag)),
+    );
+    const last = batch.at(-1);
+    if (last && comparePositions(last.position, stream.after) > 0) stream.after = last.position;
+    if (wanted.length === 0) return;
+    stream.sink.write(wanted);
+    stream.lastWriteAt = Date.now();
+    this.options.observer?.sent(stream.transport, wanted.length);
+  }
+
+  /** Live events: to each stream, or held while it catches up; a reader too far behind is closed. */
+  private deliver(batch: HubEvent[]): void {
+    const bytes = batch.reduce((sum, event) => sum + event.frame.length, 0);
+    for (const stream of this.streams) {
+      if (stream.held) {
+        stream.held.push(batch);
+        stream.heldBytes += bytes;
+        if (stream.heldBytes > this.options.maxBufferedBytes) this.end(stream, tooSlow());
+        continue;
+      }
+      this.send(stream, batch);
+      if (!stream.closed && stream.sink.buffered() > this.options.maxBufferedBytes) this.end(stream, tooSlow());
+    }
+  }
+
+  /**
+   * Sends a stream the log's events after its cursor up to the watermark at its start (`below`),
+   * page by page and at its reader's pace, then the live batches held meanwhile; then it is live.
+   * Should the trim have removed any of them before they were read, the stream ends as expired.
+   */
+  private async catchUp(stream: Stream, below: number): Promise<void> {
+    const { historyPageSize: pageSize, maxBufferedBytes } = this.options;
+    const start = stream.after;
+    const upTo = `${below - 1}-${MAX_SEQ}`;
+    const from = Array.from({ length: this.log.partitions }, (_, p) => lastIdAtOrBefore(start, p));
+    const open = new Set(from.keys());
+    let buffer: LogEntry[] = [];
+    try {
+      while (open.size > 0 || buffer.length > 0) {
+        if (stream.closed) return;
+        const reading = [...open];
+        const pages = await Promise.all(
+          reading.map((p) => this.log.range(p, from[p] as string, upTo, pageSize).then((page) => [p, page] as const)),
+        );
+        // Every entry up to the lowest last entry of a partition with more to read is in hand.
+        let bound: EventPosition | undefined;
+        for (const [p, page] of pages) {
+          buffer.push(...page);
+          const last = page.at(-1);
+          if (last) from[p] = last.id;
+          if (page.length < pageSize) open.delete(p);
+          else if (last && (bound === undefined || comparePositions(last, bound) < 0)) bound = last;
+        }
+        buffer.sort(comparePositions);
+        const ready = bound === undefined ? buffer : buffer.filter((entry) => comparePositions(entry, bound) <= 0);
+        buffer = bound === undefined ? [] : buffer.filter((entry) => comparePositions(entry, bound) > 0);
+        if (stream.closed) return;
+        this.send(stream, this.eventsOf(ready));
+        if (stream.sink.buffered() > maxBufferedBytes / 2) await stream.sink.drained(maxBufferedBytes / 4);
+      }
+      // Whatever the trim removed after the cursor before it was read: expired after all.
+      if (this.isExpired(start, await this.log.trimmedUpTo())) {
+        this.end(stream, {
+          kind: "expired",
+          message: "the cursor expired while the stream caught up (the events after it were trimmed)",
+        });
+        return;
+      }
+    } catch (error) {
+      this.options.logger.warn({ err: error }, "a live event stream could not catch up from its cursor");
+      this.end(stream, { kind: "failed", message: "the events after the cursor could not be read; reconnect" });
+      return;
+    }
+    const held = stream.held ?? [];
+    stream.held = undefined;
+    stream.heldBytes = 0;
+    for (const batch of held) {
+      if (stream.closed) return;
+      this.send(stream, batch);
+    }
+  }
+
+  /** The events of log entries (in order); an entry that is not an event (unreadable) is left out. */
+  private eventsOf(entries: readonly LogEntry[]): HubEvent[] {
+    const events: HubEvent[] = [];
+    for (const entry of entries) {
+      let parsed: ReturnType<typeof parseOutboxEntry>;
+      try {
+        parsed = parseOutboxEntry(eventIdOf(entry.partition, entry.id), entry.fields);
+      } catch {
+        continue; // the relay moves it to the dead letters
+      }
+      const cursor = formatEventCursor(entry);
+      const tags: string[] = [];
+      if (parsed.tag !== undefined) tags.push(parsed.tag);
+      if (parsed.type === "plant.updated" && parsed.previousTag !== undefined) tags.push(parsed.previousTag);
+      events.push({
+        position: { ms: entry.ms, partition: entry.partition, seq: entry.seq },
+        cursor,
+        type: parsed.type,
+        tags,
+        frame: frameOf(cursor, parsed.type, plantEventBody(parsed)),
+        message: plantEventMessage(parsed),
+      });
+    }
+    return events;
+  }
+
+  /** Emits the entries below `completeBelowMs` (and any that came late, below the watermark already). */
+  private emit(completeBelowMs: number): void {
+    const watermark = Math.max(this.watermark, completeBelowMs);
+    if (this.waiting.length === 0) {
+      this.watermark = watermark;
+      return;
+    }
+    const due = this.waiting.filter((entry) => entry.ms < watermark).sort(comparePositions);
+    if (due.length === 0) {
+      this.watermark = watermark;
+      return;
+    }
+    this.waiting = this.waiting.filter((entry) => entry.ms >= watermark);
+    const late = due.filter((entry) => entry.ms < this.watermark).length;
+    if (late > 0) {
+      this.options.logger.warn(
+        { late },
+        "events came below the watermark (a master's clock stepped back?): sent now, out of order",
+      );
+    }
+    this.watermark = watermark;
+    const events = this.eventsOf(due);
+    if (events.length > 0 && this.streams.size > 0) this.deliver(events);
+  }
+
+  private async loop(): Promise<void> {
+    const { log } = this;
+    const { blocking, batchSize, lingerMs, pollMs, blockMs } = this.options;
+    let failures = 0;
+    let busy = true;
+    while (!this.closing) {
+      try {
+        if (blocking && !busy) await this.waitBlocking(blocking, blockMs);
+        if (this.closing) break;
+        const read = await log.read(this.positions, batchSize);
+        for (const entry of read.entries) {
+          if (compareEntryIds(entry.id, this.positions[entry.partition] as string) > 0) {
+            this.positions[entry.partition] = entry.id;
+          }
+        }
+        this.waiting.push(...read.entries);
+        if (read.nowMs !== undefined) this.nowMs = Math.max(this.nowMs, read.nowMs);
+        if (read.completeBelowMs !== undefined) this.emit(read.completeBelowMs);
+        busy = read.entries.length > 0 || this.waiting.length > 0 || read.completeBelowMs === undefined;
+        failures = 0;
+        // A partition that could not be read (a slot moving, a master failing over) is read again
+        // at the polling pace, not at once.
+        const stalled = read.completeBelowMs === undefined && read.entries.length === 0;
+        await this.pause(stalled ? pollMs : busy ? lingerMs : blocking ? 0 : pollMs);
+      } catch (error) {
+        if (this.closing) break;
+        failures++;
+        if (failures === 1) this.options.logger.warn({ err: error }, "live events: reading the log failed; retrying");
+        busy = true;
+        await this.pause(Math.min(100 * 2 ** Math.min(failures, 6), 5000));
+      }
+    }
+  }
+
+  private waitBlocking(blocking: RedisClient, blockMs: number): Promise<boolean> {
+    return this.log.waitForNew(blocking, this.positions, blockMs);
+  }
+
+  private pause(ms: number): Promise<void> {
+    if (ms <= 0) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  private heartbeats(): void {
+    const quietSince = Date.now() - Math.floor((this.options.heartbeatMs * 2) / 3);
+    for (const stream of this.streams) {
+      if (stream.lastWriteAt > quietSince) continue;
+      stream.sink.heartbeat();
+      stream.lastWriteAt = Date.now();
+      if (stream.sink.buffered() > this.options.maxBufferedBytes) this.end(stream, tooSlow());
+    }
+  }
+
+  /** Ends every stream (clients reconnect and resume elsewhere, or here once restarted) and the loop. */
+  async close(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.heartbeatTimer);
+    for (const stream of [...this.streams]) {
+      this.end(stream, { kind: "shutdown", message: "the server is shutting down: reconnect to resume" });
+    }
+    this.wake();
+    // The blocking read holds its connection up to blockMs: the hub owns it and drops it.
+    this.options.blocking?.disconnect();
+    // A read in flight ends with its command's timeout; the close does not wait longer than that.
+    await Promise.race([this.loopDone, sleep(1000)]);
+  }
+}
+
+const tooSlow = (): StreamEnd => ({
+  kind: "slow",
+  message: "the reader fell too far behind: reconnect with the last event's id to resume",
+});
+
+const expiredRefusal = () =>
+  new StreamRefused(
+    410,
+    "The cursor has expired: events after it are no longer kept (see the retention window); start without a cursor",
+  );

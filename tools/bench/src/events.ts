@@ -1,0 +1,205 @@
+/**
+ * events: what the live event streams cost (GET /plants/events, issue 40's targets). A private
+ * Redis (AOF fsync always, as deployed), the api and the worker as their own processes.
+ * - latency: one open stream while creates arrive at `--rate` a second for `--duration` s: from each
+ *   create's 200 (read in full) to its event on the stream, p50/p90/p99 (target: p99 ≤ 250 ms at
+ *   1,000 creates/s);
+ * - idle cost: the api's CPU (from /proc) over `--idle-seconds` with `--streams` idle open streams,
+ *   against the same interval with none (target: ≤ 10 % of a core for 1,000).
+ * Run `node tools/bench/dist/events.js --help` for the options.
+ */
+import { Agent, request as httpRequest } from "node:http";
+import { setTimeout as sleep } from "node:timers/promises";
+import { parseArgs } from "node:util";
+import { request, TOKEN } from "./http.js";
+import { environment, machineLine, table, writeResult } from "./report.js";
+import { cpuSecondsOf, integerOption, runBench, startApiProcess, startStack, startWorkerProcess } from "./stack.js";
+import { ms, roundSummary, summarize } from "./stats.js";
+
+const { values: args } = parseArgs({
+  options: {
+    rate: { type: "string", default: "1000" },
+    duration: { type: "string", default: "10" },
+    concurrency: { type: "string", default: "64" },
+    streams: { type: "string", default: "1000" },
+    "idle-seconds": { type: "string", default: "30" },
+    help: { type: "boolean", default: false },
+  },
+});
+if (args.help) {
+  console.log(`usage: node tools/bench/dist/events.js [options]   (npm run bench:events)
+  --rate 1000          creates per second offered while one stream is open
+  --duration 10        seconds of creates
+  --concurrency 64     most creates in flight
+  --streams 1000       idle streams held open for the idle cost
+  --idle-seconds 30    seconds the api's CPU is measured, with and without them`);
+  process.exit(0);
+}
+const rate = integerOption("rate", args.rate, 1, 10_000);
+const durationS = integerOption("duration", args.duration, 1, 120);
+const concurrency = integerOption("concurrency", args.concurrency, 1, 1000);
+const streamCount = integerOption("streams", args.streams, 1, 20_000);
+const idleS = integerOption("idle-seconds", args["idle-seconds"], 1, 600);
+
+/** Safe integers: the bodies can be plain JSON, and the stream's ids read back as numbers. */
+const ID_BASE = 3_000_000_000_000;
+
+/** One stream, its own connection (an EventSource per page, as browsers open them). */
+function openStream(url: string, onData: (text: string) => void): Promise<{ close(): void; status: number }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      `${url}/plants/events`,
+      { headers: { authorization: `Bearer ${TOKEN}`, accept: "text/event-stream" }, agent: new Agent() },
+      (res) => {
+        res.setEncoding("utf8");
+        res.on("data", onData);
+        res.on("error", () => {});
+        resolve({ status: res.statusCode ?? 0, close: () => req.destroy() });
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
+  const before = environment();
+  console.log(machineLine());
+  const stack = await startStack({ appendfsync: "always" });
+  const api = await startApiProcess(stack, {
+    metrics: true,
+    env: { EVENTS_MAX_STREAMS_PER_TOKEN: String(streamCount + 10), EVENTS_MAX_STREAMS: String(streamCount + 10) },
+  });
+  await startWorkerProcess(stack);
+
+  // Latency: one stream; creates paced at `rate`; each event's arrival against its create's 200.
+  const okAt = new Map<number, number>();
+  const eventAt = new Map<number, number>();
+  let buffer = "";
+  const live = await openStream(api.url, (chunk) => {
+    const at = performance.now();
+    buffer += chunk;
+    let end = buffer.indexOf("\n\n");
+    while (end !== -1) {
+      const match = /^data: .*"data":\{"id":(\d+)/m.exec(buffer.slice(0, end));
+      if (match) eventAt.set(Number(match[1]), at);
+      buffer = buffer.slice(end + 2);
+      end = buffer.indexOf("\n\n");
+    }
+  });
+  if (live.status !== 200) throw new Error(`GET /plants/events → ${live.status}`);
+  await sleep(500);
+  const total = rate * durationS;
+  const errors: string[] = [];
+  let inFlight = 0;
+  let sent = 0;
+  const started = performance.now();
+  const pending: Promise<void>[] = [];
+  while (sent < total) {
+    const due = started + (sent * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 1) await sleep(wait);
+    if (inFlight >= concurrency) {
+      await sleep(1);
+      continue;
+    }
+    const id = ID_BASE + sent++;
+    inFlight++;
+    pending.push(
+      request(`${api.url}/plants`, { method: "POST", body: `{"id":${id},"name":"bench ${id}"}` })
+        .then((response) => {
+          if (response.status === 200) okAt.set(id, performance.now());
+          else if (errors.length < 20) errors.push(`${response.status} ${response.text.slice(0, 120)}`);
+        })
+        .catch((error: unknown) => void (errors.length < 20 && errors.push(String(error))))
+        .finally(() => inFlight--),
+    );
+  }
+  await Promise.all(pending);
+  const offeredS = (performance.now() - started) / 1000;
+  const deadline = Date.now() + 10_000;
+  while (eventAt.size < okAt.size && Date.now() < deadline) await sleep(50);
+  live.close();
+  const lags = [...okAt].flatMap(([id, at]) => {
+    const arrived = eventAt.get(id);
+    return arrived === undefined ? [] : [Math.max(0, arrived - at)];
+  });
+  const latency = summarize(lags);
+  const missing = okAt.size - lags.length;
+
+  // Idle cost: the api's CPU with no stream, then with `streamCount` idle ones.
+  const pid = api.child.pid;
+  const cpuOver = async (seconds: number) => {
+    const from = cpuSecondsOf(pid) ?? Number.NaN;
+    await sleep(seconds * 1000);
+    return ((cpuSecondsOf(pid) ?? Number.NaN) - from) / seconds;
+  };
+  await sleep(2000);
+  const withoutStreams = await cpuOver(idleS);
+  const streams: { close(): void; status: number }[] = [];
+  let received = 0;
+  for (let i = 0; i < streamCount; i += 50) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(50, streamCount - i) }, () =>
+        openStream(api.url, () => {
+          received++;
+        }),
+      ),
+    );
+    streams.push(...batch);
+  }
+  const refused = streams.filter((stream) => stream.status !== 200).length;
+  await sleep(3000);
+  const withStreams = await cpuOver(idleS);
+  const check = await request(`${api.url}/metrics`);
+  const open = /^plant_store_event_streams_open\{transport="sse"\} (\d+)$/m.exec(check.text)?.[1];
+  for (const stream of streams) stream.close();
+
+  console.log(
+    `\nlive events: one stream, ${rate} creates/s offered for ${durationS} s (${(sent / offeredS).toFixed(0)}/s sent)`,
+  );
+  console.log(
+    table(
+      ["creates 200", "events seen", "missing", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors"],
+      [
+        [
+          String(okAt.size),
+          String(lags.length),
+          String(missing),
+          ms(latency.p50),
+          ms(latency.p90),
+          ms(latency.p99),
+          ms(latency.max),
+          String(errors.length),
+        ],
+      ],
+    ),
+  );
+  console.log(`\nidle streams: the api's CPU over ${idleS} s (share of one core)`);
+  console.log(
+    table(
+      ["streams", "open (metric)", "refused", "api CPU", "api CPU without", "difference"],
+      [
+        [
+          String(streamCount),
+          String(open ?? "?"),
+          String(refused),
+          `${(withStreams * 100).toFixed(2)} %`,
+          `${(withoutStreams * 100).toFixed(2)} %`,
+          `${((withStreams - withoutStreams) * 100).toFixed(2)} %`,
+        ],
+      ],
+    ),
+  );
+  if (errors.length > 0) console.log(`errors: ${errors.join("; ")}`);
+  const file = writeResult("events", {
+    before,
+    after: environment(),
+    options: { rate, durationS, concurrency, streamCount, idleS },
+    latency: { creates: okAt.size, seen: lags.length, missing, ...roundSummary(latency) },
+    idle: { streams: streamCount, open: Number(open), refused, cpu: withStreams, cpuWithout: withoutStreams, received },
+    errors,
+  });
+  console.log(`\nresults: ${file}`);
+  return errors.length === 0 && missing === 0 && refused === 0;
+});
