@@ -1,10 +1,10 @@
 // `npm run import -- FILE.ndjson` (apps/launcher/dist/import.js) against the whole stack: it uploads
 // the file, follows the import to its end and prints its counts; its exit status says how it went.
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { runCommand } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Stack, startStack, TOKEN } from "./stack.js";
 
@@ -21,23 +21,8 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-function run(args: string[], env: Record<string, string> = {}) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, [cli, ...args], {
-      env: { PATH: process.env.PATH ?? "", ...env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    child.stderr.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    child.on("exit", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const run = (args: string[], env: Record<string, string> = {}) =>
+  runCommand(process.execPath, [cli, ...args], { env: { PATH: process.env.PATH ?? "", ...env }, timeoutMs: 60_000 });
 
 describe("npm run import", () => {
   it("uploads a file, follows the import with a progress bar, and prints its counts and first errors", async () => {

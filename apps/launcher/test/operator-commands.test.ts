@@ -6,6 +6,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type CommandRun, runCommand } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot } from "./stack.js";
 
@@ -28,29 +29,14 @@ afterAll(() => {
 });
 
 /** Runs a built command with only PATH, an empty DATA_DIR and, for move-to-cluster, a cluster that does not answer. */
-function run(name: Name, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function run(name: Name, args: string[]): Promise<CommandRun> {
   const env = {
     PATH: process.env.PATH ?? "",
     DATA_DIR: dataDir,
     ...(name === "move-to-cluster" ? { REDIS_CLUSTER_NODES: "127.0.0.1:1" } : {}),
   };
-  const child = spawn(process.execPath, [join(repoRoot, commands[name]), ...args], { env });
   // A command that acts instead may wait for a Redis: it is stopped, and fails the test.
-  const timer = setTimeout(() => child.kill("SIGKILL"), 15_000);
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  return new Promise((resolve) =>
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    }),
-  );
+  return runCommand(process.execPath, [join(repoRoot, commands[name]), ...args], { env });
 }
 
 const names = Object.keys(commands) as Name[];
@@ -89,21 +75,13 @@ describe("operator commands' command lines", { timeout: 60_000 }, () => {
 });
 
 /** `npm run <name> -- <args>` from the repository, as an operator types it. */
-function npmRun(script: string, args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn("npm", ["run", script, "--", ...args], {
+function npmRun(script: string, args: string[]): Promise<CommandRun> {
+  return runCommand("npm", ["run", script, "--", ...args], {
     cwd: repoRoot,
     // npm's own notices (a newer npm exists) are not the command's either.
     env: { ...process.env, DATA_DIR: dataDir, REDIS_CLUSTER_NODES: "127.0.0.1:1", npm_config_update_notifier: "false" },
+    timeoutMs: 110_000,
   });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  return new Promise((resolve) => child.once("close", (code) => resolve({ code, stdout, stderr })));
 }
 
 describe("operator commands through npm run", { timeout: 120_000 }, () => {

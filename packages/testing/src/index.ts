@@ -2,9 +2,11 @@
 // worker are started and what environment they get.
 export { ADMIN_TOKEN, type CallOptions, call, eventually, expectError, OTHER_TOKEN, rawCall, TOKEN } from "./http.js";
 export {
+  type CommandRun,
   type ExitInfo,
   mainNextTo,
   readyz,
+  runCommand,
   type Service,
   type SpawnOptions,
   serviceFailure,

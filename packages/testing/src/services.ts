@@ -150,3 +150,51 @@ export async function untilLogged(service: Service, msg: string, limitMs: number
   }
   throw serviceFailure(service, `was not ready within ${limitMs / 1000} s`);
 }
+
+/** What a command printed and how it ended (see `runCommand`). */
+export interface CommandRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  /** From its start to its end. */
+  ms: number;
+}
+
+/**
+ * Runs a command to its end — a built CLI (`process.execPath` and its script) or `npm run …` — with
+ * exactly the environment given, and collects what it printed. One still running after `timeoutMs`
+ * is killed and the promise rejects with what it printed so far: a command that waits instead of
+ * answering fails its test.
+ */
+export function runCommand(
+  command: string,
+  args: readonly string[],
+  options: { env: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number },
+): Promise<CommandRun> {
+  const started = Date.now();
+  const child = spawn(command, args, { env: options.env, cwd: options.cwd, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on("data", (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  return new Promise((resolve, reject) => {
+    const timeoutMs = options.timeoutMs ?? 15_000;
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`${[command, ...args].join(" ")} did not end within ${timeoutMs} ms\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.once("error", (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    // "close", not "exit": the output pipes are read to their end.
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}

@@ -1,6 +1,5 @@
 // Runs the built CLI (packages/tokens/dist/cli.js) as a child process against a private store:
 // one redis-server, and a Redis Cluster reached through REDIS_CLUSTER_NODES.
-import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,41 +15,16 @@ import {
   recordEmbeddedStore,
   storeKeys,
 } from "@plant-store/store";
-import { startTestStore, storeKinds, type TestStore } from "@plant-store/testing";
+import { runCommand, startTestStore, storeKinds, type TestStore } from "@plant-store/testing";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTokenStore, type TokenStore } from "../src/index.js";
 
 const cliJs = fileURLToPath(new URL("../dist/cli.js", import.meta.url));
 
-type Run = { code: number | null; stdout: string; stderr: string; ms: number };
-
-function cli(args: string[], env: Record<string, string>): Promise<Run> {
-  const started = Date.now();
-  const child = spawn(process.execPath, [cliJs, ...args], {
-    env: { PATH: process.env.PATH ?? "", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.on("data", (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr.on("data", (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`cli ${args.join(" ")} did not exit within 15 s\n${stdout}\n${stderr}`));
-    }, 15_000);
-    child.once("error", reject);
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, ms: Date.now() - started });
-    });
-  });
-}
+/** The built CLI with only PATH and `env`; one that has not ended within 15 s fails the test. */
+const cli = (args: string[], env: Record<string, string>) =>
+  runCommand(process.execPath, [cliJs, ...args], { env: { PATH: process.env.PATH ?? "", ...env } });
 
 beforeAll(() => {
   if (!existsSync(cliJs))
