@@ -263,31 +263,33 @@ describe.each(storeKinds)("live events on %s Redis", (kind) => {
         const reference = await stream();
         // What each plant's events must be, in its commit order: one per change that was applied.
         const expected = new Map<string, string[]>();
-        const exists = new Set<string>();
+        // The plants that exist, with their names.
+        const names = new Map<string, string>();
         const expect1 = (id: string, what: string) => expected.set(id, [...(expected.get(id) ?? []), what]);
         for (const { plant, action, name } of ops) {
           const label = `${name}#${round}`;
-          if (action === "put" && !exists.has(plant)) {
+          if (action === "put" && !names.has(plant)) {
             await create(plant, label);
-            exists.add(plant);
             expect1(plant, `plant.created ${label}`);
           } else if (action === "put") {
             await patch(plant, { name: label });
-            expect1(plant, `plant.updated ${label}`);
-          } else if (exists.has(plant)) {
+            // A change that changes nothing writes nothing and has no event.
+            if (names.get(plant) !== label) expect1(plant, `plant.updated ${label}`);
+          } else if (names.has(plant)) {
             await remove(plant);
-            exists.delete(plant);
+            names.delete(plant);
             expect1(plant, "plant.deleted");
-          }
+            continue;
+          } else continue;
+          names.set(plant, label);
         }
         // Leave no plant behind for the next round.
-        for (const plant of exists) {
+        for (const plant of names.keys()) {
           await remove(plant);
           expect1(plant, "plant.deleted");
         }
         const total = [...expected.values()].reduce((sum, list) => sum + list.length, 0);
-        const all = await reference.waitFor(total);
-        reference.close();
+        const all = await reference.waitFor(total).finally(() => reference.close());
         const describe = (event: SseEvent) => {
           const body = parsed(event);
           return body.type === "plant.deleted" ? body.type : `${body.type} ${body.data.name}`;
@@ -304,14 +306,26 @@ describe.each(storeKinds)("live events on %s Redis", (kind) => {
           const resumed = byHeader
             ? await stream("/plants/events", { headers: { "last-event-id": cursor } })
             : await stream(`/plants/events?after=${cursor}`);
-          const rest = await resumed.waitFor(all.length - cut - 1);
-          // Nothing more than the rest (no duplicate): one more event to mark the end.
-          resumed.close();
+          await resumed.waitFor(all.length - cut - 1).finally(() => resumed.close());
+          // Everything it received (a duplicate would come in the same catch-up): exactly the rest.
+          const rest = resumed.events;
           expect(rest.map((event) => event.id)).toEqual(all.slice(cut + 1).map((event) => event.id));
           expect(rest.map((event) => event.data)).toEqual(all.slice(cut + 1).map((event) => event.data));
         }
       }),
-      { numRuns: kind === "cluster" ? 8 : 25 },
+      {
+        numRuns: kind === "cluster" ? 8 : 25,
+        // A change that changes nothing has no event (once missed: CI, seed 863462924).
+        examples: [
+          [
+            [
+              { plant: "5560001", action: "put", name: "i" },
+              { plant: "5560001", action: "put", name: "i" },
+            ],
+            false,
+          ],
+        ],
+      },
     );
   }, 120_000);
 });
