@@ -103,6 +103,15 @@ const WorkerEnv = z.object({
    */
   RELAY_LINGER_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(1000).default(40)),
   /**
+   * How long the linger may grow while a backlog builds between reads (adaptive batching, see
+   * relay.ts adaptLinger): rounds that come back with half a job's worth of entries or more make
+   * the next wait ×1.5 longer, up to this; smaller rounds shrink it back to RELAY_LINGER_MS. Under
+   * full load a round then carries 3–4× the events for the same fixed cost. 150 ms keeps the
+   * side-work lag p99 within 250 ms at half the create rate (BENCHMARKS.md). Below RELAY_LINGER_MS:
+   * the linger is fixed at RELAY_LINGER_MS.
+   */
+  RELAY_MAX_LINGER_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(2000).default(150)),
+  /**
    * How long a worker holds a job's lock (renewed every half of it while the job runs). A job of a
    * worker that died is taken up again once its lock has expired and a stalled check has run:
    * BullMQ's defaults (30 s + 30 s) made that a minute; side work here takes milliseconds.
@@ -198,6 +207,7 @@ export interface WorkerConfig {
   relayLeaseMs: number;
   relayPollMs: number;
   relayLingerMs: number;
+  relayMaxLingerMs: number;
   jobLockMs: number;
   stalledCheckMs: number;
   shutdownTimeoutMs: number;
@@ -273,6 +283,7 @@ export function loadWorkerConfig(env: Record<string, string | undefined> = proce
     relayLeaseMs: e.RELAY_LEASE_MS,
     relayPollMs: e.RELAY_POLL_MS,
     relayLingerMs: e.RELAY_LINGER_MS,
+    relayMaxLingerMs: e.RELAY_MAX_LINGER_MS,
     jobLockMs: e.JOB_LOCK_MS,
     stalledCheckMs: e.STALLED_CHECK_MS,
     shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,

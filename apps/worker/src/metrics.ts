@@ -25,6 +25,8 @@ export interface MetricsSources {
   /** The store's partition count (fixed for its life). */
   partitions: number;
   held(): ReadonlySet<number>;
+  /** The relay's linger now (ms): how long it gathers events between reads under load. */
+  lingerMs(): number;
   backlog(partition: number): Promise<Backlog>;
   queues: readonly Queue[];
 }
@@ -166,6 +168,14 @@ export function createWorkerMetrics() {
     registers,
     collect() {
       this.set(sources?.held().size ?? 0);
+    },
+  });
+  new Gauge({
+    name: "plant_store_relay_linger_seconds",
+    help: "How long the relay gathers outbox events between reads now: grows under load (bigger batches), back to RELAY_LINGER_MS when quiet",
+    registers,
+    collect() {
+      if (sources) this.set(sources.lingerMs() / 1000);
     },
   });
   new Gauge({

@@ -99,6 +99,12 @@ export interface RelayOptions {
    * and an ack. The worker passes RELAY_LINGER_MS (its default is in config.ts).
    */
   lingerMs: number;
+  /**
+   * Longest time between two reads while entries keep coming (RELAY_MAX_LINGER_MS; default
+   * `lingerMs`): the linger grows toward it while rounds come back with at least half a job's worth
+   * of entries (a backlog builds between reads), and shrinks back to `lingerMs` when they do not.
+   */
+  maxLingerMs?: number;
   jobOptions: RelayJobOptions;
   logger: Logger;
   /** Told of what the relay did (the metrics). */
@@ -124,6 +130,8 @@ export interface Relay {
   readonly consumer: string;
   /** The partitions this relay holds now. */
   held(): ReadonlySet<number>;
+  /** The time it leaves between two reads now, while entries keep coming (ms; see RelayOptions.maxLingerMs). */
+  lingerMs(): number;
   /**
    * Stops reading, lets the batch in hand finish (enqueue + ack), gives the partitions' leases up
    * (so the other workers take them over at once) and leaves the consumer groups it read from.
@@ -224,6 +232,8 @@ class OutboxRelay implements Relay {
   private inHand: OutboxEntry[] = [];
   /** When the last read was sent (performance.now()). */
   private lastReadAt = 0;
+  /** The linger now: between `lingerMs` and `maxLingerMs` (see adaptLinger). */
+  private linger: number;
 
   constructor(options: RelayOptions) {
     this.options = options;
@@ -236,6 +246,7 @@ class OutboxRelay implements Relay {
     this.blockingClient = options.blockingClient;
     this.blocking = this.blockingClient && outbox(this.blockingClient);
     this.blockMs = options.blockMs ?? 250;
+    this.linger = options.lingerMs;
     this.claimSweepMs = Math.max(50, Math.min(Math.floor(options.claimIdleMs / 2), 5000));
     this.leases = partitionLeases({
       client: this.client,
@@ -250,6 +261,26 @@ class OutboxRelay implements Relay {
 
   held(): ReadonlySet<number> {
     return this.leases.held();
+  }
+
+  lingerMs(): number {
+    return this.linger;
+  }
+
+  /**
+   * Adaptive batching: a round that read at least half a job's worth of entries means they pile up
+   * between reads, so the next read waits longer (×1.5, up to maxLingerMs) and carries more: a
+   * round's read, enqueue and ack cost about the same whatever it carries (on one node the read
+   * alone is ~0.3 ms of Redis over 128 partitions). A smaller round shrinks the linger back, and a
+   * lone event after a quiet spell is read at once by the blocking read (or the next poll).
+   */
+  private adaptLinger(read: number): void {
+    const { lingerMs, maxLingerMs = lingerMs, batchSize } = this.options;
+    const max = Math.max(lingerMs, maxLingerMs);
+    this.linger =
+      read >= Math.max(1, batchSize / 2)
+        ? Math.min(max, Math.max(this.linger * 1.5, 10))
+        : Math.max(lingerMs, this.linger / 1.5);
   }
 
   close(): Promise<void> {
@@ -419,20 +450,22 @@ class OutboxRelay implements Relay {
     const busy = await this.reclaimStalled(held);
     if (this.closing) return busy;
     for (const p of held) this.touched.add(p);
-    // At most one read per lingerMs (see RelayOptions.lingerMs); an idle relay's read blocks (or
-    // its poll pauses) longer than that and never waits here.
-    const wait = this.lastReadAt + this.options.lingerMs - performance.now();
+    // At most one read per linger (see adaptLinger); an idle relay's read blocks (or its poll
+    // pauses) longer than that and never waits here.
+    const wait = this.lastReadAt + this.linger - performance.now();
     if (wait > 0) await this.pause(wait);
     if (this.closing) return true;
     this.lastReadAt = performance.now();
     if (this.blockingClient && this.blocking && !busy) {
       const entries = await this.readBlocking(this.blockingClient, this.blocking, held, heldSet);
+      this.adaptLinger(entries.length);
       if (entries.length === 0) return true;
       if (this.fault === "relay-crash-before-enqueue") crashBeforeEnqueue(entries, this.logger, this.log());
       await this.deliverOrKeep(entries);
       return true;
     }
     const entries = await this.ops.readNew(held, this.consumer, this.options.batchSize);
+    this.adaptLinger(entries.length);
     if (entries.length === 0) return busy;
     if (this.fault === "relay-crash-before-enqueue") crashBeforeEnqueue(entries, this.logger, this.log());
     await this.deliverOrKeep(entries);

@@ -52,6 +52,8 @@ export interface RunningWorker {
   readonly layout: Layout;
   /** The partitions this worker relays now. */
   relayedPartitions(): ReadonlySet<number>;
+  /** How long the relay gathers events between reads now (ms; grows under load, see relay.ts adaptLinger). */
+  relayLingerMs(): number;
   /** Where `GET /metrics` answers; undefined when METRICS_ENABLED=false or its port could not be had. */
   readonly metricsUrl: string | undefined;
   /**
@@ -269,6 +271,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       leaseMs: config.relayLeaseMs,
       pollMs: config.relayPollMs,
       lingerMs: config.relayLingerMs,
+      maxLingerMs: config.relayMaxLingerMs,
       jobOptions: {
         attempts: config.jobAttempts,
         backoffMs: config.jobBackoffMs,
@@ -297,6 +300,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       metrics.observe({
         partitions: layout.partitions,
         held: () => running.held(),
+        lingerMs: () => running.lingerMs(),
         backlog: (p) => backlogs.backlog(p),
         queues,
       });
@@ -338,6 +342,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     relayConsumer: started.consumer,
     layout,
     relayedPartitions: () => started.held(),
+    relayLingerMs: () => started.lingerMs(),
     metricsUrl: metricsServer?.url,
     close() {
       heartbeat?.stop();

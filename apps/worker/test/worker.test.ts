@@ -132,6 +132,27 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await completedCount(sideWorkQueue)).toBeLessThanOrEqual(3);
     });
 
+    it("lingers longer while events pile up between reads (bigger batches), and shrinks back when quiet", async () => {
+      const worker = await start({ RELAY_BATCH_SIZE: "4", RELAY_LINGER_MS: "10", RELAY_MAX_LINGER_MS: "300" });
+      expect(worker.relayLingerMs()).toBe(10);
+      // Ten creates at a time, every 10 ms: each round finds at least half a job's worth (2).
+      let next = 100;
+      let longest = 0;
+      const until = Date.now() + 1500;
+      while (Date.now() < until) {
+        await Promise.all(Array.from({ length: 10 }, () => t.createPlant({ id: String(next++) })));
+        longest = Math.max(longest, worker.relayLingerMs());
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(longest).toBeGreaterThanOrEqual(100);
+      const created = next - 100;
+      await waitFor("every event audited", async () => (await t.audit()).length === created, 20_000);
+      // Quiet again: back to RELAY_LINGER_MS, and a lone event is read at once.
+      await waitFor("the linger back at its least", async () => worker.relayLingerMs() === 10, 10_000);
+      const lone = await t.createPlant({ id: "99" });
+      await waitFor("the lone event audited", () => isAudited(lone.eventId), 2000);
+    }, 40_000);
+
     it("fans a batch's events out to the subscriptions that want them, in the same job", async () => {
       const deliveriesQueue = t.queue(queueNames.webhookDeliveries);
       try {
