@@ -106,11 +106,11 @@ const WorkerEnv = z.object({
    * How long the linger may grow while a backlog builds between reads (adaptive batching, see
    * relay.ts adaptLinger): rounds that come back with half a job's worth of entries or more make
    * the next wait ×1.5 longer, up to this; smaller rounds shrink it back to RELAY_LINGER_MS. Under
-   * full load a round then carries 3–4× the events for the same fixed cost. 150 ms keeps the
-   * side-work lag p99 within 250 ms at half the create rate (BENCHMARKS.md). Below RELAY_LINGER_MS:
-   * the linger is fixed at RELAY_LINGER_MS.
+   * full load a round then carries 2–3× the events for the same fixed cost. 100 ms: at 150 the
+   * side-work lag p99 at half the create rate (bursty) reached 291 ms against a target of 250
+   * (BENCHMARKS.md). Below RELAY_LINGER_MS: the linger is fixed at RELAY_LINGER_MS.
    */
-  RELAY_MAX_LINGER_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(2000).default(150)),
+  RELAY_MAX_LINGER_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(2000).default(100)),
   /**
    * How long a worker holds a job's lock (renewed every half of it while the job runs). A job of a
    * worker that died is taken up again once its lock has expired and a stalled check has run:

@@ -28,7 +28,7 @@ describe("loadWorkerConfig", () => {
       relayLeaseMs: 10_000,
       relayPollMs: 100,
       relayLingerMs: 40,
-      relayMaxLingerMs: 150,
+      relayMaxLingerMs: 100,
       jobLockMs: 10_000,
       stalledCheckMs: 5_000,
       shutdownTimeoutMs: 30_000,

@@ -131,6 +131,8 @@ describe.each(storeKinds)("worker metrics on %s Redis", { timeout: 30_000 }, (ki
     expect(after).toMatch(/plant_store_queue_jobs\{queue="plant-side-work",state="waiting"\} 0/);
     expect(sample(after, "plant_store_relay_partitions_held")).toBe(16);
     expect(sample(after, "plant_store_partitions")).toBe(16);
+    // A few events: the linger stays at RELAY_LINGER_MS (40 ms by default).
+    expect(sample(after, "plant_store_relay_linger_seconds")).toBe(0.04);
     expect(sample(after, "plant_store_outbox_depth")).toBe(0);
     expect(after).toContain("plant_store_worker_process_cpu_seconds_total");
     expect(after).toContain("plant_store_worker_nodejs_eventloop_lag_seconds");
