@@ -6,6 +6,11 @@ import type { Measured } from "./measured.js";
 import type { ThroughputOptions } from "./options.js";
 import { msText, perS, ratioText } from "./tables.js";
 
+/** Issue 38's targets, with the worker running: what the summary's verdicts compare against. */
+const TARGETS = { postRatio: 0.35, p99Ratio: 3, cpuRatio: 4, lagP99Ms: 250 } as const;
+
+const verdict = (met: boolean) => (met ? "met" : "NOT met");
+
 export function printSummary({ rounds, connectionCounts, topConnections }: ThroughputOptions, measured: Measured) {
   const { pairs, metrics, drain, keepsUp, lag, aofRewritesDuringRounds, aofRewritesWorkerStopped } = measured;
   const { pairOf, postTop, postTopStopped, servicePostRate, workerMsPerEvent } = pairs;
@@ -15,22 +20,29 @@ export function printSummary({ rounds, connectionCounts, topConnections }: Throu
     `  metrics: POST /plants ${(metrics.cost * 100).toFixed(1)}% slower with them on, ` +
       `${(metrics.cpuCost * 100).toFixed(1)}% more api CPU per request (medians of ${rounds} rounds; the target is under 5%)`,
   );
+  const postRatio = postTop?.medianRatio ?? Number.NaN;
+  const p99Ratio = postTop?.p99Ratio ?? Number.NaN;
   console.log(
     `  POST /plants at ${topConnections} connections, worker running: service/baseline ` +
-      `${ratioText(postTop?.medianRatio ?? Number.NaN)} (median of ${rounds}; target ≥ 0.35); ` +
+      `${ratioText(postRatio)} (median of ${rounds}; target ≥ ${TARGETS.postRatio}: ${verdict(postRatio >= TARGETS.postRatio)}); ` +
       `${perS(servicePostRate)} vs ${perS(postTop?.baselineReqPerS ?? Number.NaN)} req/s; ` +
       `p99 ${postTop?.serviceP99Ms} ms vs ${postTop?.baselineP99Ms} ms, ` +
-      `${ratioText(postTop?.p99Ratio ?? Number.NaN)}× (target ≤ 2×)`,
+      `${ratioText(p99Ratio)}× (target ≤ ${TARGETS.p99Ratio}×: ${verdict(p99Ratio <= TARGETS.p99Ratio)})`,
   );
   console.log(
     `  POST /plants at ${topConnections} connections, worker stopped: service/baseline ` +
       `${ratioText(postTopStopped?.medianRatio ?? Number.NaN)}; ${perS(postTopStopped?.serviceReqPerS ?? Number.NaN)} req/s`,
   );
+  const service = postTop?.cpuMsPerOk.service;
+  const baseline = postTop?.cpuMsPerOk.baseline;
+  const serviceCpu = (service?.api ?? Number.NaN) + workerMsPerEvent + (service?.redis ?? Number.NaN);
+  const baselineCpu = (baseline?.server ?? Number.NaN) + (baseline?.redis ?? Number.NaN);
+  const cpuRatio = serviceCpu / baselineCpu;
   console.log(
-    `  worker CPU per event: ${msText(workerMsPerEvent)} ms (target ≤ 0.06); a create's CPU: api ` +
-      `${msText(postTop?.cpuMsPerOk.service.api)} + worker ${msText(workerMsPerEvent)} + redis ` +
-      `${msText(postTop?.cpuMsPerOk.service.redis)} ms (baseline ${msText(postTop?.cpuMsPerOk.baseline.server)} + ` +
-      `${msText(postTop?.cpuMsPerOk.baseline.redis)} ms)`,
+    `  CPU per create, api + worker + redis against the baseline's server + redis: ${msText(serviceCpu)} vs ` +
+      `${msText(baselineCpu)} ms, ${ratioText(cpuRatio)}× (target ≤ ${TARGETS.cpuRatio}×: ${verdict(cpuRatio <= TARGETS.cpuRatio)}); ` +
+      `api ${msText(service?.api)} + worker ${msText(workerMsPerEvent)} + redis ${msText(service?.redis)} ms ` +
+      `(baseline ${msText(baseline?.server)} + ${msText(baseline?.redis)} ms)`,
   );
   for (const connections of connectionCounts) {
     const get = pairOf("GET /plants/{id}", connections);
@@ -47,9 +59,11 @@ export function printSummary({ rounds, connectionCounts, topConnections }: Throu
     `  worker drain: ${perS(drain.eventsPerS)} events/s (${perS(drain.updatesPerS)} updates/s) vs service POST ` +
       `${perS(servicePostRate)} req/s: ${keepsUp ? "keeps up" : "does not keep up"}`,
   );
+  const indexP99 = lag.summaries["200 → indexed"]?.p99 ?? Number.NaN;
+  const auditP99 = lag.summaries["200 → audit entry"]?.p99 ?? Number.NaN;
   console.log(
-    `  lag at ${lag.offeredPerS} creates/s (half rate): index p99 ${ms(lag.summaries["200 → indexed"]?.p99 ?? Number.NaN)} ms, ` +
-      `audit p99 ${ms(lag.summaries["200 → audit entry"]?.p99 ?? Number.NaN)} ms`,
+    `  lag at ${lag.offeredPerS} creates/s (half rate): index p99 ${ms(indexP99)} ms, audit p99 ${ms(auditP99)} ms ` +
+      `(target ≤ ${TARGETS.lagP99Ms} ms: ${verdict(Math.max(indexP99, auditP99) <= TARGETS.lagP99Ms)})`,
   );
   if (aofRewritesDuringRounds + aofRewritesWorkerStopped > 0)
     console.log(
