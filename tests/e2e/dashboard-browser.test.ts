@@ -1,29 +1,23 @@
 // The queue dashboard at /admin/queues in a real Chromium (Debian's package, driven by
 // playwright-core; CHROMIUM_PATH names another binary), against the real api and worker: it logs
 // in, shows the side-work queues with their jobs, and retries a job that really failed.
-import { existsSync, mkdirSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { PLANT_EVENTS_JOB, queueNames, queuePrefix } from "@plant-store/contracts";
 import { indexKeys } from "@plant-store/store";
-import { type Browser, chromium, type Locator, type Page } from "playwright-core";
+import type { Browser, Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { ADMIN_TOKEN, call, eventually, type Stack, startStack } from "./stack.js";
+import { adminPage, launchChromium, OUTPUT } from "./browser.js";
+import { call, eventually, type Stack, startStack } from "./stack.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-/** Screenshots land here (gitignored): CI keeps them as artifacts. */
-const OUTPUT = fileURLToPath(new URL("../test-results/", import.meta.url));
 const SIDE_WORK = [queueNames.sideWork] as const;
 
 let stack: Stack;
 let browser: Browser;
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`no Chromium at ${CHROMIUM}: install Debian's chromium package (or set CHROMIUM_PATH)`);
-  }
-  [stack, browser] = await Promise.all([
+  // Chromium first: when it is missing, no store is started to be left behind.
+  [browser, stack] = await Promise.all([
+    launchChromium(),
     // One attempt per job: a job that fails once stays failed until someone retries it.
     startStack({ worker: true, workerEnv: { JOB_ATTEMPTS: "1", WORKER_METRICS_PORT: "0" } }),
-    chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] }),
   ]);
 });
 afterAll(async () => {
@@ -105,22 +99,13 @@ it("shows the side-work queues and their jobs to the admin, and retries a failed
   );
   for (const queue of SIDE_WORK) expect(completed[queue]?.length, queue).toBeGreaterThan(0);
 
-  mkdirSync(OUTPUT, { recursive: true });
   // Wrong password: no board.
   const stranger = await browser.newContext({ httpCredentials: { username: "admin", password: "wrong-0123456789" } });
   const refused = await (await stranger.newPage()).goto(`${stack.url}/admin/queues`);
   expect(refused?.status()).toBe(401);
   await stranger.close();
 
-  const context = await browser.newContext({ httpCredentials: { username: "admin", password: ADMIN_TOKEN } });
-  const page = await context.newPage();
-  // Generous: Chromium shares the machine with the other test files.
-  page.setDefaultTimeout(20_000);
-  const problems: string[] = [];
-  page.on("console", (message) => {
-    if (message.type() === "error") problems.push(message.text());
-  });
-  page.on("pageerror", (error) => problems.push(error.message));
+  const { context, page, problems } = await adminPage(browser);
 
   // The overview: the side-work queue, with its jobs counted and the failure flagged.
   const response = await page.goto(`${stack.url}/admin/queues`);

@@ -2,17 +2,13 @@
 // driven by playwright-core; CHROMIUM_PATH names another binary): the worker (a process of its own)
 // is paused mid-import with SIGSTOP, so the page shows the running job at a known progress, then
 // resumed, and the page shows the job completed at 100 %.
-import { existsSync, mkdirSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { IMPORT_MEDIA_TYPE, type Import, queueNames, queuePrefix } from "@plant-store/contracts";
 import { mainNextTo, type Service, spawnService, untilLogged } from "@plant-store/testing";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { ADMIN_TOKEN, call, eventually, type Stack, startStack } from "./stack.js";
+import { adminPage, launchChromium, OUTPUT } from "./browser.js";
+import { call, eventually, type Stack, startStack } from "./stack.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-/** Screenshots land here (gitignored): CI keeps them as artifacts. */
-const OUTPUT = fileURLToPath(new URL("../test-results/", import.meta.url));
 const QUEUE = queueNames.imports;
 const LINES = 100_000;
 /** The lines of one chunk of an upload (the api cuts them; the worker checkpoints each). */
@@ -22,13 +18,8 @@ let stack: Stack;
 let browser: Browser;
 let worker: Service | undefined;
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`no Chromium at ${CHROMIUM}: install Debian's chromium package (or set CHROMIUM_PATH)`);
-  }
-  [stack, browser] = await Promise.all([
-    startStack(),
-    chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] }),
-  ]);
+  // Chromium first: when it is missing, no store is started to be left behind.
+  [browser, stack] = await Promise.all([launchChromium(), startStack()]);
 });
 afterAll(async () => {
   if (worker?.pid) process.kill(worker.pid, "SIGCONT");
@@ -75,15 +66,7 @@ it("shows a running import's progress on the dashboard, then the job completed a
   expect(checkpoints).toContain(progress);
   expect(progress).toBeGreaterThan(0);
 
-  mkdirSync(OUTPUT, { recursive: true });
-  const context = await browser.newContext({ httpCredentials: { username: "admin", password: ADMIN_TOKEN } });
-  const page = await context.newPage();
-  page.setDefaultTimeout(20_000);
-  const problems: string[] = [];
-  page.on("console", (message) => {
-    if (message.type() === "error") problems.push(message.text());
-  });
-  page.on("pageerror", (error) => problems.push(error.message));
+  const { context, page, problems } = await adminPage(browser);
 
   expect((await page.goto(`${stack.url}/admin/queues`))?.status()).toBe(200);
   const main = page.getByRole("main");

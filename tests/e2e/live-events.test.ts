@@ -4,7 +4,7 @@
 // any cut-and-resume point), cursors refused before the stream (malformed, unknown, expired), auth
 // first, the per-token limit and a reader too slow to keep up. (The tRPC subscription through the
 // typed client: packages/client/test; a browser's EventSource across an api restart:
-// live-events-browser.test.ts.)
+// apps/api/test/clients-browser.test.ts.)
 
 import { loadApiConfig, startApi } from "@plant-store/api";
 import { outbox } from "@plant-store/store";

@@ -1,0 +1,39 @@
+// The e2e tests' real browser: Debian's Chromium driven by playwright-core (CHROMIUM_PATH names
+// another binary), and the queue dashboard opened in it as the admin.
+import { existsSync, mkdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { ADMIN_TOKEN } from "./stack.js";
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+
+/** Screenshots land here (gitignored): CI keeps them as artifacts. */
+export const OUTPUT = fileURLToPath(new URL("../test-results/", import.meta.url));
+
+/** Launches Chromium, or says how to install it. */
+export function launchChromium(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`no Chromium at ${CHROMIUM}: install Debian's chromium package (or set CHROMIUM_PATH)`);
+  }
+  return chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+}
+
+/**
+ * A page signed in as the admin (the dashboard's Basic password is the admin token), with the
+ * page's console errors and uncaught errors collected in `problems`, and OUTPUT made.
+ */
+export async function adminPage(
+  browser: Browser,
+): Promise<{ context: BrowserContext; page: Page; problems: string[] }> {
+  mkdirSync(OUTPUT, { recursive: true });
+  const context = await browser.newContext({ httpCredentials: { username: "admin", password: ADMIN_TOKEN } });
+  const page = await context.newPage();
+  // Generous: Chromium shares the machine with the other test files.
+  page.setDefaultTimeout(20_000);
+  const problems: string[] = [];
+  page.on("console", (message) => {
+    if (message.type() === "error") problems.push(message.text());
+  });
+  page.on("pageerror", (error) => problems.push(error.message));
+  return { context, page, problems };
+}
