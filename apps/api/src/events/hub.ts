@@ -116,9 +116,8 @@ interface Stream {
   readonly tag: string | undefined;
   /** Events at or before this position are not sent (the cursor, then the last one sent). */
   after: EventPosition;
-  /** Live batches held while the stream catches up from the log. */
-  held: HubEvent[][] | undefined;
-  heldBytes: number;
+  /** Reading what it missed from the log: live batches pass it by (it reads them from the log too). */
+  catchingUp: boolean;
   lastWriteAt: number;
   sink: StreamSink;
   closed: boolean;
@@ -253,8 +252,7 @@ export class EventHub {
       transport,
       tag,
       after: cursor ?? now,
-      held: catchUp ? [] : undefined,
-      heldBytes: 0,
+      catchingUp: catchUp,
       lastWriteAt: Date.now(),
       sink,
       closed: false,
@@ -262,7 +260,7 @@ export class EventHub {
     this.streams.add(stream);
     this.perPrincipal.set(principal, (this.perPrincipal.get(principal) ?? 0) + 1);
     this.options.observer?.opened(transport);
-    if (catchUp) void this.catchUp(stream, this.watermark);
+    if (catchUp) void this.catchUp(stream);
     return () => this.forget(stream);
   }
 
@@ -296,75 +294,88 @@ export class EventHub {
     this.options.observer?.sent(stream.transport, wanted.length);
   }
 
-  /** Live events: to each stream, or held while it catches up; a reader too far behind is closed. */
+  /** Live events: to each stream that is not catching up; a reader too far behind is closed. */
   private deliver(batch: HubEvent[]): void {
-    const bytes = batch.reduce((sum, event) => sum + event.frame.length, 0);
     for (const stream of this.streams) {
-      if (stream.held) {
-        stream.held.push(batch);
-        stream.heldBytes += bytes;
-        if (stream.heldBytes > this.options.maxBufferedBytes) this.end(stream, tooSlow());
-        continue;
-      }
+      if (stream.catchingUp) continue;
       this.send(stream, batch);
       if (!stream.closed && stream.sink.buffered() > this.options.maxBufferedBytes) this.end(stream, tooSlow());
     }
   }
 
   /**
-   * Sends a stream the log's events after its cursor up to the watermark at its start (`below`),
-   * page by page and at its reader's pace, then the live batches held meanwhile; then it is live.
+   * Sends a stream the log's events after its cursor, page by page and at its reader's pace, until
+   * it has read everything below the hub's watermark; then, in the same tick, it is live. Live
+   * batches pass it by meanwhile: it reads them from the log as well, so a stream catching up holds
+   * nothing in memory and is never closed for events its reader was not yet sent. (Holding them once
+   * closed a resumed stream as slow before it got a single event, while the hub was still behind.)
    * Should the trim have removed any of them before they were read, the stream ends as expired.
    */
-  private async catchUp(stream: Stream, below: number): Promise<void> {
-    const { historyPageSize: pageSize, maxBufferedBytes } = this.options;
+  private async catchUp(stream: Stream): Promise<void> {
     const start = stream.after;
-    const upTo = `${below - 1}-${MAX_SEQ}`;
     const from = Array.from({ length: this.log.partitions }, (_, p) => lastIdAtOrBefore(start, p));
-    const open = new Set(from.keys());
-    let buffer: LogEntry[] = [];
     try {
-      while (open.size > 0 || buffer.length > 0) {
+      for (let below = this.watermark; ; below = this.watermark) {
+        await this.sendHistory(stream, from, below);
         if (stream.closed) return;
-        const reading = [...open];
-        const pages = await Promise.all(
-          reading.map((p) => this.log.range(p, from[p] as string, upTo, pageSize).then((page) => [p, page] as const)),
-        );
-        // Every entry up to the lowest last entry of a partition with more to read is in hand.
-        let bound: EventPosition | undefined;
-        for (const [p, page] of pages) {
-          buffer.push(...page);
-          const last = page.at(-1);
-          if (last) from[p] = last.id;
-          if (page.length < pageSize) open.delete(p);
-          else if (last && (bound === undefined || comparePositions(last, bound) < 0)) bound = last;
+        // Whatever the trim removed after the cursor before it was read: expired after all.
+        if (this.isExpired(start, await this.log.trimmedUpTo())) {
+          this.end(stream, {
+            kind: "expired",
+            message: "the cursor expired while the stream caught up (the events after it were trimmed)",
+          });
+          return;
         }
-        buffer.sort(comparePositions);
-        const ready = bound === undefined ? buffer : buffer.filter((entry) => comparePositions(entry, bound) <= 0);
-        buffer = bound === undefined ? [] : buffer.filter((entry) => comparePositions(entry, bound) > 0);
         if (stream.closed) return;
-        this.send(stream, this.eventsOf(ready));
-        if (stream.sink.buffered() > maxBufferedBytes / 2) await stream.sink.drained(maxBufferedBytes / 4);
-      }
-      // Whatever the trim removed after the cursor before it was read: expired after all.
-      if (this.isExpired(start, await this.log.trimmedUpTo())) {
-        this.end(stream, {
-          kind: "expired",
-          message: "the cursor expired while the stream caught up (the events after it were trimmed)",
-        });
-        return;
+        if (this.watermark === below) break; // nothing emitted since: every event is sent or to come live
       }
     } catch (error) {
       this.options.logger.warn({ err: error }, "a live event stream could not catch up from its cursor");
       this.end(stream, { kind: "failed", message: "the events after the cursor could not be read; reconnect" });
       return;
     }
-    const held = stream.held ?? [];
-    stream.held = undefined;
-    stream.heldBytes = 0;
-    for (const batch of held) {
+    stream.catchingUp = false;
+  }
+
+  /**
+   * Sends the log's entries after `from` (per partition, advanced as read) and below `below` ms, in
+   * the log's order: pages from every partition are merged up to the lowest last entry of a
+   * partition with more to read.
+   */
+  private async sendHistory(stream: Stream, from: string[], below: number): Promise<void> {
+    const { historyPageSize: pageSize, maxBufferedBytes } = this.options;
+    const upTo = `${below - 1}-${MAX_SEQ}`;
+    const open = new Set(from.keys());
+    let buffer: LogEntry[] = [];
+    while (open.size > 0 || buffer.length > 0) {
       if (stream.closed) return;
-      this.send(stream, batch);
+      const reading = [...open];
+      const pages = await Promise.all(
+        reading.map((p) => this.log.range(p, from[p] as string, upTo, pageSize).then((page) => [p, page] as const)),
+      );
+      let bound: EventPosition | undefined;
+      for (const [p, page] of pages) {
+        buffer.push(...page);
+        const last = page.at(-1);
+        if (last) from[p] = last.id;
+        if (page.length < pageSize) open.delete(p);
+        else if (last && (bound === undefined || comparePositions(last, bound) < 0)) bound = last;
+      }
+      buffer.sort(comparePositions);
+      const ready = bound === undefined ? buffer : buffer.filter((entry) => comparePositions(entry, bound) <= 0);
+      buffer = bound === undefined ? [] : buffer.filter((entry) => comparePositions(entry, bound) > 0);
+      // In slices of half the reader's limit, each once the reader took the last: a stream catching
+      // up holds no more than a live one may.
+      const events = this.eventsOf(ready);
+      for (let first = 0; first < events.length; ) {
+        let end = first + 1;
+        let bytes = events[first]?.frame.length ?? 0;
+        while (end < events.length && bytes < maxBufferedBytes / 2) bytes += events[end++]?.frame.length ?? 0;
+        if (stream.closed) return;
+        this.send(stream, events.slice(first, end));
+        first = end;
+        if (stream.sink.buffered() > maxBufferedBytes / 2) await stream.sink.drained(maxBufferedBytes / 4);
+      }
     }
   }
 
