@@ -258,11 +258,21 @@ export interface ImportLine {
 
 const OUTCOMES: Record<string, CreateOutcome> = { c: "created", u: "unchanged", x: "conflict" };
 
+/** How a chunk is committed: in waves, with a pause between them (the import's pace). */
+export interface ChunkWaves {
+  /** A wave holds the calls of whole partitions until it has at least this many lines. */
+  lines: number;
+  /** Called after each wave with its line count; the next wave waits for it. */
+  afterWave?: (lines: number) => Promise<void>;
+}
+
 /**
  * Commits the plants of an import's chunks: per chunk, one createPlants-n call per partition it
- * touches, all sent at once (one pipeline per node; with REDIS_MIN_REPLICAS_ACK, through the
- * committer, which WAITs for the replicas as for a POST). Each plant is committed exactly as a
- * POST commits it: its hash and its outbox entry in one script.
+ * touches, sent in waves of about `waves.lines` lines (one pipeline per node each; with
+ * REDIS_MIN_REPLICAS_ACK, through the committer, which WAITs for the replicas as for a POST).
+ * Each plant is committed exactly as a POST commits it: its hash and its outbox entry in one
+ * script. Why waves: Redis runs a pipeline's scripts back to back, so a whole 1,000-line chunk in
+ * one held every POST behind it for milliseconds, and a pace between chunks came in bursts.
  */
 export function importCommitter(client: RedisClient, layout: Layout, durability: Durability) {
   defineScripts(client);
@@ -293,6 +303,7 @@ export function importCommitter(client: RedisClient, layout: Layout, durability:
       meta: RequestMeta,
       at: string,
       lines: readonly ImportLine[],
+      waves: ChunkWaves = { lines: Number.POSITIVE_INFINITY },
     ): Promise<CreateOutcome[] | "stale"> {
       const byPartition = new Map<number, number[]>();
       lines.forEach((line, i) => {
@@ -314,8 +325,18 @@ export function importCommitter(client: RedisClient, layout: Layout, durability:
         const callKeys = [keys.clock, keys.outbox, keys.importedLines(importId), ...plantKeys];
         return { key: keys.clock, command: "createPlants", args: [callKeys.length, ...callKeys, ...args] };
       });
-      const replies = (await send(calls)) as string[];
-      if (replies.includes("stale")) return "stale";
+      const replies: string[] = [];
+      for (let first = 0; first < calls.length; ) {
+        let end = first;
+        let waveLines = 0;
+        while (end < calls.length && waveLines < waves.lines) waveLines += groups[end++]?.[1].length ?? 0;
+        const answered = (await send(calls.slice(first, end))) as string[];
+        // Another worker is past this chunk: nothing more of it is sent.
+        if (answered.includes("stale")) return "stale";
+        replies.push(...answered);
+        first = end;
+        await waves.afterWave?.(waveLines);
+      }
       const outcomes: CreateOutcome[] = new Array(lines.length);
       groups.forEach(([, indexes], g) => {
         const letters = replies[g] as string;

@@ -64,6 +64,7 @@ export {
 } from "./event-log.js";
 export {
   type ChunkTally,
+  type ChunkWaves,
   type ImportCommitter,
   type ImportLine,
   type ImportStore,

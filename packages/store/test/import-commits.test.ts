@@ -1,0 +1,111 @@
+// An import's chunk committed in waves against a real redis-server: the outcomes of every line as a
+// single call gives them, each wave paced by its caller, and a chunk a later one overtook refused.
+import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  connect,
+  disconnect,
+  type ImportCommitter,
+  type ImportLine,
+  importCommitter,
+  type Layout,
+  openLayout,
+  type PlantStore,
+  partitionKeys,
+  plantStore,
+  type RedisClient,
+} from "../src/index.js";
+
+const PARTITIONS = 16;
+let server: RedisServer;
+let client: RedisClient;
+let layout: Layout;
+let store: PlantStore;
+let commits: ImportCommitter;
+
+beforeAll(async () => {
+  server = await startRedisServer({ appendfsync: "no" });
+  client = connect({ mode: "single", url: server.url }, { name: "import-commits-test" });
+  layout = await openLayout(client, { partitions: PARTITIONS });
+  const durability = { minReplicasAck: 0, replicaAckTimeoutMs: 1000 };
+  store = plantStore(client, layout, durability);
+  commits = importCommitter(client, layout, durability);
+});
+
+afterAll(async () => {
+  await disconnect(client);
+  await server?.stop();
+});
+
+const meta = { actor: "token-test", requestId: "req-import" };
+const at = "2026-11-27T00:00:00.000Z";
+const linesOf = (ids: readonly number[], name = "imported") =>
+  ids.map((id, i): ImportLine => ({ line: i + 1, plant: { id: BigInt(id), name } }));
+
+async function outboxLength(): Promise<number> {
+  let total = 0;
+  for (let p = 0; p < PARTITIONS; p++) total += await client.xlen(partitionKeys(p).outbox);
+  return total;
+}
+
+describe("committing an import's chunk in waves", () => {
+  it("gives every line its outcome in order, in waves of whole partitions of at least the size asked", async () => {
+    const ids = Array.from({ length: 300 }, (_, i) => 7_000_000 + i);
+    // Already there: one identical plant (unchanged) and one different (conflict).
+    await store.create({ id: BigInt(ids[10] as number), name: "imported" }, meta, at);
+    await store.create({ id: BigInt(ids[20] as number), name: "another" }, meta, at);
+    const before = await outboxLength();
+
+    const waves: number[] = [];
+    const outcomes = await commits.commitChunk("imp_waves", 0, meta, at, linesOf(ids), {
+      lines: 50,
+      afterWave: async (lines) => {
+        waves.push(lines);
+      },
+    });
+
+    expect(outcomes).toHaveLength(ids.length);
+    expect(outcomes).toEqual(ids.map((_, i) => (i === 10 ? "unchanged" : i === 20 ? "conflict" : "created")));
+    expect(waves.reduce((sum, lines) => sum + lines, 0)).toBe(ids.length);
+    expect(waves.length).toBeGreaterThan(2);
+    expect(waves.slice(0, -1).every((lines) => lines >= 50)).toBe(true);
+    expect(await outboxLength()).toBe(before + ids.length - 2);
+    for (const id of [ids[0], ids[299]])
+      expect(await client.hget(store.plantKey(BigInt(id as number)), "name")).toBe("imported");
+
+    // The same chunk again (a worker that died before its checkpoint): created, nothing written twice.
+    const again = await commits.commitChunk("imp_waves", 0, meta, at, linesOf(ids), { lines: 50 });
+    expect(again).toEqual(outcomes);
+    expect(await outboxLength()).toBe(before + ids.length - 2);
+  });
+
+  it("waits for each wave's pause before sending the next", async () => {
+    const ids = Array.from({ length: 64 }, (_, i) => 7_100_000 + i);
+    const sent: number[] = [];
+    let paused = 0;
+    await commits.commitChunk("imp_paced", 0, meta, at, linesOf(ids), {
+      lines: 10,
+      afterWave: async () => {
+        sent.push(await outboxLength());
+        paused++;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      },
+    });
+    expect(paused).toBeGreaterThan(2);
+    // Each pause saw its wave committed and the next one not yet sent.
+    expect(new Set(sent).size).toBe(sent.length);
+    expect([...sent].sort((a, b) => a - b)).toEqual(sent);
+  });
+
+  it("refuses a chunk another worker is already past (stale), writing nothing for it", async () => {
+    const ids = Array.from({ length: 40 }, (_, i) => 7_200_000 + i);
+    await commits.commitChunk("imp_stale", 3, meta, at, linesOf(ids.slice(0, 20)), { lines: 5 });
+    const before = await outboxLength();
+    // Chunk 2 touches the same partitions chunk 3 did, first.
+    const stale = await commits.commitChunk("imp_stale", 2, meta, at, linesOf(ids.slice(0, 20), "older"), {
+      lines: 5,
+    });
+    expect(stale).toBe("stale");
+    expect(await outboxLength()).toBe(before);
+  });
+});
