@@ -1,22 +1,13 @@
-// The e2e tests' real browser: Debian's Chromium driven by playwright-core (CHROMIUM_PATH names
-// another binary), and the queue dashboard opened in it as the admin.
-import { existsSync, mkdirSync } from "node:fs";
+// The queue dashboard opened in the tests' Chromium (@plant-store/testing/browser) as the admin.
+import { mkdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { ADMIN_TOKEN } from "./stack.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+export { launchChromium } from "@plant-store/testing/browser";
 
 /** Screenshots land here (gitignored): CI keeps them as artifacts. */
 export const OUTPUT = fileURLToPath(new URL("../test-results/", import.meta.url));
-
-/** Launches Chromium, or says how to install it. */
-export function launchChromium(): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`no Chromium at ${CHROMIUM}: install Debian's chromium package (or set CHROMIUM_PATH)`);
-  }
-  return chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
-}
 
 /**
  * A page signed in as the admin (the dashboard's Basic password is the admin token), with the

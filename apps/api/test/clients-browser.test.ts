@@ -8,13 +8,13 @@ import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type Browser, chromium } from "playwright-core";
+import { launchChromium } from "@plant-store/testing/browser";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadApiConfig } from "../src/config.js";
 import { startApi } from "../src/server.js";
 import { ADMIN_TOKEN, call, type Stack, startStack, TOKEN } from "./stack.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 // `eventsource`: the EventSource the tRPC client ships with (fetch-based: a browser's own cannot send
 // the bearer token), imported by the page as an app following the live events would.
 const CLIENTS = ["@plant-store/client", "@plant-store/rest-client", "eventsource"];
@@ -119,9 +119,8 @@ let origin: string;
 let stack: Stack;
 let browser: Browser;
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`no Chromium at ${CHROMIUM}: install Debian's chromium package (or set CHROMIUM_PATH)`);
-  }
+  // First: a missing Chromium leaves nothing started behind.
+  browser = await launchChromium();
   const { files, importMap } = moduleGraph(CLIENTS);
   // The app: the import map, and a module that imports both clients by name as an app's code would.
   const page = `<!doctype html><title>app</title><link rel="icon" href="data:,">
@@ -141,7 +140,6 @@ window.clients = { createPlantStoreClient, createPlantStoreRestClient, EventSour
   await new Promise<void>((done) => pages.listen(0, "127.0.0.1", done));
   origin = `http://127.0.0.1:${(pages.address() as { port: number }).port}`;
   stack = await startStack({ env: { CORS_ORIGINS: origin } });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
 }, 60_000);
 afterAll(async () => {
   await browser?.close();

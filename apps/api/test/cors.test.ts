@@ -2,14 +2,13 @@
 // (the headers, preflights) and in a real Chromium (Debian's package, driven by playwright-core),
 // which enforces CORS as browsers do.
 
-import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
-import { type Browser, chromium } from "playwright-core";
+import { launchChromium } from "@plant-store/testing/browser";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadApiConfig } from "../src/config.js";
 import { call, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const APP = "https://app.example";
 
 /** A preflight as a browser sends it before a cross-origin request that is not "simple" (no token). */
@@ -146,9 +145,8 @@ describe("in Chromium", () => {
   let allowed: string;
   let refused: string;
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(`no Chromium at ${CHROMIUM}: install Debian's chromium package (or set CHROMIUM_PATH)`);
-    }
+    // First: a missing Chromium leaves nothing started behind.
+    browser = await launchChromium();
     // A blank page on another port: another origin. 127.0.0.1 is listed, localhost (same port) is not.
     pages = createServer((_request, response) => response.end("<!doctype html><title>app</title>"));
     await new Promise<void>((resolve) => pages.listen(0, "127.0.0.1", resolve));
@@ -156,7 +154,6 @@ describe("in Chromium", () => {
     allowed = `http://127.0.0.1:${port}`;
     refused = `http://localhost:${port}`;
     stack = await startStack({ env: { CORS_ORIGINS: allowed } });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
   }, 60_000);
   afterAll(async () => {
     await browser?.close();

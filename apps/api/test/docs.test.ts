@@ -1,12 +1,12 @@
 // The API reference at /docs, over HTTP and in a real Chromium (Debian's package, driven by
 // playwright-core; CI installs it where missing, CHROMIUM_PATH names another binary).
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { type Browser, chromium } from "playwright-core";
+import { launchChromium } from "@plant-store/testing/browser";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 /** Screenshots land here (gitignored): CI keeps them as artifacts. */
 const OUTPUT = fileURLToPath(new URL("../test-results/", import.meta.url));
 
@@ -46,10 +46,7 @@ describe("GET /docs", () => {
 describe("the reference in Chromium", () => {
   let browser: Browser;
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) {
-      throw new Error(`no Chromium at ${CHROMIUM}: install Debian's chromium package (or set CHROMIUM_PATH)`);
-    }
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
+    browser = await launchChromium();
   });
   afterAll(() => browser?.close());
 
