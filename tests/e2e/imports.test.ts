@@ -8,7 +8,7 @@ import { isCluster, partitionKeys } from "@plant-store/store";
 import { storeKinds } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack, TOKEN } from "./stack.js";
-import { type Receiver, startReceiver } from "./webhook-receiver.js";
+import { type Receiver, startReceiver, subscribe } from "./webhook-receiver.js";
 
 const webhookEnv = { WEBHOOK_ALLOW_INSECURE: "1", WEBHOOK_ALLOW_PRIVATE: "1" };
 /** Lower limits than the defaults, so a 413 is cheap to reach (the 1,000,000-line upload has its own file). */
@@ -299,14 +299,7 @@ describe.each(storeKinds)("bulk imports on %s Redis", (kind) => {
   });
 
   it("tells a subscribed receiver that the import finished, with its counts", async () => {
-    const subscribed = await call(stack.url, {
-      method: "POST",
-      path: "/admin/webhooks",
-      token: ADMIN_TOKEN,
-      body: { url: receiver.url, events: ["import.finished"] },
-    });
-    expect(subscribed.status).toBe(201);
-    receiver.setSecrets([(subscribed.json as { secret: string }).secret]);
+    await subscribe(stack.url, receiver, { events: ["import.finished"] });
     const base = kind === "single" ? 7_700_000 : 7_800_000;
     const answer = await upload(stack, [line({ id: base, name: "Hooked" }), "oops"].join("\n"));
     const { id } = answer.json as { id: string };

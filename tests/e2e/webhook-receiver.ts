@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
+import { ADMIN_TOKEN, call } from "./stack.js";
 
 /**
  * What a receiver got: the raw body (ids exact), its headers, whether its signature verified, and
@@ -63,3 +64,23 @@ export async function startReceiver(port = 0) {
 }
 
 export type Receiver = Awaited<ReturnType<typeof startReceiver>>;
+
+/**
+ * Subscribes `receiver` to the store at `baseUrl` as the admin (`POST /admin/webhooks` with
+ * `subscription`'s fields beside its url) and hands it the secret to verify with.
+ */
+export async function subscribe(
+  baseUrl: string,
+  receiver: Receiver,
+  subscription: object = {},
+): Promise<{ id: string; secret: string }> {
+  const created = await call(baseUrl, {
+    path: "/admin/webhooks",
+    token: ADMIN_TOKEN,
+    body: { url: receiver.url, ...subscription },
+  });
+  if (created.status !== 201) throw new Error(`POST /admin/webhooks answered ${created.status}: ${created.text}`);
+  const webhook = created.json as { id: string; secret: string };
+  receiver.setSecrets([webhook.secret]);
+  return webhook;
+}

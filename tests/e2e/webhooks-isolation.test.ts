@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, call, eventually, type Stack, startStack } from "./stack.js";
-import { type Receiver, startReceiver } from "./webhook-receiver.js";
+import { call, eventually, type Stack, startStack } from "./stack.js";
+import { type Receiver, startReceiver, subscribe } from "./webhook-receiver.js";
 
 const CREATES = 100;
 
@@ -32,15 +32,7 @@ describe("webhook deliveries: a receiver that never answers beside a healthy one
     const healthy = await startReceiver();
     receivers.push(stuck, healthy);
     stuck.answer(() => "hang"); // accepts the connection, reads the request, never answers
-    for (const target of [stuck, healthy]) {
-      const created = await call(stack.url, {
-        path: "/admin/webhooks",
-        token: ADMIN_TOKEN,
-        body: { url: target.url, events: ["plant.created"] },
-      });
-      expect(created.status).toBe(201);
-      target.setSecrets([(created.json as { secret: string }).secret]);
-    }
+    for (const target of [stuck, healthy]) await subscribe(stack.url, target, { events: ["plant.created"] });
 
     // One client creating one plant after the other: each event goes to both receivers, twice as
     // many as the worker has delivery slots.

@@ -4,7 +4,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, call, eventually, type Stack, startStack } from "./stack.js";
-import { type Receiver, startReceiver } from "./webhook-receiver.js";
+import { type Receiver, startReceiver, subscribe } from "./webhook-receiver.js";
 
 const workerMain = fileURLToPath(new URL("../../apps/worker/dist/main.js", import.meta.url));
 const webhookEnv = { WEBHOOK_ALLOW_INSECURE: "1", WEBHOOK_ALLOW_PRIVATE: "1" };
@@ -56,15 +56,7 @@ afterAll(async () => {
 
 describe("webhooks across kill -9 of the worker", () => {
   it("delivers every event at least once, each under one webhook-id, to a receiver that was down meanwhile", async () => {
-    const created = await call(stack.url, {
-      method: "POST",
-      path: "/admin/webhooks",
-      token: ADMIN_TOKEN,
-      body: { url: receiver.url, events: ["plant.created"] },
-    });
-    expect(created.status).toBe(201);
-    const { id: subscriptionId, secret } = created.json as { id: string; secret: string };
-    receiver.setSecrets([secret]);
+    const { id: subscriptionId, secret } = await subscribe(stack.url, receiver, { events: ["plant.created"] });
     await receiver.down();
 
     const first = await startWorkerProcess();

@@ -14,7 +14,7 @@ import { Queue } from "bullmq";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, call, eventually, expectError, rawCall, type Stack, startStack } from "./stack.js";
-import { type Receiver, startReceiver } from "./webhook-receiver.js";
+import { type Receiver, startReceiver, subscribe as subscribeTo } from "./webhook-receiver.js";
 
 const admin = (stack: Stack, method: string, path: string, body?: object) =>
   call(stack.url, { method, path, token: ADMIN_TOKEN, ...(body ? { body } : {}) });
@@ -29,14 +29,7 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
     receivers.push(started);
     return started;
   };
-  /** Subscribes `target` and hands it the secret to verify with. */
-  const subscribe = async (target: Receiver, extra: object = {}) => {
-    const created = await admin(stack, "POST", "/admin/webhooks", { url: target.url, ...extra });
-    expect(created.status).toBe(201);
-    const webhook = created.json as { id: string; secret: string };
-    target.setSecrets([webhook.secret]);
-    return webhook;
-  };
+  const subscribe = (target: Receiver, subscription: object = {}) => subscribeTo(stack.url, target, subscription);
 
   beforeAll(async () => {
     // The receivers listen on 127.0.0.1 over plain http: allowed here, refused by default.
