@@ -271,9 +271,9 @@ describe.each(storeKinds)("bulk imports on %s Redis", (kind) => {
     // Other methods on the path: 405 with what it allows; a plant is never called `imports`.
     const put = await call(stack.url, { method: "PUT", path: "/plants/imports", body: "{}" });
     expectError(put, 405);
-    expect(put.headers.get("allow")).toBe("GET, POST");
+    expect(put.headers.get("allow")).toBe("GET, HEAD, POST");
     expect((await call(stack.url, { method: "DELETE", path: "/plants/imports" })).headers.get("allow")).toBe(
-      "GET, POST",
+      "GET, HEAD, POST",
     );
   });
 

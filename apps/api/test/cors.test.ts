@@ -81,7 +81,7 @@ describe("CORS_ORIGINS listing origins", () => {
     const answer = await preflight(stack, "/plants/7", APP, "PATCH", "authorization, content-type, if-match");
     expect(answer.status).toBe(204);
     expect(answer.headers.get("access-control-allow-origin")).toBe(APP);
-    expect(answer.headers.get("access-control-allow-methods")).toBe("DELETE, GET, PATCH, PUT");
+    expect(answer.headers.get("access-control-allow-methods")).toBe("DELETE, GET, HEAD, PATCH, PUT");
     expect(answer.headers.get("access-control-allow-headers")).toContain("if-match");
     expect(answer.headers.get("access-control-allow-credentials")).toBeNull();
     expect(answer.headers.get("vary")).toBe("origin");

@@ -1,4 +1,5 @@
-import { storeKinds } from "@plant-store/testing";
+import { connect } from "node:net";
+import { storeKinds, TOKEN } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, expectError, type Stack, startStack } from "./stack.js";
 
@@ -195,26 +196,76 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       expectError(await call(stack.url, { path: "/trpc", method: "GET" }), 404);
     });
 
-    for (const method of ["PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]) {
-      it(`answers ${method} /plants with 405 and Allow: GET, POST`, async () => {
+    for (const method of ["PUT", "PATCH", "DELETE", "OPTIONS"]) {
+      it(`answers ${method} /plants with 405 and Allow: GET, HEAD, POST`, async () => {
         const result = await call(stack.url, { method });
-        expect(result.status).toBe(405);
-        expect(result.headers.get("allow")).toBe("GET, POST");
-        if (method !== "HEAD") expectError(result, 405, /not allowed/);
+        expectError(result, 405, /not allowed/);
+        expect(result.headers.get("allow")).toBe("GET, HEAD, POST");
       });
     }
 
     for (const method of ["POST", "OPTIONS"]) {
-      it(`answers ${method} /plants/{id} with 405 and Allow: DELETE, GET, PATCH, PUT`, async () => {
+      it(`answers ${method} /plants/{id} with 405 and Allow: DELETE, GET, HEAD, PATCH, PUT`, async () => {
         const result = await call(stack.url, {
           method,
           path: "/plants/1",
           body: method === "OPTIONS" ? undefined : {},
         });
         expectError(result, 405, /not allowed/);
-        expect(result.headers.get("allow")).toBe("DELETE, GET, PATCH, PUT");
+        expect(result.headers.get("allow")).toBe("DELETE, GET, HEAD, PATCH, PUT");
       });
     }
+
+    // RFC 9110 §9.3.2: HEAD is GET without the content (once answered 405 on every operation).
+    it("answers HEAD as its path's GET without the body: status, ETag, Link and length, errors too", async () => {
+      expect((await post({ id: 40, name: "Aloe", tag: "succulent" })).status).toBe(200);
+      const get = await call(stack.url, { method: "GET", path: "/plants/40" });
+      const head = await call(stack.url, { method: "HEAD", path: "/plants/40" });
+      expect(head.status).toBe(200);
+      // On the wire: the head ends the response (a client reads no body after a HEAD, fetch included).
+      const wire = await new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(new URL(stack.url).port), "127.0.0.1");
+        let data = "";
+        socket.on("data", (chunk) => {
+          data += chunk.toString();
+        });
+        socket.on("end", () => resolve(data));
+        socket.on("error", reject);
+        socket.write(
+          `HEAD /plants/40 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nConnection: close\r\n\r\n`,
+        );
+      });
+      expect(wire).toMatch(/^HTTP\/1\.1 200 /);
+      expect(wire.endsWith("\r\n\r\n")).toBe(true);
+      expect(head.headers.get("etag")).toBe(get.headers.get("etag"));
+      expect(head.headers.get("content-type")).toBe(get.headers.get("content-type"));
+      expect(head.headers.get("content-length")).toBe(String(Buffer.byteLength(get.text)));
+      const [listGet, listHead] = await Promise.all(
+        ["GET", "HEAD"].map((method) => call(stack.url, { method, path: "/plants?limit=1" })),
+      );
+      expect(listHead.status).toBe(200);
+      expect(listHead.headers.get("link")).toBe(listGet.headers.get("link"));
+      expect(listHead.headers.get("content-length")).toBe(String(Buffer.byteLength(listGet.text)));
+      // Conditional, missing, malformed, unauthenticated: the GET's status, no body.
+      const etag = get.headers.get("etag") as string;
+      expect(
+        (await call(stack.url, { method: "HEAD", path: "/plants/40", headers: { "if-none-match": etag } })).status,
+      ).toBe(304);
+      for (const [path, token, status] of [
+        ["/plants/41", undefined, 404],
+        ["/plants/x", undefined, 400],
+        ["/plants/40", null, 401],
+      ] as const) {
+        const answer = await call(stack.url, { method: "HEAD", path, ...(token === null ? { token } : {}) });
+        expect(answer.status, path).toBe(status);
+        expect(answer.text, path).toBe("");
+      }
+      // Counted as the HEAD it is.
+      const metrics = await call(stack.url, { method: "GET", path: "/metrics" });
+      expect(metrics.text).toMatch(
+        /^plant_store_http_requests_total\{operation="plants\.get",method="HEAD",status="200"\} [1-9]/m,
+      );
+    });
 
     it("puts a request id on every response, keeping a sane one from the caller", async () => {
       const own = await post({ id: 24, name: "x" }, { headers: { "x-request-id": "trace-abc.123" } });

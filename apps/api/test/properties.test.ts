@@ -667,15 +667,15 @@ const RARE_METHODS = [
 
 /** Exact REST routes (raw path, no %-escapes) → methods; the oracle for 404/405. */
 const REST_ROUTES: [RegExp, string[]][] = [
-  [/^\/plants$/, ["GET", "POST"]],
-  [/^\/plants\/[^/]+$/, ["DELETE", "GET", "PATCH", "PUT"]],
-  [/^\/admin\/tokens$/, ["GET", "POST"]],
+  [/^\/plants$/, ["GET", "HEAD", "POST"]],
+  [/^\/plants\/[^/]+$/, ["DELETE", "GET", "HEAD", "PATCH", "PUT"]],
+  [/^\/admin\/tokens$/, ["GET", "HEAD", "POST"]],
   [/^\/admin\/tokens\/[^/]+$/, ["DELETE"]],
-  [/^\/admin\/webhooks$/, ["GET", "POST"]],
-  [/^\/admin\/webhooks\/[^/]+$/, ["DELETE", "GET"]],
+  [/^\/admin\/webhooks$/, ["GET", "HEAD", "POST"]],
+  [/^\/admin\/webhooks\/[^/]+$/, ["DELETE", "GET", "HEAD"]],
   [/^\/admin\/webhooks\/[^/]+\/rotate-secret$/, ["POST"]],
   [/^\/admin\/webhooks\/[^/]+\/enable$/, ["POST"]],
-  [/^\/admin\/webhooks\/[^/]+\/deliveries$/, ["GET"]],
+  [/^\/admin\/webhooks\/[^/]+\/deliveries$/, ["GET", "HEAD"]],
   [/^\/admin\/webhooks\/[^/]+\/deliveries\/[^/]+\/replay$/, ["POST"]],
   [/^\/$/, ["GET", "HEAD"]],
   [/^\/docs(\/(swagger-ui\.css|swagger-ui-bundle\.js|favicon-32x32\.png|init\.js))?$/, ["GET", "HEAD"]],

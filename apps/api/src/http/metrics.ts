@@ -125,12 +125,14 @@ export function createApiMetrics(
     const operation = operationOf(request);
     // tRPC's adapter sends a fetch Response, whose status Fastify applies only after onSend.
     const status = payload instanceof Response ? payload.status : reply.statusCode;
-    const key = `${operation} ${request.method} ${status}`;
+    // A REST HEAD runs as its path's GET until it is answered (rest.ts): counted as the HEAD it is.
+    const method = request.restHead ? "HEAD" : request.method;
+    const key = `${operation} ${method} ${status}`;
     let bound = series.get(key);
     if (!bound) {
       bound = {
-        count: metrics.requests.labels(operation, request.method, String(status)),
-        time: metrics.duration.labels(operation, request.method),
+        count: metrics.requests.labels(operation, method, String(status)),
+        time: metrics.duration.labels(operation, method),
       };
       series.set(key, bound);
     }

@@ -17,6 +17,8 @@ declare module "fastify" {
     restError: ApiError | null;
     /** The operation the request matched (onRequest). */
     restRoute: RestRoute | null;
+    /** A HEAD request, handed to the adapter as its path's GET (onRequest) and HEAD again once answered. */
+    restHead: boolean;
   }
 }
 
@@ -88,6 +90,7 @@ export async function restApi(
   };
   scope.decorateRequest("restError", null);
   scope.decorateRequest("restRoute", null);
+  scope.decorateRequest("restHead", false);
   useExactJsonBodies(scope);
 
   scope.addHook("onRequest", async (request, reply) => {
@@ -96,6 +99,11 @@ export async function restApi(
     const match = matchRoute(request.method, url);
     if (match.kind !== "found") return replyRouteMiss(reply, request.method, match);
     request.restRoute = match.route;
+    if (request.method === "HEAD") {
+      // The adapter knows GET only; Node and Fastify's HEAD route still send no body.
+      request.restHead = true;
+      request.raw.method = "GET";
+    }
     // Authentication first, always: nothing about the request is judged before it.
     if (!(await guard.check(request, reply, { scope: match.route.scope }))) return reply;
     // Many clients label every request: on an operation that takes no body (GET, DELETE, an action
@@ -141,6 +149,7 @@ export async function restApi(
   });
 
   scope.addHook("onSend", (request, reply, payload, done) => {
+    if (request.restHead) request.raw.method = "HEAD"; // for the request log
     if (reply.statusCode === 304) {
       reply.removeHeader("content-type");
       reply.removeHeader("content-length");

@@ -64,7 +64,8 @@ const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 /**
  * Matches a request against the REST operations; on a miss, the server's own static routes (like
  * /openapi.json, from `routeList`: `METHOD url`) decide between 405 and 404. A path that several
- * templates match is the most literal one's (`/plants/imports` is not the plant `imports`).
+ * templates match is the most literal one's (`/plants/imports` is not the plant `imports`). HEAD is
+ * the GET of its path without the body (RFC 9110 §9.3.2: every general-purpose server has both).
  */
 export function createRouteMatcher(routes: readonly RestRoute[], routeList: readonly string[]) {
   return (method: string, url: string): RouteMatch => {
@@ -79,9 +80,12 @@ export function createRouteMatcher(routes: readonly RestRoute[], routeList: read
     // as its path: it shadows the operations whose pattern would take the path for a parameter
     // (`/plants/{id}`), not those of the same path (`GET /plants/imports`).
     if (own.length > 0) onPath = onPath.filter((route) => route.literals === literalSegments(path));
-    const route = onPath.find((candidate) => candidate.method === method);
+    const wanted = method === "HEAD" ? "GET" : method;
+    const route = onPath.find((candidate) => candidate.method === wanted);
     if (route) return { kind: "found", route };
-    const allow = new Set([...onPath.map((r) => r.method), ...own]);
+    const methods = onPath.map((r) => r.method);
+    if (methods.includes("GET")) methods.push("HEAD");
+    const allow = new Set([...methods, ...own]);
     return allow.size > 0 ? { kind: "method-not-allowed", allow: [...allow].sort() } : { kind: "not-found" };
   };
 }
