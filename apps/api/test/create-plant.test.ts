@@ -240,9 +240,8 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       expect(head.headers.get("etag")).toBe(get.headers.get("etag"));
       expect(head.headers.get("content-type")).toBe(get.headers.get("content-type"));
       expect(head.headers.get("content-length")).toBe(String(Buffer.byteLength(get.text)));
-      const [listGet, listHead] = await Promise.all(
-        ["GET", "HEAD"].map((method) => call(stack.url, { method, path: "/plants?limit=1" })),
-      );
+      const listGet = await call(stack.url, { method: "GET", path: "/plants?limit=1" });
+      const listHead = await call(stack.url, { method: "HEAD", path: "/plants?limit=1" });
       expect(listHead.status).toBe(200);
       expect(listHead.headers.get("link")).toBe(listGet.headers.get("link"));
       expect(listHead.headers.get("content-length")).toBe(String(Buffer.byteLength(listGet.text)));
