@@ -12,7 +12,7 @@ import { parseArgs } from "node:util";
 import { IMPORT_MEDIA_TYPE, type Import } from "@plant-store/contracts";
 import { indexKeys } from "@plant-store/store";
 import { request, TOKEN } from "./http.js";
-import { environment, machineLine, table, writeResult } from "./report.js";
+import { environment, machineLine, table, verdict, writeResult } from "./report.js";
 import { cpuSecondsOf, integerOption, runBench, startApiProcess, startStack, startWorkerProcess } from "./stack.js";
 import { ms, roundSummary, type Summary, summarize } from "./stats.js";
 
@@ -98,7 +98,6 @@ async function indexedWithTag(stack: Awaited<ReturnType<typeof startStack>>, tag
 }
 
 const seconds2 = (value: number) => `${value.toFixed(2)} s`;
-const verdict = (ok: boolean) => (ok ? "met" : "NOT met");
 
 await runBench("import", (2 * seconds + 300) * 1000, async () => {
   const before = environment();

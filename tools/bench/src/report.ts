@@ -20,6 +20,9 @@ export function table(headers: readonly string[], rows: readonly (readonly strin
 }
 
 /** What the figures depend on besides the code. */
+/** A target's verdict as the benches print it. */
+export const verdict = (met: boolean) => (met ? "met" : "NOT met");
+
 export function environment() {
   return {
     node: process.version,

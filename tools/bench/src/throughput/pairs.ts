@@ -53,6 +53,14 @@ function pairFor(runs: readonly RunRecord[], operation: Operation, connections: 
 
 export type Pair = ReturnType<typeof pairFor>[number];
 
+function cpuPerCreateOf(pair: Pair | undefined) {
+  const service = pair?.cpuMsPerOk.service;
+  const baseline = pair?.cpuMsPerOk.baseline;
+  const serviceMs = (service?.api ?? Number.NaN) + (service?.worker ?? Number.NaN) + (service?.redis ?? Number.NaN);
+  const baselineMs = (baseline?.server ?? Number.NaN) + (baseline?.redis ?? Number.NaN);
+  return { serviceMs, baselineMs, ratio: serviceMs / baselineMs };
+}
+
 /** Every pair the runs hold, and the ones the summary compares at the top connection count. */
 export function pairsOf(runs: readonly RunRecord[], { connectionCounts, topConnections }: ThroughputOptions) {
   const pairs = operations.flatMap((operation) =>
@@ -71,6 +79,8 @@ export function pairsOf(runs: readonly RunRecord[], { connectionCounts, topConne
     servicePostRate: postTop?.serviceReqPerS ?? Number.NaN,
     /** Worker CPU per event (one create, one event) with the worker running, median over the rounds. */
     workerMsPerEvent: postTop?.cpuMsPerOk.service.worker ?? Number.NaN,
+    /** CPU ms per create of the serving processes: api + worker + Redis against the baseline's server + Redis. */
+    cpuPerCreate: cpuPerCreateOf(postTop),
   };
 }
 

@@ -1,4 +1,5 @@
 /** The throughput benchmark's summary lines, and what its processes said that a reader should see. */
+import { verdict } from "../report.js";
 import type { Service } from "../stack.js";
 import { ms } from "../stats.js";
 import type { Bench } from "./context.js";
@@ -9,11 +10,9 @@ import { msText, perS, ratioText } from "./tables.js";
 /** Issue 38's targets, with the worker running: what the summary's verdicts compare against. */
 const TARGETS = { postRatio: 0.35, p99Ratio: 3, cpuRatio: 4, lagP99Ms: 250 } as const;
 
-const verdict = (met: boolean) => (met ? "met" : "NOT met");
-
 export function printSummary({ rounds, connectionCounts, topConnections }: ThroughputOptions, measured: Measured) {
   const { pairs, metrics, drain, keepsUp, lag, aofRewritesDuringRounds, aofRewritesWorkerStopped } = measured;
-  const { pairOf, postTop, postTopStopped, servicePostRate, workerMsPerEvent } = pairs;
+  const { pairOf, postTop, postTopStopped, servicePostRate, workerMsPerEvent, cpuPerCreate } = pairs;
   const listTop = pairOf("GET /plants?limit=20", topConnections);
   console.log("\nsummary");
   console.log(
@@ -35,9 +34,7 @@ export function printSummary({ rounds, connectionCounts, topConnections }: Throu
   );
   const service = postTop?.cpuMsPerOk.service;
   const baseline = postTop?.cpuMsPerOk.baseline;
-  const serviceCpu = (service?.api ?? Number.NaN) + workerMsPerEvent + (service?.redis ?? Number.NaN);
-  const baselineCpu = (baseline?.server ?? Number.NaN) + (baseline?.redis ?? Number.NaN);
-  const cpuRatio = serviceCpu / baselineCpu;
+  const { serviceMs: serviceCpu, baselineMs: baselineCpu, ratio: cpuRatio } = cpuPerCreate;
   console.log(
     `  CPU per create, api + worker + redis against the baseline's server + redis: ${msText(serviceCpu)} vs ` +
       `${msText(baselineCpu)} ms, ${ratioText(cpuRatio)}× (target ≤ ${TARGETS.cpuRatio}×: ${verdict(cpuRatio <= TARGETS.cpuRatio)}); ` +

@@ -13,7 +13,7 @@ export const msText = (value: number | undefined) =>
 export function printTables(options: ThroughputOptions, measured: Measured): void {
   const { rounds, durationS, lagDurationS, topConnections } = options;
   const { runs, pairs, drain, keepsUp, lag, metrics } = measured;
-  const { servicePostRate, postTop } = pairs;
+  const { servicePostRate, postTop, cpuPerCreate } = pairs;
   const runRows = runs.map((r) => [
     String(r.round),
     r.operation,
@@ -173,7 +173,6 @@ export function printTables(options: ThroughputOptions, measured: Measured): voi
 
   if (postTop) {
     const { service, baseline } = postTop.cpuMsPerOk;
-    const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
     console.log(
       `\nCPU ms per acknowledged create, POST /plants at ${topConnections} connections, worker running (medians of ${rounds} rounds)\n`,
     );
@@ -187,7 +186,7 @@ export function printTables(options: ThroughputOptions, measured: Measured): voi
             msText(service.worker),
             msText(service.redis),
             msText(service.bench),
-            msText(sum([service.api, service.worker, service.redis])),
+            msText(cpuPerCreate.serviceMs),
           ],
           [
             "baseline",
@@ -195,7 +194,7 @@ export function printTables(options: ThroughputOptions, measured: Measured): voi
             "-",
             msText(baseline.redis),
             msText(baseline.bench),
-            msText(sum([baseline.server, baseline.redis])),
+            msText(cpuPerCreate.baselineMs),
           ],
         ],
       ),
