@@ -19,9 +19,9 @@ import {
 const USAGE = `Usage: npm run audit-log [-- [options]]
        node apps/worker/dist/audit-log.js [options]
 
-Every create, change and delete the worker recorded in the audit log (kept AUDIT_RETENTION_DAYS,
-90 by default), oldest first: when, what, which plant, by which token (its id) and request; and
-every dead letter an operator discarded (npm run dead-letters -- discard).
+Every create, change and delete in the audit log (kept AUDIT_RETENTION_DAYS, 90 by default),
+oldest first: when, what, which plant, by which token (its id) and request; and every dead letter
+an operator discarded (npm run dead-letters -- discard).
 
 Options:
   --plant ID      only this plant (reads its partition only)
@@ -34,8 +34,8 @@ Options:
   --json          JSON lines: partition, auditEntryId and the entry's fields
   -h, --help      this text
 
-An entry is recorded when the worker audits the change: within a second of it normally, later
-after the worker was down; --since and --until select by that time, "at" is the change's own.
+An entry is recorded by the change's own commit (its outbox entry, which the log keeps);
+--since and --until select by the store's time of that commit, "at" is the api's.
 
 Environment: REDIS_URL or REDIS_CLUSTER_NODES (and REDIS_PASSWORD), else the embedded Redis of a
 running \`npm start\` (DATA_DIR: its data folder, default ./data).

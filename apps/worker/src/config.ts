@@ -150,13 +150,14 @@ const WorkerEnv = z.object({
   /** Failed authentications a minute per client address before its failures get 429 (the api's counter). */
   AUTH_FAILURES_PER_MINUTE: integer(1, 30),
   /**
-   * Days an audit entry stays in its partition's audit stream (the worker's retention pass trims
-   * older ones) and, with a margin (a day + the jobs' retry schedule), how long an event's
-   * exactly-once record lives after it was made. 90: a quarter of history to investigate from
-   * the store itself (export the streams for longer-term records), and far beyond any redelivery
-   * of an event (retries take seconds; a failed job can be retried by hand for
-   * FAILED_JOB_RETENTION_DAYS, which may not exceed this). ~0.26 KB per event (entry + record):
-   * see docs/operations.md, Retention.
+   * Days the audit log keeps an entry: a plant event's outbox entry (which is also the live event
+   * streams' log, so a stream resumes from any cursor this young), an audit stream's entry (the
+   * worker's retention pass trims older ones) and, with a margin (a day + the jobs' retry
+   * schedule), an earlier relay's event's exactly-once record. 90: a quarter of history to
+   * investigate from the store itself (export the streams for longer-term records), and far
+   * beyond any redelivery of an event (retries take seconds; a failed job can be retried by hand
+   * for FAILED_JOB_RETENTION_DAYS, which may not exceed this). ~0.3 KB per event: see
+   * docs/operations.md, Retention.
    */
   AUDIT_RETENTION_DAYS: days(90),
   /**
@@ -174,21 +175,6 @@ const WorkerEnv = z.object({
    * documented policy: failed ones 30 days, delivered ones 7.)
    */
   FAILED_JOB_RETENTION_DAYS: days(14),
-  /**
-   * Seconds a relayed outbox entry stays in its partition's outbox, the store's event log, from
-   * which the api's live event streams (`GET /plants/events`, `plants.events`) resume: a client
-   * that reconnects within this window misses nothing. 900: a quarter of an hour of reconnects,
-   * deploys and laptop lids. An entry the relay has not acknowledged is never trimmed.
-   */
-  OUTBOX_RETENTION_SECONDS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).max(86_400).default(900)),
-  /**
-   * The most relayed entries a partition's outbox keeps, however young: bounds the log's memory
-   * under a heavy load (~0.3 KB an entry; 5,000 × 128 partitions ≈ 200 MB at most). Past it the
-   * oldest go first, and the window resuming covers is shorter than OUTBOX_RETENTION_SECONDS.
-   */
-  OUTBOX_RETENTION_ENTRIES: integer(100, 5000),
-  /** How often the worker trims the outboxes of the partitions it relays. */
-  OUTBOX_TRIM_INTERVAL_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(50).max(600_000).default(5000)),
 });
 
 export interface WorkerConfig {
@@ -228,8 +214,6 @@ export interface WorkerConfig {
   };
   /** AUDIT_RETENTION_DAYS, DEAD_LETTER_RETENTION_DAYS, FAILED_JOB_RETENTION_DAYS (see retention.ts). */
   retention: { auditDays: number; deadLetterDays: number; failedJobDays: number };
-  /** OUTBOX_RETENTION_SECONDS, OUTBOX_RETENTION_ENTRIES, OUTBOX_TRIM_INTERVAL_MS (see retention.ts). */
-  outboxRetention: { seconds: number; entries: number; trimIntervalMs: number };
 }
 
 /** Thrown for an invalid environment; the message lists every offending variable. */
@@ -302,11 +286,6 @@ export function loadWorkerConfig(env: Record<string, string | undefined> = proce
       auditDays: e.AUDIT_RETENTION_DAYS,
       deadLetterDays: e.DEAD_LETTER_RETENTION_DAYS,
       failedJobDays: e.FAILED_JOB_RETENTION_DAYS,
-    },
-    outboxRetention: {
-      seconds: e.OUTBOX_RETENTION_SECONDS,
-      entries: e.OUTBOX_RETENTION_ENTRIES,
-      trimIntervalMs: e.OUTBOX_TRIM_INTERVAL_MS,
     },
   };
 }

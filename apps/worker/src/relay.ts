@@ -53,7 +53,7 @@ export function plantEventJobs(events: readonly PlantEvent[], options: RelayJobO
     const batch = events.slice(start, start + Math.max(1, batchSize));
     jobs.push({
       name: PLANT_EVENTS_JOB,
-      data: { events: batch } satisfies PlantEventBatch,
+      data: { events: batch, auditInOutbox: true } satisfies PlantEventBatch,
       opts: {
         jobId: jobIdFor(batch.map((event) => event.eventId)),
         attempts: options.attempts,
@@ -379,8 +379,8 @@ class OutboxRelay implements Relay {
       relayed.set(entry.partition, ids);
     }
     if (events.length > 0) await queue.addBulk(plantEventJobs(events, jobOptions, batchSize));
-    // Only now, with the jobs stored, are the entries done (they stay in the outbox, the event log,
-    // until the trim: see startOutboxTrim).
+    // Only now, with the jobs stored, are the entries done (they stay in the outbox, the event log
+    // and audit log, until the retention pass trims them: see retention.ts).
     await this.ops.ack(relayed);
     observer?.relayed(relayedEntries);
     if (events.length > 0) {

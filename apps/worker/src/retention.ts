@@ -2,6 +2,7 @@ import { queueNames, webhookLimits } from "@plant-store/contracts";
 import {
   auditRecordLifetimeMs,
   DAY_MS,
+  type Outbox,
   outbox,
   type RedisClient,
   sweepEarlierAuditRecords,
@@ -14,7 +15,8 @@ import type { Logger } from "./logger.js";
 
 /**
  * Retention: what the store keeps besides its plants, and for how long (docs/operations.md, Retention).
- * - audit entries: `AUDIT_RETENTION_DAYS` (trimmed from each partition's audit stream);
+ * - audit entries: `AUDIT_RETENTION_DAYS`, trimmed from each partition's outbox (its plant events,
+ *   never one the relay has not acknowledged) and from its audit stream;
  * - the audit's exactly-once records: that + a day + the jobs' retry schedule (Redis expires them
  *   by day: see @plant-store/store's audit.ts; the pass only empties the pre-expiry hash);
  * - dead letters: `DEAD_LETTER_RETENTION_DAYS`;
@@ -42,10 +44,30 @@ export function retentionPolicy(config: WorkerConfig): RetentionPolicy {
 }
 
 export interface RetentionReport {
+  /** Outbox entries (plant events) and audit stream entries removed. */
   auditEntries: number;
   auditRecords: number;
   deadLetters: number;
   failedJobs: number;
+}
+
+/** Outbox entries removed per trim call (one script, kept short), and calls per pass at most. */
+const OUTBOX_TRIM_BATCH = 10_000;
+const OUTBOX_TRIM_CALLS = 1_000;
+
+/** Trims a partition's relayed outbox entries older than `beforeMs`, in calls of at most a batch. */
+async function trimOutbox(ops: Outbox, partition: number, beforeMs: number): Promise<number> {
+  let removed = 0;
+  for (let call = 0; call < OUTBOX_TRIM_CALLS; call++) {
+    const count = await ops.trim([partition], {
+      keepFromMs: beforeMs,
+      maxEntries: Number.MAX_SAFE_INTEGER,
+      maxRemoved: OUTBOX_TRIM_BATCH,
+    });
+    removed += count;
+    if (count < OUTBOX_TRIM_BATCH) break;
+  }
+  return removed;
 }
 
 /** Jobs removed per `Queue.clean` call: each call is one script, kept short. */
@@ -61,7 +83,7 @@ async function cleanFailed(queue: Queue, graceMs: number): Promise<number> {
 }
 
 /**
- * One retention pass: trims the given partitions' audit and dead-letter streams, empties their
+ * One retention pass: trims the given partitions' outboxes, audit and dead-letter streams, empties their
  * pre-expiry records of what is past the records' lifetime, and removes the queues' jobs that
  * failed longer ago than their retention. Times are the store's clock (stream ids are its ms).
  * Idempotent: two workers running it at once remove nothing twice and nothing too early.
@@ -74,7 +96,9 @@ export async function runRetentionPass(
   const [seconds, micros] = await client.time();
   const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   const report: RetentionReport = { auditEntries: 0, auditRecords: 0, deadLetters: 0, failedJobs: 0 };
+  const ops = outbox(client);
   for (const partition of options.partitions) {
+    report.auditEntries += await trimOutbox(ops, partition, now - policy.auditMs);
     report.auditEntries += await trimAudit(client, partition, now - policy.auditMs);
     report.deadLetters += await trimDeadLetters(client, partition, now - policy.deadLetterMs);
     report.auditRecords += await sweepEarlierAuditRecords(client, partition, now - policy.recordLifetimeMs);
@@ -128,55 +152,6 @@ export function startRetention(options: {
   schedule(options.firstAfterMs ?? FIRST_PASS_AFTER_MS);
   return {
     // A pass under way is not waited for: its commands end with the connection (and are logged).
-    stop() {
-      stopped = true;
-      clearTimeout(timer);
-    },
-  };
-}
-
-/**
- * Trims the outboxes of the partitions this worker relays every `intervalMs` (OUTBOX_TRIM_INTERVAL_MS):
- * relayed entries older than OUTBOX_RETENTION_SECONDS, or beyond OUTBOX_RETENTION_ENTRIES per
- * partition, never one the relay has not acknowledged (see @plant-store/store's trimOutbox-n.lua).
- * Apart from the hourly pass: the outbox is the live event streams' log, whose window is minutes.
- * One script call per round on one node (one per partition on a cluster). A failed round is logged
- * at debug (an outage is reported by the worker's outage log) and tried again next interval.
- */
-export function startOutboxTrim(options: {
-  client: RedisClient;
-  partitions: () => Iterable<number>;
-  retention: WorkerConfig["outboxRetention"];
-  logger: Logger;
-}): { stop(): void } {
-  const { client, retention, logger } = options;
-  const ops = outbox(client);
-  let timer: NodeJS.Timeout | undefined;
-  let stopped = false;
-  async function round(): Promise<void> {
-    try {
-      const held = [...options.partitions()].sort((a, b) => a - b);
-      if (held.length === 0) return;
-      const [seconds, micros] = await client.time();
-      const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-      const removed = await ops.trim(held, {
-        keepFromMs: now - retention.seconds * 1000,
-        maxEntries: retention.entries,
-      });
-      if (removed > 0) logger.debug("outbox trimmed", { removed, partitions: held.length });
-    } catch (error) {
-      logger.debug("outbox trim failed; next one in an interval", {
-        error: error instanceof Error ? error.message : String(error),
-      });
-    }
-  }
-  const schedule = () => {
-    if (stopped) return;
-    timer = setTimeout(() => void round().finally(schedule), retention.trimIntervalMs);
-    timer.unref();
-  };
-  schedule();
-  return {
     stop() {
       stopped = true;
       clearTimeout(timer);

@@ -34,7 +34,7 @@ import { createLogger, type Logger } from "./logger.js";
 import { createWorkerMetrics, serveMetrics, willRetry } from "./metrics.js";
 import { outageLog } from "./outage.js";
 import { type Relay, startRelay } from "./relay.js";
-import { retentionPolicy, startOutboxTrim, startRetention } from "./retention.js";
+import { retentionPolicy, startRetention } from "./retention.js";
 import { doSideWork } from "./side-work.js";
 import { fanOutWebhooks, startDeliveries } from "./webhook-jobs.js";
 
@@ -79,11 +79,11 @@ const unrecoverable = (job: Job, error: z.ZodError) =>
  * someone to look at. So does a single-event job whose name is not its payload's event type:
  * guessing which of the two was meant could remove what should have been added.
  */
-export function plantEventsOf(job: Job): PlantEvent[] {
+export function plantEventsOf(job: Job): PlantEventBatch {
   if (job.name === PLANT_EVENTS_JOB) {
     const batch = PlantEventBatch.safeParse(job.data);
     if (!batch.success) throw unrecoverable(job, batch.error);
-    return batch.data.events;
+    return batch.data;
   }
   const schema = Object.hasOwn(eventSchemaOfJob, job.name) ? eventSchemaOfJob[job.name] : undefined;
   if (schema === undefined) {
@@ -101,7 +101,7 @@ export function plantEventsOf(job: Job): PlantEvent[] {
       `job name ${JSON.stringify(job.name)} does not match its payload's type ${JSON.stringify(parsed.data.type)}`,
     );
   }
-  return [parsed.data];
+  return { events: [parsed.data] };
 }
 
 /** Whether an earlier version's queue still holds jobs to process (finished ones do not count). */
@@ -151,7 +151,6 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   const workers: Worker[] = [];
   let relay: Relay | undefined;
   let retention: { stop(): void } | undefined;
-  let outboxTrim: { stop(): void } | undefined;
   const policy = retentionPolicy(config);
   const metrics = config.metrics.enabled ? createWorkerMetrics() : undefined;
   // Scrapes read through a connection that fails fast: an outage must not hold a scrape open.
@@ -170,7 +169,6 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   async function closeAll(): Promise<void> {
     await metricsServer?.close();
     retention?.stop();
-    outboxTrim?.stop();
     await relay?.close();
     await Promise.all(workers.map((worker) => worker.close()));
     await Promise.all(queues.map((queue) => queue.close()));
@@ -204,7 +202,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     queues.push(imports.queue);
     workers.push(imports.worker);
     metrics?.watch(imports.worker, { events: false });
-    type Processor = (events: readonly PlantEvent[], client: RedisClient) => Promise<unknown>;
+    type Processor = (batch: PlantEventBatch, client: RedisClient) => Promise<unknown>;
     /** A queue and its worker, watched by the metrics and cleaned by the retention pass. */
     const serve = (name: QueueName, processEvents: Processor) => {
       // A hash tag per queue: BullMQ's scripts touch several keys of a queue (one slot on a
@@ -245,13 +243,14 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       deliveries: deliveries.queue,
       webhooks: config.webhooks,
     };
-    const sideWorkQueue = serve(queueNames.sideWork, (events) => doSideWork(sideWork, events));
+    const sideWorkQueue = serve(queueNames.sideWork, (batch) => doSideWork(sideWork, batch));
     // Jobs an earlier version queued, one queue per kind of side work: processed as they were.
     const legacy: Record<(typeof legacyQueueNames)[keyof typeof legacyQueueNames], Processor> = {
-      [legacyQueueNames.index]: (events, client) => updateIndexes(client, layout, events),
-      [legacyQueueNames.audit]: (events, client) =>
+      [legacyQueueNames.index]: ({ events }, client) => updateIndexes(client, layout, events),
+      [legacyQueueNames.audit]: ({ events }, client) =>
         recordAudits(client, events, { recordLifetimeMs: policy.recordLifetimeMs }),
-      [legacyQueueNames.webhooks]: (events) => fanOutWebhooks(subscriptions, deliveries.queue, config.webhooks, events),
+      [legacyQueueNames.webhooks]: ({ events }) =>
+        fanOutWebhooks(subscriptions, deliveries.queue, config.webhooks, events),
     };
     for (const [name, processEvents] of Object.entries(legacy) as [QueueName, Processor][]) {
       if (await holdsJobs(redis, name)) {
@@ -288,12 +287,6 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       policy,
       logger,
       ...options.retentionTiming,
-    });
-    outboxTrim = startOutboxTrim({
-      client: redis,
-      partitions: () => running.held(),
-      retention: config.outboxRetention,
-      logger,
     });
     if (metrics && metricsConnection) {
       const backlogs = outbox(metricsConnection);

@@ -42,7 +42,6 @@ describe("loadWorkerConfig", () => {
         authFailuresPerMinute: 30,
       },
       retention: { auditDays: 90, deadLetterDays: 30, failedJobDays: 14 },
-      outboxRetention: { seconds: 900, entries: 5000, trimIntervalMs: 5000 },
     });
   });
 
@@ -119,7 +118,6 @@ describe("loadWorkerConfig", () => {
         authFailuresPerMinute: 12,
       },
       retention: { auditDays: 30, deadLetterDays: 30, failedJobDays: 30 },
-      outboxRetention: { seconds: 900, entries: 5000, trimIntervalMs: 5000 },
     });
   });
 

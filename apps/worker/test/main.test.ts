@@ -97,9 +97,9 @@ describe("worker process (dist/main.js)", { timeout: 20_000 }, () => {
       expect(warnings[0]).toMatchObject({ port, error: "EADDRINUSE" });
       expect(String(warnings[0]?.msg)).toMatch(/metrics endpoint not started; the worker goes on without it/);
       expect(worker.lines().find((line) => line.msg === "worker ready")?.metrics).toBe("not listening");
-      // Its side work goes on: a create is audited.
+      // Its side work goes on: a create is indexed.
       await t.createPlant({ id: "7" });
-      await waitFor("the create audited", async () => (await t.audit()).length === 1);
+      await waitFor("the create indexed", async () => (await t.inspect.indexedIds()).includes("7"));
       expect(worker.child.exitCode).toBeNull();
     } finally {
       worker.child.kill("SIGKILL");

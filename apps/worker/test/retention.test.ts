@@ -1,8 +1,9 @@
 // Retention on a real store (a single redis-server and a 3+3 cluster) with real BullMQ: the audit
-// records expire by day, the pass trims audit and dead-letter streams and failed jobs past their
-// retention and keeps everything younger, and the running worker does it by itself.
+// records expire by day, the pass trims the outboxes (the audit log), audit and dead-letter
+// streams and failed jobs past their retention and keeps everything younger, and the running
+// worker does it by itself.
 import { queueNames } from "@plant-store/contracts";
-import { appendAudit, auditRecordKey, DAY_MS, eventIdOf, partitionKeys } from "@plant-store/store";
+import { appendAudit, auditRecordKey, DAY_MS, eventIdOf, outbox, partitionKeys } from "@plant-store/store";
 import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { Queue, UnrecoverableError, Worker } from "bullmq";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -65,9 +66,43 @@ describe.each(storeKinds)("retention on %s Redis", { timeout: 30_000 }, (kind: S
     expect((await t.client.xrange(keys.audit, String(start - DAY_MS), "+")).length).toBe(55);
   });
 
-  it("records each audited event in its day's hash, which expires after the retention and a margin", async () => {
-    worker = await startWorker(t.config({ AUDIT_RETENTION_DAYS: "3", FAILED_JOB_RETENTION_DAYS: "2" }));
+  it("trims outbox entries past the audit retention, never one the relay has not acknowledged", async () => {
+    const keys = partitionKeys(4);
+    const start = await now();
+    const ops = outbox(t.client);
+    await ops.ensureGroup(4);
+    // 250 entries 10 days old, 20 a day old: all relayed and acknowledged but the last 50 old ones.
+    for (let i = 0; i < 250; i++) await t.client.xadd(keys.outbox, `${start - 10 * DAY_MS}-${i}`, "n", String(i));
+    for (let i = 0; i < 20; i++) await t.client.xadd(keys.outbox, `${start - DAY_MS}-${i}`, "n", String(i));
+    const read = await ops.readNew([4], "relay", 1000);
+    expect(read).toHaveLength(270);
+    const acked = [...read.slice(0, 200), ...read.slice(250)].map((entry) => entry.entryId);
+    await ops.ack(new Map([[4, acked]]));
+    const policy = retentionPolicy(t.config({ AUDIT_RETENTION_DAYS: "5", FAILED_JOB_RETENTION_DAYS: "5" }));
+
+    const report = await runRetentionPass(t.client, { partitions: [4], queues: [], policy });
+
+    // Exact: the 200 old acknowledged ones; the oldest pending one and all after it stay.
+    expect(report.auditEntries).toBe(200);
+    const left = await t.client.xrange(keys.outbox, "-", "+");
+    expect(left.map(([id]) => id)).toEqual(read.slice(200).map((entry) => entry.entryId));
+    expect(await t.client.get(keys.outboxTrimmed)).toBe(read[199]?.entryId);
+
+    // Acknowledged at last: the next pass takes the old ones, and keeps the day-old ones.
+    await ops.ack(new Map([[4, read.slice(200, 250).map((entry) => entry.entryId)]]));
+    expect((await runRetentionPass(t.client, { partitions: [4], queues: [], policy })).auditEntries).toBe(50);
+    expect(await t.client.xlen(keys.outbox)).toBe(20);
+  });
+
+  it("appends an earlier relay's event with a record in its day's hash, which expires after the retention and a margin", async () => {
+    // What a relay before 2026-11-27 queued (no auditInOutbox), left by it in the queue.
     const plant = await t.createPlant({ name: "dated fern" });
+    const [event] = await t.readAsDeadRelay(1);
+    if (!event) throw new Error("no entry read");
+    const queue = t.queue(queueNames.sideWork);
+    await queue.add("plant-events", { events: [event] }, { jobId: "earlier-relay" });
+    await queue.close();
+    worker = await startWorker(t.config({ AUDIT_RETENTION_DAYS: "3", FAILED_JOB_RETENTION_DAYS: "2" }));
     const key = auditRecordKey(plant.eventId);
     await waitFor("the audit record", () => t.client.hget(key, plant.eventId));
 
@@ -86,9 +121,16 @@ describe.each(storeKinds)("retention on %s Redis", { timeout: 30_000 }, (kind: S
     expect(ttl).toBeLessThanOrEqual(lifetime);
     // The pre-expiry hash is not written any more.
     expect(await t.client.exists(partitionKeys(plant.partition).auditRecorded)).toBe(0);
-    // The relay's jobs, once failed for good, are kept FAILED_JOB_RETENTION_DAYS.
-    const [job] = await t.queue(queueNames.sideWork).getJobs(["completed"]);
-    expect(job?.opts.removeOnFail).toEqual({ age: 2 * 86_400 });
+    // This relay's jobs write no record, and once failed for good are kept FAILED_JOB_RETENTION_DAYS.
+    const later = await t.createPlant({ name: "fern" });
+    const sideWork = t.queue(queueNames.sideWork);
+    const job = await waitFor("the relay's job done", async () =>
+      (await sideWork.getJobs(["completed"])).find((done) => done.id !== "earlier-relay"),
+    );
+    await sideWork.close();
+    expect(job.data.auditInOutbox).toBe(true);
+    expect(job.opts.removeOnFail).toEqual({ age: 2 * 86_400 });
+    expect(await t.client.hget(auditRecordKey(later.eventId), later.eventId)).toBeNull();
   });
 
   it("keeps exactly-once for events recorded before records expired, and sweeps only the old ones", async () => {
@@ -141,9 +183,15 @@ describe.each(storeKinds)("retention on %s Redis", { timeout: 30_000 }, (kind: S
     const keys = partitionKeys(7);
     const old = (await now()) - 3 * DAY_MS;
     for (let i = 0; i < 300; i++) await t.client.xadd(keys.audit, `${old}-${i}`, "n", String(i));
+    for (let i = 0; i < 30; i++) {
+      const event = ["created", `${old}000`, "type", "plant.created", "plantId", String(900 + i), "name", "old"];
+      await t.client.xadd(keys.outbox, `${old}-${i}`, ...event, "actor", "t", "requestId", "r", "at", "2026-01-01T00:00:00Z");
+    }
     worker = await startWorker(t.config({ AUDIT_RETENTION_DAYS: "1", FAILED_JOB_RETENTION_DAYS: "1" }), {
       retentionTiming: { firstAfterMs: 50, intervalMs: 100 },
     });
     await waitFor("the old audit entries trimmed", async () => (await t.client.xlen(keys.audit)) <= 100, 10_000);
+    // The outbox's, once the relay has relayed them.
+    await waitFor("the old outbox entries trimmed", async () => (await t.client.xlen(keys.outbox)) === 0, 10_000);
   });
 });

@@ -39,10 +39,7 @@ export async function openTestStore(kind: StoreKind) {
   const plants = () => plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
   const keysOf = (plantId: string) => partitionKeys(partitionOf(plantId, layout.partitions));
 
-  /**
-   * The event id of the request's outbox entry: read from the partition's outbox, or, once the
-   * relay has taken it from there, from the audit stream (polled until the audit job ran).
-   */
+  /** The event id of the request's outbox entry (relayed entries stay: the outbox is the audit log). */
   async function eventIdOfRequest(partition: number, requestId: string): Promise<string> {
     const keys = partitionKeys(partition);
     const hasRequest = (fields: string[]) =>
@@ -50,10 +47,7 @@ export async function openTestStore(kind: StoreKind) {
     return waitFor(`the event of ${requestId}`, async () => {
       const entries = await client.xrevrange(keys.outbox, "+", "-", "COUNT", 1000);
       const entry = entries.find(([, fields]) => hasRequest(fields));
-      if (entry) return eventIdOf(partition, entry[0]);
-      const audited = (await client.xrange(keys.audit, "-", "+")).find(([, fields]) => hasRequest(fields));
-      const eventId = audited?.[1][audited[1].indexOf("eventId") + 1];
-      return eventId;
+      return entry && eventIdOf(partition, entry[0]);
     });
   }
 

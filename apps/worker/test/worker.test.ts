@@ -1,7 +1,7 @@
 // The worker in-process on a real store — a single redis-server and a 3+3 Redis Cluster — with
 // real BullMQ: the relay over the partitions, the index and audit jobs, retries and failures.
 import { jobIdFor, legacyQueueNames, queueNames, queuePrefix } from "@plant-store/contracts";
-import { auditRecordKey, indexKeys, indexMember, partitionKeys, StoreLayoutError } from "@plant-store/store";
+import { auditRecordKey, indexKeys, indexMember, outbox, partitionKeys, StoreLayoutError } from "@plant-store/store";
 import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { webhookSubscriptions } from "@plant-store/webhooks";
 import type { Queue } from "bullmq";
@@ -54,15 +54,17 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
   }
 
   describe("relay and jobs", () => {
-    it("indexes and audits entries the api committed while no worker ran, then new ones", async () => {
+    it("indexes entries the api committed while no worker ran, then new ones; their audit is their outbox entry", async () => {
       const a = await t.createPlant({ id: "1", tag: "cactus" });
       const b = await t.createPlant({ id: "2" });
       const c = await t.createPlant({ id: "3", tag: "cactus" });
+      // In the audit log from their commit, before any worker ran.
+      expect((await auditedEventIds()).sort()).toEqual([a.eventId, b.eventId, c.eventId].sort());
 
       const worker = await start();
       expect(worker.layout.partitions).toBe(16);
       expect(worker.relayedPartitions().size).toBe(16);
-      await waitFor("3 audit entries", async () => (await t.audit()).length === 3);
+      await waitFor("3 indexed", async () => (await t.inspect.indexedIds()).length === 3);
       // The three waiting entries were read in one round: one job carries all of them, ordered by
       // partition (and outbox order within one), and does all of their side work.
       const order = [a, b, c].sort((x, y) => x.partition - y.partition);
@@ -71,7 +73,8 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(batch.data.events.map((event: { plantId: string }) => event.plantId)).toEqual(
         order.map((plant) => plant.plantId),
       );
-      expect(batch.returnvalue).toEqual({ indexed: 3, unindexed: 0, audited: 3, deliveries: 0 });
+      expect(batch.data.auditInOutbox).toBe(true);
+      expect(batch.returnvalue).toEqual({ indexed: 3, unindexed: 0, deliveries: 0 });
       expect(await completedCount(sideWorkQueue)).toBe(1);
 
       // Listed in creation order, each version scored by its creation time.
@@ -81,15 +84,16 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
         [a, b, c].map((p) => `${indexMember(p.plantId, p.created, t.layout.partitions)} ${p.created}`),
       );
       expect((await auditedEventIds()).sort()).toEqual([a.eventId, b.eventId, c.eventId].sort());
+      // Nothing appended to the audit streams, no exactly-once record.
       for (const plant of [a, b, c]) {
-        expect(await t.client.hget(auditRecordKey(plant.eventId), plant.eventId)).not.toBeNull();
+        expect(await t.client.xlen(t.keysOf(plant.plantId).audit)).toBe(0);
+        expect(await t.client.hget(auditRecordKey(plant.eventId), plant.eventId)).toBeNull();
       }
-      // Relayed entries are acknowledged and removed from the outboxes.
+      // Relayed entries are acknowledged; they stay in the outboxes (the audit log).
       expect(await t.inspect.outboxDepth()).toBe(0);
       expect(await t.inspect.outboxPending()).toBe(0);
 
       const d = await t.createPlant({ id: "4", tag: "fern" });
-      await waitFor("the live entry's audit", () => isAudited(d.eventId));
       await waitFor("the live entry's index", () => isIndexed("4", "fern"));
       expect(await t.audit()).toHaveLength(4);
     });
@@ -99,7 +103,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       const created = [];
       for (let i = 0; i < 1010; i++) created.push(await t.createPlant({ id: String(20_000 + i) }));
       await start({ RELAY_BATCH_SIZE: "1" });
-      await waitFor("every event audited", async () => (await t.audit()).length === 1010, 60_000);
+      await waitFor("every event indexed", async () => (await t.inspect.indexedIds()).length === 1010, 60_000);
       const last = created.at(-1) as CreatedPlant;
       for (const queue of [sideWorkQueue]) {
         await waitFor("every job finished", async () => {
@@ -146,11 +150,11 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       }
       expect(longest).toBeGreaterThanOrEqual(100);
       const created = next - 100;
-      await waitFor("every event audited", async () => (await t.audit()).length === created, 20_000);
+      await waitFor("every event indexed", async () => (await t.inspect.indexedIds()).length === created, 20_000);
       // Quiet again: back to RELAY_LINGER_MS, and a lone event is read at once.
       await waitFor("the linger back at its least", async () => worker.relayLingerMs() === 10, 10_000);
-      const lone = await t.createPlant({ id: "99" });
-      await waitFor("the lone event audited", () => isAudited(lone.eventId), 2000);
+      await t.createPlant({ id: "99" });
+      await waitFor("the lone event indexed", () => isIndexed("99"), 2000);
     }, 40_000);
 
     it("fans a batch's events out to the subscriptions that want them, in the same job", async () => {
@@ -167,7 +171,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
         await subscriptions.create({ url: "http://127.0.0.1:9/hook", events: ["plant.deleted"] });
         const created = await t.createPlant({ id: "61" });
         const done = await jobInState(sideWorkQueue, jobIdFor([created.eventId]), "completed");
-        expect(done.returnvalue).toEqual({ indexed: 1, unindexed: 0, audited: 1, deliveries: 0 });
+        expect(done.returnvalue).toEqual({ indexed: 1, unindexed: 0, deliveries: 0 });
         expect(await jobCount(deliveriesQueue)).toBe(0);
       } finally {
         await deliveriesQueue.close();
@@ -189,18 +193,50 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       if (!event) throw new Error("no entry read");
       const jobs = plantEventJobs([event], { attempts: 5, backoffMs: 20, failedRetentionMs: 60_000 });
       const legacy = [t.queue(legacyQueueNames.index), t.queue(legacyQueueNames.audit)];
+      const auditStream = t.keysOf("62").audit;
       try {
         for (const queue of legacy) await queue.addBulk(jobs);
         // The entry stays pending at the dead relay (claimed only after RELAY_CLAIM_IDLE_MS, 30 s):
         // what is done now is the old queues' doing.
         await start();
-        await waitFor("audited from the old audit queue", () => isAudited(created.eventId));
+        await waitFor("appended by the old audit queue", async () => (await t.client.xlen(auditStream)) === 1);
         await waitFor("indexed from the old index queue", () => isIndexed("62", "old"));
         for (const queue of legacy) expect(await completedCount(queue)).toBe(1);
         expect(await jobCount(sideWorkQueue)).toBe(0);
+        // The event is in the audit log once: its outbox entry stands for the appended one.
+        expect(await auditedEventIds()).toEqual([created.eventId]);
       } finally {
         await Promise.all(legacy.map((queue) => queue.close()));
       }
+    });
+
+    it("appends an earlier relay's batch to the audit stream once; the log shows it once, before and after the outbox trim", async () => {
+      const created = await t.createPlant({ id: "64" });
+      const [event] = await t.readAsDeadRelay(1);
+      if (!event) throw new Error("no entry read");
+      // What a relay before 2026-11-27 queued: no auditInOutbox.
+      const job = { name: "plant-events", data: { events: [event] }, opts: { jobId: "earlier-relay", attempts: 1 } };
+      await sideWorkQueue.addBulk([job]);
+      await start({ RELAY_CLAIM_IDLE_MS: "100" });
+      const done = await jobInState(sideWorkQueue, "earlier-relay", "completed");
+      expect(done.returnvalue).toEqual({ indexed: 1, unindexed: 0, audited: 1, deliveries: 0 });
+      // Run again: nothing appended twice.
+      await sideWorkQueue.addBulk([{ ...job, opts: { ...job.opts, jobId: "earlier-relay-again" } }]);
+      const again = await jobInState(sideWorkQueue, "earlier-relay-again", "completed");
+      expect(again.returnvalue).toEqual({ indexed: 1, unindexed: 0, audited: 0, deliveries: 0 });
+      const auditStream = t.keysOf("64").audit;
+      const [appended] = await t.client.xrange(auditStream, "-", "+");
+      expect(await t.client.xlen(auditStream)).toBe(1);
+
+      const logged = async () =>
+        (await t.audit()).filter((entry) => entry.eventId === created.eventId).map((entry) => entry.auditEntryId);
+      // While the outbox holds the event, its outbox entry is the one shown.
+      expect(await logged()).toEqual([created.eventId.slice(created.eventId.indexOf("-") + 1)]);
+      // Once trimmed from the outbox (as an earlier worker did after minutes), the appended one.
+      await waitFor("the entry acknowledged", async () => (await t.inspect.outboxPending()) === 0);
+      await outbox(t.client).trim([created.partition], { keepFromMs: Date.now() + 60_000, maxEntries: 1000 });
+      expect(await t.client.xlen(t.keysOf("64").outbox)).toBe(0);
+      expect(await logged()).toEqual([appended?.[0]]);
     });
 
     it("reclaims outbox entries a dead relay consumer read but never acknowledged", async () => {
@@ -210,9 +246,8 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await t.inspect.outboxPending()).toBe(2);
 
       await start({ RELAY_CLAIM_IDLE_MS: "200" });
-      await waitFor("both reclaimed entries audited", async () => (await t.audit()).length === 2);
+      await waitFor("both reclaimed entries indexed", async () => (await t.inspect.indexedIds()).length === 2);
       expect((await auditedEventIds()).sort()).toEqual([a.eventId, b.eventId].sort());
-      await waitFor("index jobs done", async () => (await t.inspect.indexedIds()).length === 2);
       await waitFor("the pending lists empty", async () => (await t.inspect.outboxPending()) === 0);
       expect(await t.inspect.outboxDepth()).toBe(0);
     });
@@ -230,7 +265,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await jobOf(sideWorkQueue, created.eventId)).toBeUndefined();
 
       await t.client.del(idCounter);
-      await waitFor("the audit recorded", () => isAudited(created.eventId));
+      await waitFor("the plant indexed", () => isIndexed("13"));
       await waitFor("the entry acknowledged", async () => (await t.inspect.outboxPending()) === 0);
       expect(await jobCount(sideWorkQueue)).toBe(1); // enqueued once
     });
@@ -241,7 +276,8 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       await start({ RELAY_CLAIM_IDLE_MS: "60000" });
       await new Promise((resolve) => setTimeout(resolve, 500));
       expect(await t.inspect.outboxPending()).toBe(1);
-      expect(await t.audit()).toHaveLength(0);
+      expect(await jobCount(sideWorkQueue)).toBe(0);
+      expect(await t.inspect.indexedIds()).toEqual([]);
     });
 
     it("relaying an entry twice, or re-running its jobs, yields one audit entry and the same index", async () => {
@@ -276,7 +312,8 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       const good = await t.createPlant({ id: "30" });
 
       await start();
-      await waitFor("the good entry audited", () => isAudited(good.eventId));
+      await waitFor("the good entry indexed", () => isIndexed("30"));
+      expect(await auditedEventIds()).toEqual([good.eventId]); // the bad entry was no event
       const dead = await t.client.xrange(keys.outboxDead, "-", "+");
       expect(dead).toHaveLength(1);
       const fields = dead[0]?.[1] ?? [];
@@ -302,16 +339,17 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
         expect(batch.failedReason).toMatch(/invalid plant-events payload/);
       }
 
-      const next = await t.createPlant({ id: "31" });
+      await t.createPlant({ id: "31" });
       await waitFor("a valid plant still indexed", () => isIndexed("31"));
-      await waitFor("a valid plant still audited", () => isAudited(next.eventId));
     });
 
     it("processes single-event jobs of the names earlier versions enqueued", async () => {
       const created = await t.createPlant({ id: "32", tag: "old" });
       const [event] = await t.outboxEvents();
       if (!event) throw new Error("no entry");
-      await t.client.del(partitionKeys(created.partition).outbox); // no relay may see it
+      // No relay may see it: gone from the outbox, as an earlier worker's trim left it.
+      await t.client.del(partitionKeys(created.partition).outbox);
+      await t.client.set(partitionKeys(created.partition).outboxTrimmed, event.eventId.slice(event.eventId.indexOf("-") + 1));
       await start();
       await sideWorkQueue.add("plant.created", event, { jobId: "single-1" });
       const done = await jobInState(sideWorkQueue, "single-1", "completed");
@@ -351,8 +389,8 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       // Still visible (removeOnFail: false) for the dashboard.
       await new Promise((resolve) => setTimeout(resolve, 200));
       expect((await sideWorkQueue.getFailed()).map((job) => job.id)).toEqual([jobIdFor([created.eventId])]);
-      // The other queue's job for the same event is unaffected.
-      await waitFor("the audit still recorded", () => isAudited(created.eventId));
+      // Its audit is its commit's: in the log all the same.
+      expect(await isAudited(created.eventId)).toBe(true);
     });
 
     it("refuses a store of layout 1 and a partition count other than the store's", async () => {
@@ -382,14 +420,14 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       const keep = await t.createPlant({ id: "60", tag: "vine" });
       const created = await t.createPlant({ id: "61", tag: "vine" });
       await waitFor("both indexed", async () => (await t.inspect.indexedIds("vine")).length === 2);
-      await waitFor("both audited", async () => (await t.audit()).length === 2);
+      expect(await t.audit()).toHaveLength(2);
 
       const deleted = await deleteOrFail("61");
       await jobInState(sideWorkQueue, jobIdFor([deleted.eventId]), "completed");
       const deletion = await jobOf(sideWorkQueue, deleted.eventId);
       expect(deletion?.name).toBe("plant-events");
       expect(deletion?.data.events.map((event: { type: string }) => event.type)).toEqual(["plant.deleted"]);
-      expect(deletion?.returnvalue).toEqual({ indexed: 0, unindexed: 1, audited: 1, deliveries: 0 });
+      expect(deletion?.returnvalue).toEqual({ indexed: 0, unindexed: 1, deliveries: 0 });
       expect(await t.inspect.indexedIds()).toEqual(["60"]);
       expect(await t.inspect.indexedIds("vine")).toEqual(["60"]);
       // The deleted version stays as a tombstone (score -1), so a late create job cannot list it.
@@ -398,7 +436,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
         `${indexMember("60", keep.created, t.layout.partitions)} ${keep.created}`,
       ]);
 
-      await waitFor("3 audit entries", async () => (await t.audit()).length === 3);
+      expect(await t.audit()).toHaveLength(3);
       expect(await auditOf("61")).toEqual([
         ["plant.created", "61", created.eventId],
         ["plant.deleted", "61", deleted.eventId],
@@ -407,7 +445,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       await waitFor("the outboxes drained", async () => (await t.inspect.outboxDepth()) === 0);
     });
 
-    it("a deletion job run twice yields one deletion audit entry and changes the index no further", async () => {
+    it("a deletion job run twice changes the index no further; the log holds one deletion", async () => {
       await start();
       await t.createPlant({ id: "62" });
       await waitFor("indexed", () => isIndexed("62"));
@@ -419,7 +457,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       const rerun = { name: done.name, data: done.data, opts: { jobId: `rerun-${deleted.eventId}`, attempts: 1 } };
       await sideWorkQueue.addBulk([rerun]);
       const rerunDone = await jobInState(sideWorkQueue, rerun.opts.jobId, "completed");
-      expect(rerunDone.returnvalue).toEqual({ indexed: 0, unindexed: 1, audited: 0, deliveries: 0 });
+      expect(rerunDone.returnvalue).toEqual({ indexed: 0, unindexed: 1, deliveries: 0 });
       expect((await auditOf("62")).map(([type]) => type)).toEqual(["plant.created", "plant.deleted"]);
       expect(await t.inspect.indexedIds()).toEqual([]);
       expect(await t.indexState()).toEqual(indexAfterDelete);

@@ -1,7 +1,7 @@
 --[[
-  Trims relayed entries from partitions' outboxes (the store's event log) once they are out of the
-  retention window: older than ARGV[2] (ms on the store's clock), or beyond the newest ARGV[3]
-  entries of their partition. Never an entry the relay's consumer group has not delivered and
+  Trims relayed entries from partitions' outboxes (the store's event log and audit log) once they
+  are out of the retention window: older than ARGV[2] (ms on the store's clock), or beyond the
+  newest ARGV[3] entries of their partition (the worker keeps the audit retention, uncapped). Never an entry the relay's consumer group has not delivered and
   acknowledged: nothing at or after the oldest pending entry, nothing after the group's
   last-delivered id, nothing at all in a stream without the group. Exact (not `~`) trimming, and
   the id of the last entry removed is recorded in the partition's `outbox:trimmed` key: a live

@@ -1,7 +1,8 @@
 import type { Result } from "ioredis";
 import { callPerNode, isCluster, type RedisClient } from "./connection.js";
 import { partitionKeys } from "./keys.js";
-import { entryIdMs, parseEventId } from "./outbox.js";
+import { compareEntryIds } from "./event-log.js";
+import { entryIdMs, eventIdOf, parseEventId } from "./outbox.js";
 import { recordOf } from "./replies.js";
 import { defineScripts } from "./scripts.js";
 
@@ -13,8 +14,10 @@ declare module "ioredis" {
 }
 
 /**
- * The audit log of each partition (`plants:{p<n>}:audit`) and the records that make its append
- * exactly-once, with their retention.
+ * The audit log of each partition: its outbox (every plant event, from its commit; kept for the
+ * audit retention) and its audit stream (`plants:{p<n>}:audit`: operators' actions, and the events
+ * of batches that relays before 2026-11-27 queued), read as one by `readAuditLog`; the records that
+ * make the audit stream's append exactly-once, with their retention.
  *
  * **Exactly-once within a window.** The append of an event checks and sets the event's record
  * (event id → audit entry id) in the same script as the XADD. Records live in one hash per
@@ -170,7 +173,11 @@ export async function appendAudit(
   return outcome as AuditOutcome;
 }
 
-/** An audit entry as read back: its partition, its stream entry id (when it was recorded) and its fields. */
+/**
+ * An audit entry as read back: its partition, its stream entry id (when it was recorded) and its
+ * fields. A plant event's entry is its outbox entry (the id its commit got) with its `eventId`; a
+ * `dead-letter.discarded` entry, or an event an earlier worker appended, is its audit stream's.
+ */
 export interface AuditEntry {
   partition: number;
   auditEntryId: string;
@@ -183,11 +190,22 @@ function entryIdParts(id: string): [number, number] {
   return [Number(id.slice(0, dash)), Number(id.slice(dash + 1))];
 }
 
+const PLANT_EVENT_TYPE = /^plant\./;
+
 /**
- * The audit log of the given partitions in the order it was recorded (each partition's stream is
- * in order; the streams are merged by entry id), of the entries recorded between `fromMs` and
- * `toMs` (inclusive; either open), with `filter` applied. Read in pages of `pageSize` per
- * partition (XRANGE), so memory holds at most a page per partition whatever the log's size.
+ * The audit log of the given partitions in the order it was recorded, of the entries recorded
+ * between `fromMs` and `toMs` (inclusive; either open), with `filter` applied. Read in pages of
+ * `pageSize` per stream (XRANGE), merged by entry id, so memory holds at most a page per stream
+ * whatever the log's size.
+ *
+ * Each partition's log is two streams:
+ * - its **outbox**: every create, change and delete, written by the commit's own script and kept
+ *   for the audit retention (see trimOutbox-n.lua), so each is in the log exactly once, from the
+ *   moment it is committed;
+ * - its **audit stream**: what operators did (`dead-letter.discarded`), and the plant events that
+ *   workers before 2026-11-27 appended, when the outbox was kept minutes. Such an event is shown
+ *   only once it has left the outbox (its entry id at or before the partition's last trimmed id,
+ *   read at the start): while the outbox still holds it, its outbox entry stands for it.
  */
 export async function* readAuditLog(
   client: RedisClient,
@@ -201,21 +219,37 @@ export async function* readAuditLog(
 ): AsyncGenerator<AuditEntry> {
   const pageSize = options.pageSize ?? 500;
   const end = options.toMs === undefined ? "+" : String(Math.floor(options.toMs));
-  const heads = options.partitions.map((partition) => ({
-    partition,
-    buffered: [] as AuditEntry[],
-    start: options.fromMs === undefined ? "-" : String(Math.max(0, Math.floor(options.fromMs))),
-    done: false,
-  }));
+  const start = options.fromMs === undefined ? "-" : String(Math.max(0, Math.floor(options.fromMs)));
+  const trimmedUpTo = await Promise.all(
+    options.partitions.map((p) => client.get(partitionKeys(p).outboxTrimmed)),
+  );
+  const heads = options.partitions.flatMap((partition, i) => {
+    const keys = partitionKeys(partition);
+    const trimmed = trimmedUpTo[i] ?? undefined;
+    const outboxFields = (entryId: string, record: Record<string, string>) => ({
+      eventId: eventIdOf(partition, entryId),
+      ...record,
+    });
+    // An earlier worker's entry of an event still in the outbox is a duplicate of it.
+    const shown = (fields: Record<string, string>) => {
+      if (!PLANT_EVENT_TYPE.test(fields.type ?? "")) return true;
+      const event = parseEventId(fields.eventId ?? "");
+      return trimmed !== undefined && event !== undefined && compareEntryIds(event.entryId, trimmed) <= 0;
+    };
+    return [
+      { partition, key: keys.outbox, read: outboxFields, keep: () => true },
+      { partition, key: keys.audit, read: (_: string, record: Record<string, string>) => record, keep: shown },
+    ].map((source) => ({ ...source, buffered: [] as AuditEntry[], start, done: false }));
+  });
   const refill = async (head: (typeof heads)[number]) => {
     while (head.buffered.length === 0 && !head.done) {
-      const page = await client.xrange(partitionKeys(head.partition).audit, head.start, end, "COUNT", pageSize);
+      const page = await client.xrange(head.key, head.start, end, "COUNT", pageSize);
       if (page.length < pageSize) head.done = true;
       const last = page.at(-1);
       if (last) head.start = `(${last[0]}`;
       for (const [auditEntryId, flat] of page) {
-        const fields = recordOf(flat);
-        if (!options.filter || options.filter(fields))
+        const fields = head.read(auditEntryId, recordOf(flat));
+        if (head.keep(fields) && (!options.filter || options.filter(fields)))
           head.buffered.push({ partition: head.partition, auditEntryId, fields });
       }
     }

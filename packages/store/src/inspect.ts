@@ -1,8 +1,8 @@
+import { readAuditLog } from "./audit.js";
 import { isCluster, type RedisClient } from "./connection.js";
 import { indexKeys, indexMemberParts, partitionKeys, storeKeys } from "./keys.js";
 import type { Layout } from "./layout.js";
 import { outbox } from "./outbox.js";
-import { recordOf } from "./replies.js";
 
 /**
  * Keys in the whole store: DBSIZE of the one node, or the sum over every master of a cluster (once
@@ -38,14 +38,16 @@ export function inspectStore(client: RedisClient, layout: Layout) {
       return ids;
     },
 
-    /** Every audit entry of every partition, as field records with their partition and entry id. */
+    /**
+     * Every audit entry of every partition (see readAuditLog: the plant events' outbox entries, and
+     * the audit streams' entries), in the order they were recorded, as field records with their
+     * partition and entry id.
+     */
     async auditEntries(): Promise<Record<string, string>[]> {
-      const streams = await Promise.all(partitions.map((p) => client.xrange(partitionKeys(p).audit, "-", "+")));
-      return streams.flatMap((entries, p) =>
-        entries.map(([entryId, fields]) => {
-          return recordOf(fields, { partition: String(p), auditEntryId: entryId });
-        }),
-      );
+      const entries: Record<string, string>[] = [];
+      for await (const { partition, auditEntryId, fields } of readAuditLog(client, { partitions, pageSize: 5000 }))
+        entries.push({ ...fields, partition: String(partition), auditEntryId });
+      return entries;
     },
 
     /**

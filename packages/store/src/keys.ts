@@ -57,7 +57,8 @@ function makePartitionKeys(p: number) {
     clock: `plants:${tag}:clock`,
     /**
      * Outbox stream: one entry per accepted create, update or delete, written by the same script.
-     * Also the store's event log: relayed entries stay for the retention window (trimOutbox-n).
+     * Also the store's event log and audit log: relayed entries stay for the audit retention
+     * (trimOutbox-n; readAuditLog in audit.ts).
      */
     outbox: `plants:${tag}:outbox`,
     /** The id of the last entry trimmed from the outbox: a live stream's cursor before it has expired. */
@@ -66,7 +67,10 @@ function makePartitionKeys(p: number) {
     outboxDead: `plants:${tag}:outbox:dead`,
     /** Which worker relays this partition, with an expiry (a lease). */
     relayLease: `plants:${tag}:relay`,
-    /** Append-only audit stream of the partition's events. */
+    /**
+     * Append-only audit stream: operators' actions (dead letters discarded), and the events of
+     * batches earlier relays queued (their outbox entries were kept minutes). See audit.ts.
+     */
     audit: `plants:${tag}:audit`,
     /**
      * The exactly-once records of the audit append made before records expired (one hash of
