@@ -71,7 +71,8 @@ describe("moving a one-node store into a Redis Cluster (redis-cli --cluster impo
     }
     const singleRedis = connect(parseStoreConfig({ REDIS_URL: server.url }).redis, { name: "move-test" });
     const singleView = inspectStore(singleRedis, await openLayout(singleRedis));
-    await eventually(async () => (await singleView.auditEntries()).length === 50, 20_000);
+    expect(await singleView.auditEntries()).toHaveLength(50); // from each change's commit
+    await eventually(async () => (await singleView.outboxDepth()) === 0, 20_000);
 
     // The worker stops first: ten more creates wait in the outboxes, their side work not done.
     await single.worker.close();
@@ -96,11 +97,12 @@ describe("moving a one-node store into a Redis Cluster (redis-cli --cluster impo
     const clusterRedis = connect(parseStoreConfig({ REDIS_CLUSTER_NODES: cluster.seeds }).redis, { name: "move-test" });
     try {
       const view = inspectStore(clusterRedis, await openLayout(clusterRedis));
-      // The pending creates are relayed, indexed and audited once by the cluster's worker.
-      await eventually(
-        async () => (await view.outboxDepth()) === 0 && (await view.auditEntries()).length === 60,
-        20_000,
-      );
+      // The pending creates are relayed and indexed by the cluster's worker; the audit log (the
+      // outboxes) came along whole, each change in it once.
+      await eventually(async () => {
+        const listed = await view.indexedIds("moved");
+        return (await view.outboxDepth()) === 0 && pending.every((id) => listed.includes(id));
+      }, 20_000);
       const audit = await view.auditEntries();
       expect(new Set(audit.map((entry) => `${entry.type} ${entry.plantId}`)).size).toBe(60);
       for (const id of pending) expect(audit.filter((entry) => entry.plantId === id)).toHaveLength(1);
@@ -131,9 +133,10 @@ describe("moving a one-node store into a Redis Cluster (redis-cli --cluster impo
       expect(await listed("")).toEqual(live);
       expect(await listed("&tag=moved")).toEqual(live.filter((id) => expected.get(id)?.tag === "moved"));
 
-      // And it goes on: a new create, indexed and audited on the cluster.
+      // And it goes on: a new create, audited and indexed on the cluster.
       expect((await send(moved.api.url, { body: { id: 5_000_000, name: "on the cluster" } })).status).toBe(200);
-      await eventually(async () => (await view.auditEntries()).length === 61);
+      expect(await view.auditEntries()).toHaveLength(61);
+      await eventually(async () => (await view.indexedIds()).includes("5000000"));
       const tokens = await call(moved.api.url, { method: "GET", path: "/admin/tokens", token: ADMIN_TOKEN });
       expect((tokens.json as { name: string }[]).map((record) => record.name)).toEqual(["app"]);
     } finally {

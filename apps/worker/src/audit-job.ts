@@ -18,7 +18,9 @@ function auditFields(event: PlantEvent): string[] {
 }
 
 /**
- * The audit part of a side-work job (side-work.ts), for its batch of events of every type: appends each
+ * The audit part of a side-work job (side-work.ts) that an earlier relay queued — since 2026-11-27 a
+ * relay's batch is audited by its outbox entries themselves — and of the legacy `plant-audit`
+ * queue's jobs, for a batch of events of every type: appends each
  * event to its partition's audit stream exactly once per event id, however often the job runs (the
  * store's script checks and records the event id with the append; one script call per slot for the
  * whole batch). The entry: eventId, type, plantId, actor, requestId, at; an update's also holds the

@@ -193,11 +193,7 @@ describe.each(storeKinds)("worker processes on %s Redis", { timeout: 40_000 }, (
     const later: CreatedPlant[] = [];
     for (let i = 0; i < 32; i++) later.push(await t.createPlant({ id: String(8000 + i), tag: "shared" }));
     expect(later.some((plant) => leasedBy(names[0] as string).has(plant.partition))).toBe(true);
-    await waitFor(
-      "the later plants indexed",
-      async () => (await t.inspect.indexedIds("shared")).length === 96,
-      15_000,
-    );
+    await waitFor("the later plants indexed", async () => (await t.inspect.indexedIds("shared")).length === 96, 15_000);
     await waitFor("no job left", noJobLeft);
     await expectSideWorkExactlyOnce([...plants, ...later], "shared");
     expect(await holders()).toEqual(new Array(PARTITIONS).fill(names[1]));

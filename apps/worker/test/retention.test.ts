@@ -185,7 +185,17 @@ describe.each(storeKinds)("retention on %s Redis", { timeout: 30_000 }, (kind: S
     for (let i = 0; i < 300; i++) await t.client.xadd(keys.audit, `${old}-${i}`, "n", String(i));
     for (let i = 0; i < 30; i++) {
       const event = ["created", `${old}000`, "type", "plant.created", "plantId", String(900 + i), "name", "old"];
-      await t.client.xadd(keys.outbox, `${old}-${i}`, ...event, "actor", "t", "requestId", "r", "at", "2026-01-01T00:00:00Z");
+      await t.client.xadd(
+        keys.outbox,
+        `${old}-${i}`,
+        ...event,
+        "actor",
+        "t",
+        "requestId",
+        "r",
+        "at",
+        "2026-01-01T00:00:00Z",
+      );
     }
     worker = await startWorker(t.config({ AUDIT_RETENTION_DAYS: "1", FAILED_JOB_RETENTION_DAYS: "1" }), {
       retentionTiming: { firstAfterMs: 50, intervalMs: 100 },

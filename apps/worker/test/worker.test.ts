@@ -93,7 +93,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await t.inspect.outboxDepth()).toBe(0);
       expect(await t.inspect.outboxPending()).toBe(0);
 
-      const d = await t.createPlant({ id: "4", tag: "fern" });
+      const _d = await t.createPlant({ id: "4", tag: "fern" });
       await waitFor("the live entry's index", () => isIndexed("4", "fern"));
       expect(await t.audit()).toHaveLength(4);
     });
@@ -349,7 +349,10 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       if (!event) throw new Error("no entry");
       // No relay may see it: gone from the outbox, as an earlier worker's trim left it.
       await t.client.del(partitionKeys(created.partition).outbox);
-      await t.client.set(partitionKeys(created.partition).outboxTrimmed, event.eventId.slice(event.eventId.indexOf("-") + 1));
+      await t.client.set(
+        partitionKeys(created.partition).outboxTrimmed,
+        event.eventId.slice(event.eventId.indexOf("-") + 1),
+      );
       await start();
       await sideWorkQueue.add("plant.created", event, { jobId: "single-1" });
       const done = await jobInState(sideWorkQueue, "single-1", "completed");

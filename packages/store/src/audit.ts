@@ -1,7 +1,7 @@
 import type { Result } from "ioredis";
 import { callPerNode, isCluster, type RedisClient } from "./connection.js";
-import { partitionKeys } from "./keys.js";
 import { compareEntryIds } from "./event-log.js";
+import { partitionKeys } from "./keys.js";
 import { entryIdMs, eventIdOf, parseEventId } from "./outbox.js";
 import { recordOf } from "./replies.js";
 import { defineScripts } from "./scripts.js";
@@ -220,9 +220,7 @@ export async function* readAuditLog(
   const pageSize = options.pageSize ?? 500;
   const end = options.toMs === undefined ? "+" : String(Math.floor(options.toMs));
   const start = options.fromMs === undefined ? "-" : String(Math.max(0, Math.floor(options.fromMs)));
-  const trimmedUpTo = await Promise.all(
-    options.partitions.map((p) => client.get(partitionKeys(p).outboxTrimmed)),
-  );
+  const trimmedUpTo = await Promise.all(options.partitions.map((p) => client.get(partitionKeys(p).outboxTrimmed)));
   const heads = options.partitions.flatMap((partition, i) => {
     const keys = partitionKeys(partition);
     const trimmed = trimmedUpTo[i] ?? undefined;

@@ -2,7 +2,7 @@
  * sizing: what each operation costs Redis, for capacity planning (docs/scaling.md, Sizing). On one
  * redis-server and on a 3-master + 3-replica Redis Cluster (both `appendfsync always`, as
  * deployed), through the store's own operations only — the api's create, get and page, the
- * rate-limit count, the relay's outbox reads and acks, the worker's index and audit writes — each
+ * rate-limit count, the relay's outbox reads and acks, the worker's index writes — each
  * phase measured by Redis itself, before and after: INFO commandstats (commands, those run inside
  * scripts included), INFO memory (used_memory) and INFO cpu (used_cpu_user + used_cpu_sys).
  * BullMQ's own cost per job is not in these figures (a job carries a batch of up to
@@ -13,11 +13,9 @@ import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { keySlot, startRedisCluster, startRedisServer } from "@plant-store/redis-server";
 import {
-  appendAudit,
   connect,
   createRateLimiter,
   disconnect,
-  eventIdOf,
   indexCreated,
   type OutboxEntry,
   openLayout,
@@ -232,7 +230,8 @@ export async function measureSizing(mode: SizingMode, options: SizingOptions): P
     );
 
     // The relay with a backlog: reads of up to 100 entries per partition, acked (XACK) per partition; the
-    // entries stay (the live events' log) until the worker's trim.
+    // entries stay (the audit log and the live events' log) for the audit retention: a create's
+    // memory includes its event's.
     const events: OutboxEntry[] = [];
     await phase("relay: read + ack, per event (backlog)", total, async () => {
       for (;;) {
@@ -272,16 +271,6 @@ export async function measureSizing(mode: SizingMode, options: SizingOptions): P
     );
     await phase("index entries, tag (all plants' + the tag's)", tagged.length, () =>
       each(tagged.length, inFlight, (i) => indexCreated(client, layout, version(tagged[i] as OutboxEntry))),
-    );
-    await phase("audit entry (exactly-once append)", events.length, () =>
-      each(events.length, inFlight, (i) => {
-        const entry = events[i] as OutboxEntry;
-        const fields = ["type", "plantId", "actor", "requestId", "at"].flatMap((name) => [
-          name,
-          field(entry, name) ?? "",
-        ]);
-        return appendAudit(client, eventIdOf(entry.partition, entry.entryId), fields);
-      }),
     );
 
     for (const [limit, tag] of [

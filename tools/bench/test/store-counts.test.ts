@@ -1,16 +1,7 @@
 import { spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type RedisCluster, type RedisServer, startRedisCluster, startRedisServer } from "@plant-store/redis-server";
-import {
-  appendAudit,
-  connect,
-  indexCreated,
-  openLayout,
-  parseStoreConfig,
-  partitionOf,
-  plantStore,
-  type RedisClient,
-} from "@plant-store/store";
+import { connect, indexCreated, openLayout, parseStoreConfig, plantStore, type RedisClient } from "@plant-store/store";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { aofComposition } from "../src/profile-helpers.js";
@@ -48,7 +39,7 @@ describe.each(stores)("store counts on $kind", ({ start }) => {
     await stop?.();
   });
 
-  it("counts plants, index entries, audit entries and the outbox over every partition", async () => {
+  it("counts plants, index entries and the outbox over every partition", async () => {
     const layout = await openLayout(client, { partitions: 16 });
     const store = plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
     const counts = storeCounts(client, layout.partitions);
@@ -62,12 +53,10 @@ describe.each(stores)("store counts on $kind", ({ start }) => {
       // Side work for the first 15 only: as a worker half way through.
       if (i < 15) {
         await indexCreated(client, layout, { plantId: String(id), created: created.toString() });
-        await appendAudit(client, `p${partitionOf(id, layout.partitions)}-1-${i}`, ["plantId", String(id)]);
       }
     }
     expect(await counts.plants()).toBe(20);
     expect(await counts.indexed()).toBe(15);
-    expect(await counts.audited()).toBe(15);
     expect(await counts.outbox()).toBe(20);
   });
 });

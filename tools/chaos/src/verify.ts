@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { type QueueName, queueNames, queuePrefix } from "@plant-store/contracts";
 import {
+  eventIdOf,
   indexBucketOf,
   indexKeys,
   indexMember,
@@ -75,36 +76,42 @@ function fieldsOf(flat: string[]): Record<string, string> {
 }
 
 /**
- * Reads the partitions' audit streams incrementally and counts `plant.created` entries per plant
- * id, so a poll only reads what was appended since the last one.
+ * Reads the partitions' audit log incrementally — each outbox (its plant events, an entry per
+ * commit) and each audit stream (where nothing of a plant should be appended any more) — and counts
+ * `plant.created` entries per plant id, so a poll only reads what was added since the last one.
  */
 export class AuditTally {
   readonly created = new Map<string, number>();
   /** `plant.updated` entries per plant id. */
   readonly updated = new Map<string, number>();
-  /** Audit entries per outbox event id (`eventId` field), over all partitions: 1 each when exactly-once holds. */
+  /** Audit entries per outbox event id, over all partitions: 1 each when exactly-once holds. */
   readonly events = new Map<string, { count: number; plantId: string | undefined }>();
   /** Audit entries without an event id. */
   withoutEventId = 0;
-  private readonly lastIds = new Map<number, string>();
+  private readonly lastIds = new Map<string, string>();
 
   async update({ client, layout }: StoreView): Promise<void> {
     const partitions = Array.from({ length: layout.partitions }, (_, p) => p);
-    await Promise.all(partitions.map((p) => this.updatePartition(client, p)));
+    await Promise.all(
+      partitions.flatMap((p) => [this.updateStream(client, p, "outbox"), this.updateStream(client, p, "audit")]),
+    );
   }
 
-  private async updatePartition(client: RedisClient, partition: number): Promise<void> {
+  private async updateStream(client: RedisClient, partition: number, stream: "outbox" | "audit"): Promise<void> {
+    const key = partitionKeys(partition)[stream];
     for (;;) {
-      const last = this.lastIds.get(partition);
+      const last = this.lastIds.get(key);
       const start = last === undefined ? "-" : `(${last}`;
-      const entries = await client.xrange(partitionKeys(partition).audit, start, "+", "COUNT", 5000);
+      const entries = await client.xrange(key, start, "+", "COUNT", 5000);
       for (const [entryId, flat] of entries) {
-        this.lastIds.set(partition, entryId);
+        this.lastIds.set(key, entryId);
         const fields = fieldsOf(flat);
-        if (fields.eventId === undefined) this.withoutEventId++;
+        // An outbox entry's event id is its own; an audit stream entry names its event.
+        const eventId = stream === "outbox" ? eventIdOf(partition, entryId) : fields.eventId;
+        if (eventId === undefined) this.withoutEventId++;
         else {
-          const seen = this.events.get(fields.eventId);
-          this.events.set(fields.eventId, { count: (seen?.count ?? 0) + 1, plantId: fields.plantId });
+          const seen = this.events.get(eventId);
+          this.events.set(eventId, { count: (seen?.count ?? 0) + 1, plantId: fields.plantId });
         }
         if (fields.type === "plant.created" && fields.plantId !== undefined) {
           this.created.set(fields.plantId, (this.created.get(fields.plantId) ?? 0) + 1);

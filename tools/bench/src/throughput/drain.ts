@@ -14,7 +14,7 @@ export async function measureDrain(bench: Bench) {
   const outboxAtDrain = await counts.outbox();
   const drainEvents = drainStart.seq - drainStart.indexed;
   console.log(
-    `\nworker drain: ${drainEvents} events (${2 * drainEvents} index and audit updates) waiting; outbox holds ${outboxAtDrain}; starting the worker`,
+    `\nworker drain: ${drainEvents} events (their index updates) waiting; outbox holds ${outboxAtDrain}; starting the worker`,
   );
   const spawnedAt = performance.now();
   let drainCpu: CpuShares | undefined;
@@ -31,24 +31,21 @@ export async function measureDrain(bench: Bench) {
     if (!measured.value) {
       const now = await sideWorkDone(drainStart.seq);
       failures.push(
-        `worker drain did not finish within ${DRAIN_LIMIT_MS / 1000} s: ${now.indexed} indexed, ` +
-          `${now.audited} audited of ${now.seq}`,
+        `worker drain did not finish within ${DRAIN_LIMIT_MS / 1000} s: ${now.indexed} indexed of ${now.seq}`,
       );
     }
   }
   const doneAt = performance.now();
-  const updatesAfterReady = drainStart.seq - atReady.indexed + (drainStart.seq - atReady.audited);
+  const eventsAfterReady = drainStart.seq - atReady.indexed;
   const drain = {
     events: drainEvents,
-    updates: 2 * drainEvents,
     outboxAtStart: outboxAtDrain,
     startupS: round((readyAt - spawnedAt) / 1000),
     totalS: round((doneAt - spawnedAt) / 1000),
     afterReadyS: round(drainWallS),
-    updatesDoneBeforeReady: 2 * drainEvents - updatesAfterReady,
-    /** From "worker ready" to the last update: the steady rate, start-up excluded (unknown if all was done by then). */
-    updatesPerS: updatesAfterReady > 0 ? updatesAfterReady / drainWallS : Number.NaN,
-    eventsPerS: updatesAfterReady > 0 ? updatesAfterReady / 2 / drainWallS : Number.NaN,
+    eventsDoneBeforeReady: drainEvents - eventsAfterReady,
+    /** From "worker ready" to the last index update: the steady rate, start-up excluded (unknown if all was done by then). */
+    eventsPerS: eventsAfterReady > 0 ? eventsAfterReady / drainWallS : Number.NaN,
     /** Including the worker's start-up. */
     eventsPerSIncludingStartup: drainEvents / ((doneAt - spawnedAt) / 1000),
     outboxAtEnd: await counts.outbox(),

@@ -14,11 +14,11 @@ export interface ThroughputOptions {
   topConnections: number;
 }
 
-/** How long the worker may take to index and audit the warm-up plants. */
+/** How long the worker may take to index the warm-up plants. */
 export const INDEX_WARMUP_LIMIT_MS = 60_000;
 export const DRAIN_LIMIT_MS = 5 * 60_000;
 /**
- * Every plant created in the lag load must be indexed and audited this long after the load, plus the time
+ * Every plant created in the lag load must be indexed this long after the load, plus the time
  * the worker needs for the load's creates at its measured drain rate.
  */
 export const LAG_DEADLINE_MS = 10_000;

@@ -48,7 +48,7 @@ export interface RunRecord {
   cpu: CpuShares;
   /**
    * CPU ms per 2xx answer per process; for the service's creates with the worker running, up to
-   * when the worker has indexed and audited them (their side work included).
+   * when the worker has indexed them (their side work included).
    */
   cpuMsPerOk: CpuShares;
   /** Service POST runs: plants the run added (plant hashes before and after). */
@@ -85,12 +85,12 @@ export async function warmUp(bench: Bench): Promise<{ getIds: GetIds; worker: Se
   const warm = await sideWorkDone(warmSeq);
   if (!indexedWarm || warm.indexed === 0) {
     throw new Error(
-      `the worker did not index and audit the ${warmSeq} warm-up plants within ${INDEX_WARMUP_LIMIT_MS / 1000} s ` +
-        `(indexed ${warm.indexed}, audited ${warm.audited})`,
+      `the worker did not index the ${warmSeq} warm-up plants within ${INDEX_WARMUP_LIMIT_MS / 1000} s ` +
+        `(indexed ${warm.indexed})`,
     );
   }
   console.log(
-    `worker indexed and audited the ${warm.indexed} warm-up plants in ` +
+    `worker indexed the ${warm.indexed} warm-up plants in ` +
       `${((performance.now() - indexWarmupStarted) / 1000).toFixed(1)} s (start-up included), then was stopped`,
   );
   await worker.stop();
@@ -162,8 +162,8 @@ export function runRecorder(bench: Bench, getIds: GetIds): { runs: RunRecord[]; 
         if (!(await waitUntil(SIDE_WORK_SETTLE_MS, async () => (await sideWorkDone(await seqNow())).done, 20))) {
           const now = await sideWorkDone(await seqNow());
           failures.push(
-            `${what}: the worker had not indexed and audited the creates ${SIDE_WORK_SETTLE_MS} ms later ` +
-              `(${now.indexed} indexed, ${now.audited} audited of ${now.seq}; outbox ${await counts.outbox()}; ` +
+            `${what}: the worker had not indexed the creates ${SIDE_WORK_SETTLE_MS} ms later ` +
+              `(${now.indexed} indexed of ${now.seq}; outbox ${await counts.outbox()}; ` +
               `failed jobs ${JSON.stringify(await failedJobs(stack))})`,
           );
         }
