@@ -156,7 +156,7 @@ const WorkerEnv = z.object({
    * schedule), an earlier relay's event's exactly-once record. 90: a quarter of history to
    * investigate from the store itself (export the streams for longer-term records), and far
    * beyond any redelivery of an event (retries take seconds; a failed job can be retried by hand
-   * for FAILED_JOB_RETENTION_DAYS, which may not exceed this). ~0.3 KB per event: see
+   * for FAILED_JOB_RETENTION_DAYS, which may not exceed this). ~0.2 KB per event: see
    * docs/operations.md, Retention.
    */
   AUDIT_RETENTION_DAYS: days(90),
