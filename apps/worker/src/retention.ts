@@ -2,11 +2,10 @@ import { queueNames, webhookLimits } from "@plant-store/contracts";
 import {
   auditRecordLifetimeMs,
   DAY_MS,
-  type Outbox,
-  outbox,
   type RedisClient,
   sweepEarlierAuditRecords,
   trimAudit,
+  trimAuditedOutbox,
   trimDeadLetters,
 } from "@plant-store/store";
 import type { Queue } from "bullmq";
@@ -51,25 +50,6 @@ export interface RetentionReport {
   failedJobs: number;
 }
 
-/** Outbox entries removed per trim call (one script, kept short), and calls per pass at most. */
-const OUTBOX_TRIM_BATCH = 10_000;
-const OUTBOX_TRIM_CALLS = 1_000;
-
-/** Trims a partition's relayed outbox entries older than `beforeMs`, in calls of at most a batch. */
-async function trimOutbox(ops: Outbox, partition: number, beforeMs: number): Promise<number> {
-  let removed = 0;
-  for (let call = 0; call < OUTBOX_TRIM_CALLS; call++) {
-    const count = await ops.trim([partition], {
-      keepFromMs: beforeMs,
-      maxEntries: Number.MAX_SAFE_INTEGER,
-      maxRemoved: OUTBOX_TRIM_BATCH,
-    });
-    removed += count;
-    if (count < OUTBOX_TRIM_BATCH) break;
-  }
-  return removed;
-}
-
 /** Jobs removed per `Queue.clean` call: each call is one script, kept short. */
 const CLEAN_BATCH = 1000;
 
@@ -96,9 +76,8 @@ export async function runRetentionPass(
   const [seconds, micros] = await client.time();
   const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   const report: RetentionReport = { auditEntries: 0, auditRecords: 0, deadLetters: 0, failedJobs: 0 };
-  const ops = outbox(client);
   for (const partition of options.partitions) {
-    report.auditEntries += await trimOutbox(ops, partition, now - policy.auditMs);
+    report.auditEntries += await trimAuditedOutbox(client, partition, now - policy.auditMs);
     report.auditEntries += await trimAudit(client, partition, now - policy.auditMs);
     report.deadLetters += await trimDeadLetters(client, partition, now - policy.deadLetterMs);
     report.auditRecords += await sweepEarlierAuditRecords(client, partition, now - policy.recordLifetimeMs);

@@ -2,7 +2,7 @@ import type { Result } from "ioredis";
 import { callPerNode, isCluster, type RedisClient } from "./connection.js";
 import { compareEntryIds } from "./event-log.js";
 import { partitionKeys } from "./keys.js";
-import { entryIdMs, eventIdOf, parseEventId } from "./outbox.js";
+import { entryIdMs, eventIdOf, outbox, parseEventId } from "./outbox.js";
 import { recordOf } from "./replies.js";
 import { defineScripts } from "./scripts.js";
 
@@ -271,24 +271,41 @@ export async function* readAuditLog(
   }
 }
 
-/** Entries removed per XTRIM call (whole nodes of up to 100 entries), and calls per trim at most. */
+/** Entries removed per trim call, and calls per trim at most. */
 const TRIM_LIMIT = 10_000;
 const TRIM_CALLS = 1_000;
 
 /**
- * Removes a stream's entries older than `beforeMs` (its ids are the ms they were added at),
- * `~`: whole nodes only, so up to a node's worth (~100) of older entries may stay. In calls of at
- * most 10,000 entries, so Redis is never busy long. Returns the entries removed.
+ * Runs a trim of at most TRIM_LIMIT entries until it removes nothing (at most TRIM_CALLS times),
+ * so Redis is never busy long. Returns the entries removed.
  */
-async function trimBefore(client: RedisClient, key: string, beforeMs: number): Promise<number> {
-  const minId = `${Math.max(0, Math.floor(beforeMs))}-0`;
+async function trimInCalls(trimOnce: () => Promise<number>): Promise<number> {
   let removed = 0;
   for (let call = 0; call < TRIM_CALLS; call++) {
-    const count = await client.xtrim(key, "MINID", "~", minId, "LIMIT", TRIM_LIMIT);
+    const count = await trimOnce();
     removed += count;
     if (count === 0) break;
   }
   return removed;
+}
+
+/**
+ * Removes a stream's entries older than `beforeMs` (its ids are the ms they were added at),
+ * `~`: whole nodes only, so up to a node's worth (~100) of older entries may stay.
+ */
+function trimBefore(client: RedisClient, key: string, beforeMs: number): Promise<number> {
+  const minId = `${Math.max(0, Math.floor(beforeMs))}-0`;
+  return trimInCalls(() => client.xtrim(key, "MINID", "~", minId, "LIMIT", TRIM_LIMIT));
+}
+
+/**
+ * Trims the partition's outbox, the audit log of its plant events, of the relayed entries committed
+ * before `beforeMs` (exact; never one the relay has not acknowledged: see trimOutbox-n.lua).
+ */
+export function trimAuditedOutbox(client: RedisClient, partition: number, beforeMs: number): Promise<number> {
+  const ops = outbox(client);
+  const retention = { keepFromMs: beforeMs, maxEntries: Number.MAX_SAFE_INTEGER, maxRemoved: TRIM_LIMIT };
+  return trimInCalls(() => ops.trim([partition], retention));
 }
 
 /** Trims the partition's audit stream of the entries appended before `beforeMs`. */

@@ -15,6 +15,7 @@ export {
   readAuditLog,
   sweepEarlierAuditRecords,
   trimAudit,
+  trimAuditedOutbox,
   trimDeadLetters,
 } from "./audit.js";
 export { HELP, parseCommandLine, runCommandLine, UsageError } from "./command-line.js";

@@ -19,10 +19,10 @@ export function table(headers: readonly string[], rows: readonly (readonly strin
   return [line(headers), widths.map((width) => "-".repeat(width)).join("  "), ...rows.map(line)].join("\n");
 }
 
-/** What the figures depend on besides the code. */
 /** A target's verdict as the benches print it. */
 export const verdict = (met: boolean) => (met ? "met" : "NOT met");
 
+/** What the figures depend on besides the code. */
 export function environment() {
   return {
     node: process.version,
