@@ -3,7 +3,7 @@
 // test is what would go upstream with its patch, and fails here when the patch is missing.
 // patches/README.md describes each one as an upstream proposal.
 import { readdirSync, readFileSync } from "node:fs";
-import { request as httpRequest } from "node:http";
+import { Agent, request as httpRequest } from "node:http";
 import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
@@ -129,6 +129,35 @@ describe("trpc-to-openapi 3.3.0 patch", () => {
     await new Promise((resolve) => setTimeout(resolve, 50)); // the response's close has happened
     expect(lastSignal()).toBeInstanceOf(AbortSignal);
     expect(lastSignal()?.aborted).toBe(false);
+  });
+
+  it("one signal per connection: requests after each other share it, unless one left a listener on it; a close after the answers aborts none", async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const get = () =>
+      new Promise<number>((resolve, reject) => {
+        const call = httpRequest(`${base}/signal`, { agent }, (response) => {
+          response.resume();
+          response.on("end", () => resolve(response.statusCode ?? 0));
+        });
+        call.on("error", reject);
+        call.end();
+      });
+    try {
+      expect(await get()).toBe(200);
+      const first = lastSignal();
+      expect(await get()).toBe(200);
+      expect(lastSignal()).toBe(first); // the same connection: no AbortController per request
+      first?.addEventListener("abort", () => {}); // a request that left its listener behind
+      expect(await get()).toBe(200);
+      const fresh = lastSignal();
+      expect(fresh).not.toBe(first);
+      agent.destroy(); // the connection closes after its answers
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(fresh?.aborted).toBe(false);
+      expect(first?.aborted).toBe(false);
+    } finally {
+      agent.destroy();
+    }
   });
 
   it("Fastify adapter: statusCode stays Fastify's own accessor (not redefined per reply), and statuses still arrive", async () => {

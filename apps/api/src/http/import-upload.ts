@@ -6,7 +6,7 @@ import { apiError } from "../errors.js";
 import { UploadChunker } from "../imports/chunker.js";
 import type { ImportService } from "../imports/service.js";
 import type { Guard } from "./guard.js";
-import { literalSegments, type RestRoute } from "./routes.js";
+import { literalSegments, type RestRoute, segmentsOf } from "./routes.js";
 
 export const IMPORTS_PATH = "/plants/imports";
 
@@ -23,6 +23,7 @@ export const importUploadRoute: RestRoute = {
   query: undefined,
   bodyless: false,
   literals: literalSegments(IMPORTS_PATH),
+  segments: segmentsOf(IMPORTS_PATH),
 };
 
 /** Why a Content-Type is not an upload's: NDJSON in UTF-8 only. */

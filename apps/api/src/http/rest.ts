@@ -58,6 +58,21 @@ function bodyIdProblem(bodyId: unknown, url: string): string | undefined {
   return undefined;
 }
 
+/** Whether a response body holds a bigint anywhere (its own values, arrays and plain objects). */
+function holdsBigInt(value: unknown): boolean {
+  if (typeof value === "bigint") return true;
+  if (typeof value !== "object" || value === null) return false;
+  for (const item of Array.isArray(value) ? value : Object.values(value)) if (holdsBigInt(item)) return true;
+  return false;
+}
+
+/**
+ * A response body as JSON: bigint ids as JSON numbers with every digit through lossless-json
+ * (JSON.stringify throws on them); a body without one (a create's `{name, tag}`, an error)
+ * through the native JSON.stringify, several times faster.
+ */
+const toJson = (body: unknown) => (holdsBigInt(body) ? stringify(body) : JSON.stringify(body)) ?? undefined;
+
 export type RestOptions = {
   router: AppRouter;
   createContext: (opts: { req: FastifyRequest }) => Promise<Context>;
@@ -164,8 +179,7 @@ export async function restApi(
   await scope.register(fastifyTRPCOpenApiPlugin, {
     router,
     createContext,
-    // Writes bigint ids as JSON numbers with every digit (JSON.stringify throws on them).
-    stringify: (body: unknown) => stringify(body) ?? undefined,
+    stringify: toJson,
     responseMeta,
     onError: ({ error, req, path }: { error: TRPCError; req: unknown; path?: string }) => {
       const request = req as unknown as FastifyRequest;

@@ -18,6 +18,8 @@ export type RestRoute = {
   bodyless: boolean;
   /** Segments of its path without a parameter: of the routes a path matches, those with the most are it. */
   literals: number;
+  /** Segments of its path (a parameter is one). */
+  segments: number;
 };
 
 /** The segments of a path template that name no parameter (`/plants/imports`: 2, `/plants/{id}`: 1). */
@@ -47,6 +49,7 @@ export function restRoutesOf(router: AnyRouter): RestRoute[] {
       query: openapi.method === "GET" && input instanceof ZodObject ? input : undefined,
       bodyless: isBodylessAction(openapi.method, openapi.path, input),
       literals: literalSegments(openapi.path),
+      segments: segmentsOf(openapi.path),
     });
   }
   return routes;
@@ -68,14 +71,35 @@ const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
  * the GET of its path without the body (RFC 9110 §9.3.2: every general-purpose server has both).
  */
 export function createRouteMatcher(routes: readonly RestRoute[], routeList: readonly string[]) {
+  // Per request only the operations with as many path segments are tried (a parameter matches one
+  // segment), and the server's own routes are looked up by path: matching runs on every request.
+  const bySegments = new Map<number, RestRoute[]>();
+  for (const route of routes) {
+    bySegments.set(route.segments, [...(bySegments.get(route.segments) ?? []), route]);
+  }
+  // routeList grows while the server registers its routes: indexed again whenever it has grown.
+  let ownByPath = new Map<string, string[]>();
+  let indexed = -1;
+  const ownMethods = (path: string) => {
+    if (indexed !== routeList.length) {
+      ownByPath = new Map();
+      for (const entry of routeList) {
+        const [method = "", url = ""] = entry.split(" ", 2);
+        if (METHODS.includes(method)) ownByPath.set(url, [...(ownByPath.get(url) ?? []), method]);
+      }
+      indexed = routeList.length;
+    }
+    return ownByPath.get(path);
+  };
   return (method: string, url: string): RouteMatch => {
-    const path = url.split("?", 1)[0] as string;
-    const matching = routes.filter((route) => route.pattern.test(path));
-    const literals = Math.max(0, ...matching.map((route) => route.literals));
+    const query = url.indexOf("?");
+    const path = query === -1 ? url : url.slice(0, query);
+    const matching = (bySegments.get(segmentsOf(path)) ?? []).filter((route) => route.pattern.test(path));
+    let literals = 0;
+    for (const route of matching) literals = Math.max(literals, route.literals);
     let onPath = matching.filter((route) => route.literals === literals);
     // Only static routes: a request path is text, never a pattern (`/*` names no route).
-    const isStatic = !/[:*]/.test(path);
-    const own = isStatic ? METHODS.filter((other) => routeList.includes(`${other} ${path}`)) : [];
+    const own = (!/[:*]/.test(path) && ownMethods(path)) || [];
     // A static route of the server's own (`GET /plants/events`, `POST /plants/imports`) is as literal
     // as its path: it shadows the operations whose pattern would take the path for a parameter
     // (`/plants/{id}`), not those of the same path (`GET /plants/imports`).
@@ -90,6 +114,13 @@ export function createRouteMatcher(routes: readonly RestRoute[], routeList: read
   };
 }
 
+/** The number of `/` in a path: its segment count. */
+export function segmentsOf(path: string): number {
+  let count = 0;
+  for (let i = path.indexOf("/"); i !== -1; i = path.indexOf("/", i + 1)) count++;
+  return count;
+}
+
 export type RouteMatcher = ReturnType<typeof createRouteMatcher>;
 
 const UNRESERVED = /%(2[DdEe]|3[0-9]|[46][1-9A-Fa-f]|[57][0-9Aa]|5[Ff]|7[Ee])/g;
@@ -99,7 +130,9 @@ const UNRESERVED = /%(2[DdEe]|3[0-9]|[46][1-9A-Fa-f]|[57][0-9Aa]|5[Ff]|7[Ee])/g;
  * character, so `/plants/%31` is `/plants/1`. Other escapes (a slash, say) stay as they are.
  */
 export const decodeUnreserved = (url: string) =>
-  url.replace(UNRESERVED, (encoded) => String.fromCharCode(Number.parseInt(encoded.slice(1), 16)));
+  !url.includes("%")
+    ? url
+    : url.replace(UNRESERVED, (encoded) => String.fromCharCode(Number.parseInt(encoded.slice(1), 16)));
 
 /** Answers a request that matched no operation: 405 with `Allow` on a known path, else 404. */
 export function replyRouteMiss(reply: FastifyReply, method: string, match: Exclude<RouteMatch, { kind: "found" }>) {
