@@ -35,11 +35,11 @@ const EnvSchema = z.object({
   /** Quick failures in a row after which a crash-looping process is given up (and everything stops). */
   LAUNCHER_MAX_RESTARTS: z.coerce.number().int().min(0).default(DEFAULT_RESTART_POLICY.maxRestarts),
   /**
-   * Niceness of the worker (0–19): above 0 the side work yields the CPU to the requests on the
-   * machine npm start runs everything on — more creates per second, later side work under bursts
-   * (docs/development.md, Performance).
+   * Niceness of the worker (0–19): the side work yields the CPU to the requests on the machine npm
+   * start runs everything on — more creates per second, side work later under bursts but within
+   * its lag target (docs/development.md, Performance). 0 runs it as the launcher.
    */
-  WORKER_NICENESS: z.coerce.number().int().min(0).max(19).default(0),
+  WORKER_NICENESS: z.coerce.number().int().min(0).max(19).default(10),
   /** The worker's metrics (read here to choose its port and show its URL; the worker reads them too). */
   METRICS_ENABLED: z.enum(["true", "false"]).default("true"),
   WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65_535).optional(),

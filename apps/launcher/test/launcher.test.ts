@@ -163,7 +163,9 @@ describe.skipIf(!hasRedis)("launcher with an embedded Redis", () => {
     await waitFor(() => existsSync(join(run.out, "worker.env.json")), "the worker to start", run);
     const [workerPid] = pidsOf(run, "worker");
     expect(workerPid).toBeTypeOf("number");
-    expect(getPriority(workerPid)).toBe(getPriority()); // WORKER_NICENESS 0 (the default): as the launcher
+    // WORKER_NICENESS 10 (the default): the side work yields the CPU to the requests; the api does not.
+    expect(getPriority(workerPid)).toBe(10);
+    expect(getPriority(pidsOf(run, "api")[0])).toBe(getPriority());
 
     const apiEnv = readEnv(join(run.out, "api.env.json"));
     const workerEnv = readEnv(join(run.out, "worker.env.json"));
@@ -188,19 +190,19 @@ describe.skipIf(!hasRedis)("launcher with an embedded Redis", () => {
   }, 30_000);
 
   it("restarts a service killed with SIGKILL while the other keeps running", async () => {
-    const run = await runLauncher("restart", { LAUNCHER_RESTART_BACKOFF_MS: "50", WORKER_NICENESS: "10" });
+    const run = await runLauncher("restart", { LAUNCHER_RESTART_BACKOFF_MS: "50", WORKER_NICENESS: "12" });
     await waitFor(() => run.output().includes("Press Ctrl+C to stop."), "the ready banner", run);
     const [api, worker] = [pidsOf(run, "api"), pidsOf(run, "worker")];
     expect(api).toHaveLength(1);
     expect(worker).toHaveLength(1);
     // WORKER_NICENESS: the side work yields the CPU to the requests; the api does not.
-    expect(getPriority(worker[0])).toBe(10);
+    expect(getPriority(worker[0])).toBe(12);
     expect(getPriority(api[0])).toBe(getPriority());
 
     process.kill(worker[0] as number, "SIGKILL");
     await waitFor(() => pidsOf(run, "worker").length === 2, "the worker to be restarted", run);
     expect(run.output()).toMatch(/worker was killed by SIGKILL unexpectedly; restarting it in 0\.05 s/);
-    expect(getPriority(pidsOf(run, "worker")[1])).toBe(10); // a restart keeps it
+    expect(getPriority(pidsOf(run, "worker")[1])).toBe(12); // a restart keeps it
     expect(pidsOf(run, "api")).toEqual(api);
     expect(existsSync(join(run.out, "api.stopped"))).toBe(false);
 
