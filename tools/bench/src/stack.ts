@@ -137,6 +137,9 @@ export async function startStack(options: {
   return stack;
 }
 
+/** The lag run's webhook receiver is this process, on 127.0.0.1 over plain http: allowed in a bench stack only. */
+const WEBHOOKS_TO_THE_BENCH = { WEBHOOK_ALLOW_INSECURE: "true", WEBHOOK_ALLOW_PRIVATE: "true" };
+
 /** Starts the API process (logging warnings only) and resolves once /readyz answers 200. */
 export async function startApiProcess(
   stack: Stack,
@@ -151,6 +154,7 @@ export async function startApiProcess(
       HOST: "127.0.0.1",
       ...stack.storeEnv,
       API_TOKENS: TOKEN,
+      ...WEBHOOKS_TO_THE_BENCH,
       // The load comes from one token: lift its per-minute budget out of the way.
       RATE_LIMIT_PER_MINUTE: "100000000",
       LOG_LEVEL: "warn",
@@ -176,9 +180,9 @@ export async function startWorkerProcess(
   env: Record<string, string> = {},
   nodeFlags: string[] = [],
 ): Promise<Service> {
-  // As npm start runs it: the launcher gives the worker niceness WORKER_NICENESS (default 0).
+  // As npm start runs it: the launcher gives the worker niceness WORKER_NICENESS (default 10).
   // Checked before the spawn, so a bad value leaves no worker process behind.
-  const niceness = Number(process.env.WORKER_NICENESS || "0");
+  const niceness = Number(process.env.WORKER_NICENESS || "10");
   if (!Number.isInteger(niceness) || niceness < 0 || niceness > 19) {
     throw new Error(`WORKER_NICENESS must be an integer 0..19 (got ${process.env.WORKER_NICENESS})`);
   }
@@ -193,6 +197,7 @@ export async function startWorkerProcess(
       // info only for the start-up lines; the worker logs nothing per job at info.
       LOG_LEVEL: "info",
       WORKER_METRICS_PORT: "0",
+      ...WEBHOOKS_TO_THE_BENCH,
       ...Object.fromEntries(tuning),
       ...env,
     },

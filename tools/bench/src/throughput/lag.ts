@@ -1,10 +1,14 @@
 /**
  * Lag under load: creates at half the service's POST rate with the worker running, and how long
- * after each create's 200 its index entry appears (its audit entry is its outbox entry: no lag).
+ * after each create's 200 its index entry appears (its audit entry is its outbox entry: no lag)
+ * and its webhook's first delivery attempt reaches a subscribed receiver.
  */
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect, disconnect, indexBucketOf, indexKeys, indexMemberParts } from "@plant-store/store";
 import autocannon from "autocannon";
+import { request } from "../http.js";
 import { round, type Summary, summarize } from "../stats.js";
 import { peakRate, waitUntil } from "../throughput-helpers.js";
 import { type Bench, postRequest } from "./context.js";
@@ -21,6 +25,8 @@ export const INDEX_POLL_MS = 2;
 export const INDEX_LOOKBACK_MICROS = 100_000;
 export const WIDE_LOOKBACK_MICROS = 1_000_000;
 export const WIDE_POLL_EVERY = 25;
+/** How long after the load the webhooks may take to arrive before the missing ones fail the run. */
+const WEBHOOK_DEADLINE_MS = 180_000;
 
 /** Wall-clock ms with sub-ms resolution; the Redis server's stream ids use the same (wall) clock. */
 const nowMs = () => performance.timeOrigin + performance.now();
@@ -32,23 +38,69 @@ export async function measureLagAtHalfRate(bench: Bench, servicePostRate: number
   console.log(
     `lag: ${lagRate} creates/s offered at ${topConnections} connections for ${lagDurationS} s, worker running`,
   );
-  return measureLag(bench, lagRate, drainEventsPerS);
+  const lag = await measureLag(bench, lagRate, drainEventsPerS, false);
+  console.log(`lag: the same with a webhook subscriber (every plant.created to a receiver of the bench's)`);
+  const withWebhooks = await measureLag(bench, lagRate, drainEventsPerS, true);
+  return { ...lag, withWebhooks };
 }
 
-export type Lag = Awaited<ReturnType<typeof measureLag>>;
+/** One lag run's figures; `delivered` and `deliveredS` only with a webhook subscriber. */
+export type LagRun = Awaited<ReturnType<typeof measureLag>>;
+/** The lag of record (no webhook subscriber, the index), and the run with one (the webhooks' first attempts). */
+export type Lag = LagRun & { withWebhooks: LagRun };
+
+/**
+ * A webhook subscriber for the lag run: a receiver on 127.0.0.1 that answers every delivery 204 at
+ * once (so each plant's first arrival is its first attempt) and notes when each plant id's create
+ * first arrived, subscribed to `plant.created` through the api. `stop` unsubscribes and closes it.
+ */
+async function subscribeReceiver(serviceUrl: string) {
+  const firstAt = new Map<string, number>();
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      const at = nowMs();
+      // The plant's id, an exact JSON number in `data` (the bench's ids are small integers).
+      const id = /"id":(\d+)/.exec(Buffer.concat(chunks).toString("utf8"))?.[1];
+      if (id !== undefined && !firstAt.has(id)) firstAt.set(id, at);
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/plant-events`;
+  const created = await request(`${serviceUrl}/admin/webhooks`, {
+    method: "POST",
+    body: JSON.stringify({ url, events: ["plant.created"] }),
+  });
+  if (created.status !== 201 && created.status !== 200) {
+    server.close();
+    throw new Error(`subscribing the bench's webhook receiver: ${created.status} ${created.text}`);
+  }
+  const { id } = JSON.parse(created.text) as { id: string };
+  return {
+    firstAt,
+    async stop() {
+      await request(`${serviceUrl}/admin/webhooks/${id}`, { method: "DELETE" });
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
 
 /**
  * Creates at `rate`/s for --lag-duration s with the worker running. Each 200's arrival time is
  * recorded by id; a poller on its own connection notes when each id first shows up in the
  * creation index.
  */
-async function measureLag(bench: Bench, rate: number, drainEventsPerS: number) {
+async function measureLag(bench: Bench, rate: number, drainEventsPerS: number, webhooks: boolean) {
   const { stack, withCpu, failures } = bench;
   const { topConnections, lagDurationS } = bench.options;
   const service = bench.targets.service;
   const { redis } = stack;
   const okAt = new Map<number, number>();
   let repeated200 = 0;
+  const receiver = webhooks ? await subscribeReceiver(service.url) : undefined;
 
   // The Redis clock against this one (both wall clocks on one machine): should be ~0.
   const asked = nowMs();
@@ -132,13 +184,31 @@ async function measureLag(bench: Bench, rate: number, drainEventsPerS: number) {
   polling = false;
   await pollLoop;
   await disconnect(poller);
+  // Deliveries may trail the index by far (each is an HTTP request of its own): their own deadline,
+  // so that a slow fan-out shows in the figures and only a lost delivery fails the run.
+  let deliveredS: number | undefined;
+  if (receiver) {
+    const allDelivered = async () => {
+      for (const id of okAt.keys()) if (!receiver.firstAt.has(String(id))) return false;
+      return true;
+    };
+    await waitUntil(WEBHOOK_DEADLINE_MS, allDelivered, 50);
+    deliveredS = round((performance.now() - loadEnd) / 1000);
+    await receiver.stop();
+  }
 
   const indexLags: number[] = [];
+  const webhookLags: number[] = [];
   let notIndexed = 0;
+  let notDelivered = 0;
   for (const [id, at] of okAt) {
     const indexed = indexedAt.get(String(id));
     if (indexed === undefined) notIndexed++;
     else indexLags.push(indexed - at);
+    if (!receiver) continue;
+    const delivered = receiver.firstAt.get(String(id));
+    if (delivered === undefined) notDelivered++;
+    else webhookLags.push(delivered - at);
   }
   if (okAt.size === 0) failures.push("lag load: no create answered 200");
   if (notIndexed > 0) {
@@ -146,13 +216,20 @@ async function measureLag(bench: Bench, rate: number, drainEventsPerS: number) {
       `lag: of ${okAt.size} plants created, ${notIndexed} not indexed within ${(deadlineMs / 1000).toFixed(1)} s after the load`,
     );
   }
+  if (notDelivered > 0) {
+    failures.push(
+      `lag: of ${okAt.size} plants created, ${notDelivered} had no webhook delivered within ${WEBHOOK_DEADLINE_MS / 1000} s after the load`,
+    );
+  }
   const summaries: Record<string, Summary> = { "200 → indexed": summarize(indexLags) };
+  if (receiver) summaries["200 → webhook's first attempt"] = summarize(webhookLags);
   return {
     offeredPerS: rate,
     durationS: lagDurationS,
     connections: topConnections,
     created: okAt.size,
     indexed: okAt.size - notIndexed,
+    delivered: receiver ? okAt.size - notDelivered : undefined,
     reqPerS: result.requests.average,
     peakPerS: peakRate(
       [...okAt.values()].sort((a, b) => a - b),
@@ -166,6 +243,8 @@ async function measureLag(bench: Bench, rate: number, drainEventsPerS: number) {
     deadlineS: round(deadlineMs / 1000),
     /** From the end of the load until all was indexed (or the deadline). */
     settledS: round(settledS),
+    /** From the end of the load until every create's webhook had arrived (or WEBHOOK_DEADLINE_MS). */
+    deliveredS,
     clockOffsetMs: round(clockOffsetMs),
     cpu: load.cpu,
     summaries,

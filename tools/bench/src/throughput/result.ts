@@ -1,11 +1,14 @@
 /** The throughput benchmark's result file (bench-results/throughput-*.json). */
 import { environment, writeResult } from "../report.js";
-import { round, roundSummary } from "../stats.js";
+import { round, roundSummary, type Summary } from "../stats.js";
 import { type Bench, WARMUP_CONNECTIONS } from "./context.js";
 import { INDEX_LOOKBACK_MICROS, INDEX_POLL_MS, WIDE_LOOKBACK_MICROS, WIDE_POLL_EVERY } from "./lag.js";
 import type { Measured } from "./measured.js";
 import { LAG_DEADLINE_MS } from "./options.js";
 import type { GetIds } from "./runs.js";
+
+const roundSummaries = (summaries: Record<string, Summary>) =>
+  Object.fromEntries(Object.entries(summaries).map(([name, s]) => [name, roundSummary(s)]));
 
 /** Writes the result file; returns its path. */
 export function writeThroughputResult(
@@ -65,7 +68,8 @@ export function writeThroughputResult(
     drain: { ...drain, eventsPerS: round(drain.eventsPerS), keepsUp },
     lag: {
       ...lag,
-      summaries: Object.fromEntries(Object.entries(lag.summaries).map(([name, s]) => [name, roundSummary(s)])),
+      summaries: roundSummaries(lag.summaries),
+      withWebhooks: { ...lag.withWebhooks, summaries: roundSummaries(lag.withWebhooks.summaries) },
     },
     summary: {
       postRatioTop: round(postTop?.medianRatio ?? Number.NaN),
@@ -83,6 +87,7 @@ export function writeThroughputResult(
       servicePostReqPerSTop: round(servicePostRate),
       drainKeepsUp: keepsUp,
       indexLagP99Ms: round(lag.summaries["200 → indexed"]?.p99 ?? Number.NaN),
+      webhookFirstAttemptP99Ms: round(lag.withWebhooks.summaries["200 → webhook's first attempt"]?.p99 ?? Number.NaN),
     },
   });
 }

@@ -1,6 +1,7 @@
 /** The throughput benchmark's tables: every run, the pairs, the drain, the lag, the metrics cost, a create's CPU. */
 import { table } from "../report.js";
 import { ms } from "../stats.js";
+import type { LagRun } from "./lag.js";
 import type { Measured } from "./measured.js";
 import type { ThroughputOptions } from "./options.js";
 
@@ -112,40 +113,10 @@ export function printTables(options: ThroughputOptions, measured: Measured): voi
       ],
     ),
   );
-  console.log(
-    `\nlag under load: ${lag.offeredPerS} creates/s offered, ${lagDurationS} s, worker running; ` +
-      `times from the 200 read by the bench (ms)\n`,
-  );
-  console.log(
-    table(
-      ["measure", "count", "p50", "p99", "max", "min"],
-      Object.entries(lag.summaries).map(([name, s]) => [
-        name,
-        String(s.count),
-        ms(s.p50),
-        ms(s.p99),
-        ms(s.max),
-        ms(s.min),
-      ]),
-    ),
-  );
-  console.log(
-    `\n${table(
-      ["count", "value"],
-      [
-        ["creates answered 200", String(lag.created)],
-        ["indexed", String(lag.indexed)],
-        ["achieved req/s (busiest 100 ms, per s)", `${perS(lag.reqPerS)} (${perS(lag.peakPerS)})`],
-        ["create p50 / p99 (autocannon)", `${lag.latencyMs.p50} / ${lag.latencyMs.p99} ms`],
-        ["all indexed after the load", `${lag.settledS.toFixed(2)} s (deadline ${lag.deadlineS.toFixed(1)} s)`],
-        ["index polls", String(lag.polls)],
-        ["clock offset Redis − bench", `${ms(lag.clockOffsetMs)} ms`],
-        [
-          "CPU api / worker / redis / bench",
-          [lag.cpu.api, lag.cpu.worker ?? Number.NaN, lag.cpu.redis, lag.cpu.bench].map(pct).join(" / "),
-        ],
-      ],
-    )}`,
+  printLag(`lag under load: ${lag.offeredPerS} creates/s offered, ${lagDurationS} s, worker running`, lag);
+  printLag(
+    `the same with a webhook subscriber (a receiver of the bench's, every plant.created): ${lag.withWebhooks.offeredPerS} creates/s offered`,
+    lag.withWebhooks,
   );
 
   console.log(
@@ -197,4 +168,44 @@ export function printTables(options: ThroughputOptions, measured: Measured): voi
       ),
     );
   }
+}
+
+/** One lag run: its latencies from the 200 (index, and webhooks when subscribed) and its counts. */
+function printLag(title: string, lag: LagRun): void {
+  console.log(`\n${title}; times from the 200 read by the bench (ms)\n`);
+  console.log(
+    table(
+      ["measure", "count", "p50", "p99", "max", "min"],
+      Object.entries(lag.summaries).map(([name, s]) => [
+        name,
+        String(s.count),
+        ms(s.p50),
+        ms(s.p99),
+        ms(s.max),
+        ms(s.min),
+      ]),
+    ),
+  );
+  console.log(
+    `\n${table(
+      ["count", "value"],
+      [
+        ["creates answered 200", String(lag.created)],
+        ["indexed", String(lag.indexed)],
+        ...(lag.delivered === undefined ? [] : [["webhooks delivered (first attempts)", String(lag.delivered)]]),
+        ["achieved req/s (busiest 100 ms, per s)", `${perS(lag.reqPerS)} (${perS(lag.peakPerS)})`],
+        ["create p50 / p99 (autocannon)", `${lag.latencyMs.p50} / ${lag.latencyMs.p99} ms`],
+        ["all indexed after the load", `${lag.settledS.toFixed(2)} s (deadline ${lag.deadlineS.toFixed(1)} s)`],
+        ...(lag.deliveredS === undefined
+          ? []
+          : [["all webhooks arrived after the load", `${lag.deliveredS.toFixed(2)} s`]]),
+        ["index polls", String(lag.polls)],
+        ["clock offset Redis − bench", `${ms(lag.clockOffsetMs)} ms`],
+        [
+          "CPU api / worker / redis / bench",
+          [lag.cpu.api, lag.cpu.worker ?? Number.NaN, lag.cpu.redis, lag.cpu.bench].map(pct).join(" / "),
+        ],
+      ],
+    )}`,
+  );
 }
