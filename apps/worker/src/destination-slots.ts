@@ -15,21 +15,24 @@ interface Destination {
  * take the slots the others need. A destination has at most `quiet` attempts in flight (a receiver
  * that never answers holds those, each until the timeout), or `answering` while it answers (an
  * answer within the last second: a busy, healthy receiver is not held back); `answering` leaves
- * the other destinations some slots even when such a receiver suddenly stops answering.
+ * the other destinations some slots even when such a receiver suddenly stops answering. With
+ * `total`, at most that many attempts are in flight in all (a batch delivery makes several at once).
  *
  * An attempt turned away is told how long to wait: as long as the destination has gone without
  * answering (since its latest answer, or since its oldest attempt in flight began), at least
  * MIN_WAIT_MS and at most `maxWaitMs`, plus up to a quarter of jitter. A receiver that answers
  * gets its turned-away attempts back within about MIN_WAIT_MS; a hanging one's come back less and
- * less often, up to once per timeout, instead of crowding the queue.
+ * less often, up to once per timeout, instead of crowding the queue. One turned away because all
+ * `total` are in flight waits about MIN_WAIT_MS.
  */
 export function destinationSlots(
-  limits: { quiet: number; answering: number },
+  limits: { quiet: number; answering: number; total?: number },
   maxWaitMs: number,
   random = Math.random,
 ) {
   /** Only destinations with attempts in flight. */
   const destinations = new Map<string, Destination>();
+  let total = 0;
 
   return {
     /**
@@ -42,6 +45,8 @@ export function destinationSlots(
     ): { release: (answered: boolean, at?: number) => void } | { waitMs: number } {
       const entry = destinations.get(destination) ?? { started: [], answeredAt: undefined };
       const answering = entry.answeredAt !== undefined && now - entry.answeredAt < ANSWERING_MS;
+      if (limits.total !== undefined && total >= limits.total)
+        return { waitMs: Math.round(MIN_WAIT_MS * (1 + 0.25 * random())) };
       if (entry.started.length >= (answering ? limits.answering : limits.quiet)) {
         const silentMs = now - Math.max(entry.answeredAt ?? 0, Math.min(...entry.started));
         const wait = Math.min(Math.max(silentMs, MIN_WAIT_MS) * (1 + 0.25 * random()), maxWaitMs);
@@ -49,16 +54,23 @@ export function destinationSlots(
       }
       entry.started.push(now);
       destinations.set(destination, entry);
+      total++;
       let released = false;
       return {
         release(answered: boolean, at = Date.now()) {
           if (released) return;
           released = true;
+          total--;
           entry.started.splice(entry.started.indexOf(now), 1);
           if (answered) entry.answeredAt = at;
           if (entry.started.length === 0) destinations.delete(destination);
         },
       };
+    },
+    /** Whether `destination` answered one of its attempts within the last second (it may use more slots). */
+    answering(destination: string, now = Date.now()): boolean {
+      const answeredAt = destinations.get(destination)?.answeredAt;
+      return answeredAt !== undefined && now - answeredAt < ANSWERING_MS;
     },
     /** Attempts in flight to `destination`. */
     inFlight: (destination: string) => destinations.get(destination)?.started.length ?? 0,

@@ -1,17 +1,19 @@
 import {
-  WebhookDeliveryJob as DeliveryJobSchema,
   type PlantEvent,
   queueNames,
   queuePrefix,
+  WEBHOOK_BATCH_JOB,
   WEBHOOK_DELIVERY_JOB,
   type Webhook,
   type WebhookAttemptNote,
-  type WebhookDeliveryJob,
+  WebhookBatchJob,
+  WebhookDeliveryJob,
   type WebhookEventType,
+  webhookBatchId,
   webhookDeliveryId,
   webhookLimits,
 } from "@plant-store/contracts";
-import type { RedisClient } from "@plant-store/store";
+import type { DeliveryRecord, RedisClient } from "@plant-store/store";
 import {
   activeAt,
   type DeliveryResult,
@@ -28,12 +30,16 @@ import type { Logger } from "./logger.js";
 
 const DAY_S = 24 * 3600;
 
+/** An event of a batch delivery. */
+type DeliveredEvent = WebhookBatchJob["events"][number];
+
 /**
- * The webhook fan-out of a side-work job (side-work.ts): each event of the batch becomes one delivery job per
- * subscription that wants its type and was active when the event was committed. One disabled since
- * (a 410 answered while the event waited to be fanned out) gets its job too, which its delivery
- * records as skipped, to replay once enabled again. Job ids are the delivery ids, so a retried
- * fan-out (or a batch relayed twice) queues nothing twice.
+ * The webhook fan-out of a side-work job (side-work.ts): each subscription that wants an event of
+ * the batch gets one batch delivery job with those events (see `deliverBatch`), if it was active
+ * when the event was committed. One disabled since (a 410 answered while the event waited to be
+ * fanned out) gets its events too, which its delivery records as skipped, to replay once enabled
+ * again. Batch ids derive from the events and delivery ids from event and subscription, so a
+ * retried fan-out (or a batch relayed twice) delivers nothing twice.
  */
 export async function fanOutWebhooks(
   subscriptions: WebhookSubscriptions,
@@ -60,69 +66,241 @@ export interface WebhookEventBody {
   body: string;
 }
 
+/** A batch fails only when Redis does (its deliveries' failures go to jobs of their own): retried like side work. */
+const BATCH_ATTEMPTS = 5;
+const BATCH_BACKOFF_MS = 1000;
+/** Batch jobs are bookkeeping (each delivery is listed on its own): kept an hour, for the dashboard. */
+const KEEP_BATCHES = { age: 3600, count: 1000 };
+
 /**
- * One delivery job per event and subscription (of `subscribed`) that wants its type and was active
- * when it was committed, listed with the subscription's deliveries. The job id is the delivery id:
- * queueing an event twice queues nothing twice. Used by the fan-out of plant events and by the end
- * of an import (`import.finished`).
+ * One batch delivery job per subscription (of `subscribed`) with the events it wants that were
+ * committed while it was active; each event's delivery is claimed for the batch and listed with
+ * the subscription's deliveries at once. Used by the fan-out of plant events and by the end of an
+ * import (`import.finished`). Returns how many deliveries were queued.
  */
 export async function queueDeliveries(
   subscriptions: WebhookSubscriptions,
   subscribed: readonly Webhook[],
   deliveries: Queue,
-  config: WebhookConfig,
+  _config: WebhookConfig,
   events: readonly WebhookEventBody[],
 ): Promise<number> {
-  const jobs: { name: string; data: WebhookDeliveryJob; opts: JobsOptions }[] = [];
-  const noted = new Map<string, { deliveryId: string; queuedMs: number }[]>();
   const queuedMs = Date.now();
-  for (const { eventId, type, at, body } of events) {
-    for (const subscription of subscribed) {
-      if (!subscription.events.includes(type) || !activeAt(subscription, at)) continue;
-      const deliveryId = webhookDeliveryId(subscription.id, eventId);
-      jobs.push({
-        name: WEBHOOK_DELIVERY_JOB,
-        data: { subscriptionId: subscription.id, eventId, type, body, queuedAt: queuedMs },
-        opts: {
-          jobId: deliveryId,
-          attempts: config.retrySchedule.length + 1,
-          backoff: { type: "webhook-schedule" },
-          removeOnComplete: { age: webhookLimits.keepSucceededDays * DAY_S },
-          removeOnFail: { age: webhookLimits.keepFailedDays * DAY_S },
-        },
-      });
-      const list = noted.get(subscription.id) ?? [];
-      list.push({ deliveryId, queuedMs });
-      noted.set(subscription.id, list);
-    }
+  const batches: { name: string; data: WebhookBatchJob; opts: JobsOptions }[] = [];
+  for (const subscription of subscribed) {
+    const wanted = events.filter(
+      (event) => subscription.events.includes(event.type) && activeAt(subscription, event.at),
+    );
+    if (wanted.length === 0) continue;
+    batches.push({
+      name: WEBHOOK_BATCH_JOB,
+      data: {
+        subscriptionId: subscription.id,
+        events: wanted.map(({ eventId, type, body }) => ({ eventId, type, body, queuedAt: queuedMs })),
+      },
+      opts: {
+        jobId: webhookBatchId(
+          subscription.id,
+          wanted.map((event) => event.eventId),
+        ),
+        attempts: BATCH_ATTEMPTS,
+        backoff: { type: "exponential", delay: BATCH_BACKOFF_MS },
+        removeOnComplete: KEEP_BATCHES,
+        removeOnFail: { age: webhookLimits.keepFailedDays * DAY_S },
+      },
+    });
   }
-  if (jobs.length === 0) return 0;
-  await deliveries.addBulk(jobs);
-  await Promise.all(
-    [...noted].map(([id, list]) => subscriptions.noteDeliveries(id, list, webhookLimits.deliveriesListed)),
+  if (batches.length === 0) return 0;
+  // Queued first, claimed after: a fan-out that stops in between leaves a batch that claims its
+  // events itself when it runs, never a claim without its batch.
+  await deliveries.addBulk(batches);
+  await Promise.all(batches.map((batch) => claim(subscriptions, batch.opts.jobId as string, batch.data)));
+  return batches.reduce((sum, batch) => sum + batch.data.events.length, 0);
+}
+
+/** Claims the batch's deliveries for it (see claimDeliveries-3.lua): the ids of those it is to make. */
+function claim(subscriptions: WebhookSubscriptions, batchId: string, batch: WebhookBatchJob): Promise<string[]> {
+  return subscriptions.claimDeliveries(
+    batch.subscriptionId,
+    batchId,
+    batch.events.map((event) => ({
+      deliveryId: webhookDeliveryId(batch.subscriptionId, event.eventId),
+      queuedMs: event.queuedAt,
+      type: event.type,
+    })),
+    webhookLimits.deliveriesListed,
   );
-  return jobs.length;
+}
+
+interface DeliveryContext {
+  /** The deliveries' queue: a delivery's own job goes there. */
+  queue: Queue;
+  subscriptions: WebhookSubscriptions;
+  config: WebhookConfig;
+  slots: DestinationSlots;
+  userAgent: string;
+}
+
+/** The least wait of the events a batch hands on when its destination does not answer. */
+const NOT_ANSWERING_WAIT_MS = 1000;
+
+/** Options of a delivery's own job: `attempts` left of its schedule, after `delay`. */
+function deliveryJobOptions(deliveryId: string, attempts: number, delay: number): JobsOptions {
+  return {
+    jobId: deliveryId,
+    attempts,
+    delay,
+    backoff: { type: "webhook-schedule" },
+    removeOnComplete: { age: webhookLimits.keepSucceededDays * DAY_S },
+    removeOnFail: { age: webhookLimits.keepFailedDays * DAY_S },
+  };
+}
+
+/** What a batch delivery did; BullMQ keeps it as the job's return value (the dashboard shows it). */
+export interface BatchResult {
+  /** First attempts that succeeded. */
+  delivered: number;
+  /** Deliveries that went on to a job of their own: a failed first attempt (retried on the schedule), a destination too busy to try now, a disabled subscription (skipped). */
+  handedOn: number;
+  /** Events another batch had claimed, or this one settled before a crash. */
+  notOwned: number;
 }
 
 /**
- * Processor of the `webhook-deliveries` queue: one attempt. A 2xx completes the job; `410 Gone`
+ * Processor of a batch delivery (`deliver-batch`): the first attempt of each of its events, over
+ * kept-alive connections, as many at once as its destination's slots allow (see
+ * `destinationSlots`). While the destination answers, the batch waits for a slot; one that does
+ * not answer keeps only its share of the slots, and the events left hand on to jobs of their own,
+ * delayed (as an attempt turned away is), so a hanging receiver cannot hold a batch for long. An
+ * event whose attempt failed hands on to its own job, which retries it on the schedule (the
+ * attempt counts as its first); a 410 disables the subscription and fails that delivery for good.
+ * What succeeded is recorded in one write at the end: a crash before it delivers those again
+ * (Standard Webhooks receivers deduplicate by `webhook-id`), never fewer.
+ */
+export async function deliverBatch(job: Job, context: DeliveryContext): Promise<BatchResult | { skipped: string }> {
+  const { subscriptions, config, slots, userAgent } = context;
+  const parsed = WebhookBatchJob.safeParse(job.data);
+  if (!parsed.success) throw new UnrecoverableError(`invalid batch delivery payload: ${parsed.error.message}`);
+  const batch = parsed.data;
+  const found = await subscriptions.forDelivery(batch.subscriptionId);
+  if (!found) return { skipped: "the subscription was deleted" };
+  const owned = new Set(await claim(subscriptions, job.id ?? "", batch));
+  const idOf = (eventId: string) => webhookDeliveryId(batch.subscriptionId, eventId);
+  const events = batch.events.filter((event) => owned.has(idOf(event.eventId)));
+  const records = new Map<string, DeliveryRecord>();
+  const handedOn: { name: string; data: WebhookDeliveryJob; opts: JobsOptions }[] = [];
+  const handOn = (event: DeliveredEvent, delay: number, firstAttempt?: WebhookDeliveryJob["firstAttempt"]) => {
+    const deliveryId = idOf(event.eventId);
+    const attemptsLeft = firstAttempt?.final ? 1 : config.retrySchedule.length + (firstAttempt ? 0 : 1);
+    handedOn.push({
+      name: WEBHOOK_DELIVERY_JOB,
+      data: { ...event, subscriptionId: batch.subscriptionId, ...(firstAttempt ? { firstAttempt } : {}) },
+      opts: deliveryJobOptions(deliveryId, attemptsLeft, delay),
+    });
+    records.set(deliveryId, { batch: job.id ?? "", type: event.type, queuedMs: event.queuedAt, state: "job" });
+  };
+
+  const url = found.webhook.url;
+  let disabled = found.webhook.disabledAt !== undefined;
+  /** An attempt of this batch got no answer (a timeout, a refused connection): it tries no more. */
+  let unanswered = false;
+  const inFlight = new Set<Promise<void>>();
+  const attempt = async (event: DeliveredEvent, slot: { release: (answered: boolean) => void }) => {
+    let result: DeliveryResult | undefined;
+    try {
+      result = await deliver({
+        url,
+        messageId: event.eventId,
+        body: event.body,
+        secrets: found.secrets,
+        timeoutMs: config.timeoutMs,
+        policy: config.policy,
+        userAgent,
+      });
+    } finally {
+      slot.release(result?.status !== undefined);
+    }
+    const deliveryId = idOf(event.eventId);
+    if (result.status === undefined) unanswered = true;
+    if (result.ok) {
+      const record: DeliveryRecord = {
+        batch: job.id ?? "",
+        type: event.type,
+        queuedMs: event.queuedAt,
+        state: "succeeded",
+      };
+      records.set(deliveryId, { ...record, statusCode: result.status ?? 200, deliveredMs: Date.now() });
+      return;
+    }
+    const error = result.error ?? "delivery failed";
+    if (result.status === 410) {
+      if (!disabled) await subscriptions.disable(batch.subscriptionId, "the receiver answered 410 Gone");
+      disabled = true;
+      return handOn(event, 0, { statusCode: 410, error, final: true });
+    }
+    const firstAttempt = { ...(result.status === undefined ? {} : { statusCode: result.status }), error };
+    handOn(event, retryDelay(config.retrySchedule, 1) ?? 0, firstAttempt);
+  };
+
+  for (let i = 0; i < events.length; ) {
+    const event = events[i] as DeliveredEvent;
+    // A disabled subscription's events are skipped by their own jobs (failed, replayable).
+    if (disabled) {
+      handOn(event, 0);
+      i++;
+      continue;
+    }
+    const slot = unanswered ? { waitMs: 0 } : slots.take(url);
+    if ("release" in slot) {
+      const running: Promise<void> = attempt(event, slot).finally(() => inFlight.delete(running));
+      inFlight.add(running);
+      i++;
+    } else if (!unanswered && inFlight.size > 0) {
+      await Promise.race(inFlight); // a slot of this batch's frees
+    } else if (!unanswered && slots.answering(url)) {
+      await new Promise((resolve) => setTimeout(resolve, slot.waitMs)); // busy, but a slot frees soon
+    } else {
+      // Not answering: the rest go to the delayed set, as attempts turned away do, and this
+      // batch's place in the worker serves other subscriptions.
+      for (const rest of events.slice(i)) handOn(rest, Math.max(slot.waitMs, NOT_ANSWERING_WAIT_MS));
+      break;
+    }
+  }
+  await Promise.all(inFlight);
+
+  // Their jobs first, then the records that point to them: a crash in between makes no job twice.
+  if (handedOn.length > 0) await context.queue.addBulk(handedOn);
+  await subscriptions.settleDeliveries(batch.subscriptionId, records);
+  return {
+    delivered: [...records.values()].filter((record) => record.state === "succeeded").length,
+    handedOn: handedOn.length,
+    notOwned: batch.events.length - events.length,
+  };
+}
+/**
+ * Processor of a delivery's own job (`deliver`): one attempt. A 2xx completes the job; `410 Gone`
  * disables the subscription and fails the job for good; anything else fails the attempt, and BullMQ
  * retries it after the schedule's next delay (see `retryDelayOf`) until the schedule is used up —
- * the job then stays in the failed set, listed and replayable. A deleted subscription's
- * deliveries end quietly; a disabled one's fail without trying, as skipped (replayable once it is
- * enabled again). When its destination already has its share of the slots in flight (`slots`),
- * the job goes back to the delayed set without counting an attempt, and its slot serves another
- * destination meanwhile.
+ * the job then stays in the failed set, listed and replayable. A first attempt its batch made
+ * counts as the first (`firstAttempt`); one that ended the delivery (410) fails the job at once.
+ * A deleted subscription's deliveries end quietly; a disabled one's fail without trying, as
+ * skipped (replayable once it is enabled again). When its destination already has its share of
+ * the slots in flight (`slots`), the job goes back to the delayed set without counting an attempt,
+ * and its slot serves another destination meanwhile.
  */
 export async function deliverWebhook(
   job: Job,
   token: string | undefined,
-  context: { subscriptions: WebhookSubscriptions; config: WebhookConfig; slots: DestinationSlots; userAgent: string },
+  context: DeliveryContext,
 ): Promise<{ statusCode: number; deliveredAt: string } | { skipped: string }> {
   const { subscriptions, config, slots, userAgent } = context;
-  const parsed = DeliveryJobSchema.safeParse(job.data);
+  const parsed = WebhookDeliveryJob.safeParse(job.data);
   if (!parsed.success) throw new UnrecoverableError(`invalid delivery payload: ${parsed.error.message}`);
   const data = parsed.data;
+  if (data.firstAttempt?.final && job.attemptsMade === 0) {
+    await job.updateProgress({ statusCode: data.firstAttempt.statusCode } satisfies WebhookAttemptNote);
+    throw new UnrecoverableError(`${data.firstAttempt.error}: the subscription is disabled`);
+  }
   const found = await subscriptions.forDelivery(data.subscriptionId);
   if (!found) return { skipped: "the subscription was deleted" };
   if (found.webhook.disabledAt)
@@ -156,7 +334,8 @@ export async function deliverWebhook(
   }
   // The schedule's delay for this attempt, with its jitter, decided here and kept on the job, so the
   // listing can say when the next attempt comes and the backoff strategy returns the same delay.
-  const delay = retryDelay(config.retrySchedule, job.attemptsMade + 1);
+  const attempt = (data.firstAttempt ? 1 : 0) + job.attemptsMade + 1;
+  const delay = retryDelay(config.retrySchedule, attempt);
   const note: WebhookAttemptNote = {
     ...(result.status === undefined ? {} : { statusCode: result.status }),
     ...(delay === undefined ? {} : { retryDelayMs: delay, nextAttemptAt: Date.now() + delay }),
@@ -175,7 +354,8 @@ function retryDelayOf(job: { progress?: unknown } | undefined): number {
 const USER_AGENT = "PlantStore-Webhooks/1";
 
 /**
- * The deliveries' own queue and worker: many attempts at once, each retried on the webhook schedule
+ * The deliveries' own queue and worker: batch deliveries and deliveries' own jobs, at most
+ * `WEBHOOK_CONCURRENCY` attempts in flight in all, each failed one retried on the webhook schedule
  * (the failed attempt notes its delay). One destination has at most a fifth of the slots in flight
  * (10 of the default 50), or all but a fifth while it answers (see `destinationSlots`): a receiver
  * that never answers holds its fifth until the timeout, and the other destinations keep the rest.
@@ -194,18 +374,22 @@ export function startDeliveries(options: {
   queue.on("error", (error) => logError(`queue ${name}`, error));
   const { concurrency, timeoutMs } = config.webhooks;
   const fifth = Math.max(1, Math.floor(concurrency / 5));
-  const context = {
+  const context: DeliveryContext = {
+    queue,
     subscriptions,
     config: config.webhooks,
-    slots: destinationSlots({ quiet: fifth, answering: Math.max(fifth, concurrency - fifth) }, timeoutMs),
+    slots: destinationSlots(
+      { quiet: fifth, answering: Math.max(fifth, concurrency - fifth), total: concurrency },
+      timeoutMs,
+    ),
     userAgent: USER_AGENT,
   };
   const worker = new Worker(
     name,
     async (job, token) => {
-      if (job.name !== WEBHOOK_DELIVERY_JOB)
-        throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)}`);
-      return deliverWebhook(job, token, context);
+      if (job.name === WEBHOOK_BATCH_JOB) return deliverBatch(job, context);
+      if (job.name === WEBHOOK_DELIVERY_JOB) return deliverWebhook(job, token, context);
+      throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)}`);
     },
     {
       connection,

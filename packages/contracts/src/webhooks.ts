@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { PLANT_EVENT_TYPES, type PlantEventType } from "./events.js";
 import { IMPORT_FINISHED_EVENT } from "./imports.js";
+import { jobIdFor } from "./queues.js";
 
 /**
  * The events a webhook subscription can receive (Standard Webhooks `type`): every plant event the
@@ -126,11 +127,21 @@ export const WebhookDelivery = z
   .meta({ id: "WebhookDelivery" });
 export type WebhookDelivery = z.output<typeof WebhookDelivery>;
 
-/** BullMQ job name of a delivery. */
+/** BullMQ job name of a delivery's own job: its retries (and a first attempt its batch could not make). */
 export const WEBHOOK_DELIVERY_JOB = "deliver";
+
+/** BullMQ job name of a batch delivery: the first attempt of each event of a relay batch to one subscription. */
+export const WEBHOOK_BATCH_JOB = "deliver-batch";
 
 /** A delivery's id (its BullMQ job id): one per event and subscription, so queueing it twice adds nothing. */
 export const webhookDeliveryId = (subscriptionId: string, eventId: string) => `${subscriptionId}--${eventId}`;
+
+/**
+ * A batch delivery's job id, made from its events (a fan-out retried queues nothing twice). It
+ * starts with `batch--`, so no delivery id (`<subscription>--<event>`) is ever taken for one.
+ */
+export const webhookBatchId = (subscriptionId: string, eventIds: readonly string[]) =>
+  `batch--${subscriptionId}--${jobIdFor(eventIds)}`;
 
 /** What a failed delivery attempt notes on its job (BullMQ progress), for the listing and the backoff. */
 export interface WebhookAttemptNote {
@@ -141,9 +152,8 @@ export interface WebhookAttemptNote {
   retryDelayMs?: number;
 }
 
-/** Payload of a delivery job: one event for one subscription, its body made once. */
-export const WebhookDeliveryJob = z.object({
-  subscriptionId: WebhookId,
+/** An event as delivered: its id (the `webhook-id`), type, body and commit time. */
+const DeliveredEvent = z.object({
   eventId: z.string(),
   type: WebhookEventType,
   /** The JSON body sent, exactly (int64 ids as exact JSON numbers). */
@@ -151,4 +161,24 @@ export const WebhookDeliveryJob = z.object({
   /** Epoch ms of the event: the body's `timestamp`. */
   queuedAt: z.number(),
 });
+
+/** Payload of a delivery job: one event for one subscription, its body made once. */
+export const WebhookDeliveryJob = DeliveredEvent.extend({
+  subscriptionId: WebhookId,
+  /**
+   * The first attempt, when a batch delivery made it (and failed): it counts as the delivery's
+   * first. `final`: it ended the delivery (the receiver answered 410 Gone), nothing is tried again
+   * until a replay (which drops this).
+   */
+  firstAttempt: z
+    .object({ statusCode: z.number().int().optional(), error: z.string(), final: z.boolean().optional() })
+    .optional(),
+});
 export type WebhookDeliveryJob = z.output<typeof WebhookDeliveryJob>;
+
+/** Payload of a batch delivery: a relay batch's events for one subscription, in commit order. */
+export const WebhookBatchJob = z.object({
+  subscriptionId: WebhookId,
+  events: z.array(DeliveredEvent).min(1),
+});
+export type WebhookBatchJob = z.output<typeof WebhookBatchJob>;

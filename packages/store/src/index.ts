@@ -144,4 +144,4 @@ export {
 export { recordOf } from "./replies.js";
 export { defineScripts, scriptFiles } from "./scripts.js";
 export { type TokenRecords, tokenRecords } from "./tokens.js";
-export { type WebhookFields, type WebhookRecords, webhookRecords } from "./webhooks.js";
+export { type DeliveryRecord, type WebhookFields, type WebhookRecords, webhookRecords } from "./webhooks.js";

@@ -174,6 +174,7 @@ export const storeKeys = {
   webhookIds: "webhooks:{webhooks}:ids",
   webhooksVersion: "webhooks:{webhooks}:version",
   webhookDeliveries: (id: string) => `webhooks:{webhooks}:deliveries:${id}`,
+  webhookDeliveryRecords: (id: string) => `webhooks:{webhooks}:delivery-records:${id}`,
   /** A rate-limit window counter, e.g. `token:<id>` or `auth-failures:<address>`; one key, one slot each. */
   rateLimit: (name: string) => `ratelimit:${name}`,
   /** Hash of auth failure reason → count, across all api instances. */

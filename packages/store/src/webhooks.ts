@@ -20,7 +20,32 @@ declare module "ioredis" {
     ): Result<0 | 1, Context>;
     /** The guard field ('' for none) and its expected value, a new version, the count of fields to remove, those, then field, value pairs. */
     webhookUpdate(subscriptionKey: string, versionKey: string, ...args: string[]): Result<0 | 1 | string[], Context>;
+    /** The batch id, how many deliveries are listed, then delivery id, queued ms, type for each event. */
+    claimDeliveries(
+      subscriptionKey: string,
+      listKey: string,
+      recordsKey: string,
+      batchId: string,
+      keep: number,
+      ...triples: (string | number)[]
+    ): Result<string[], Context>;
+    /** Delivery id, record (JSON) pairs. */
+    settleDeliveries(recordsKey: string, ...pairs: string[]): Result<number, Context>;
   }
+}
+
+/**
+ * A delivery a batch made or is making, as the subscription's records keep it (the worker writes
+ * it, the api lists it). One that went on to its own job (`state: "job"`) is read from that job.
+ */
+export interface DeliveryRecord {
+  /** The batch delivery that owns it. */
+  batch: string;
+  type: string;
+  queuedMs: number;
+  state: "pending" | "succeeded" | "job";
+  statusCode?: number;
+  deliveredMs?: number;
 }
 
 /** A subscription's hash as stored: every field text (`@plant-store/webhooks` gives them meaning). */
@@ -124,20 +149,43 @@ export function webhookRecords(client: RedisClient) {
         .del(storeKeys.webhook(id))
         .zrem(storeKeys.webhookIds, id)
         .del(storeKeys.webhookDeliveries(id))
+        .del(storeKeys.webhookDeliveryRecords(id))
         .set(storeKeys.webhooksVersion, newVersion())
         .exec();
       return replies?.[0]?.[1] === 1;
     },
 
-    /** Notes a delivery of the subscription (newest kept, at most `keep`). */
-    async noteDeliveries(id: string, deliveries: { deliveryId: string; queuedMs: number }[], keep: number) {
-      if (deliveries.length === 0) return;
-      const key = storeKeys.webhookDeliveries(id);
-      await client
-        .multi()
-        .zadd(key, ...deliveries.flatMap((delivery) => [delivery.queuedMs, delivery.deliveryId]))
-        .zremrangebyrank(key, 0, -keep - 1)
-        .exec();
+    /**
+     * Claims the events' deliveries for the batch `batchId` and lists them (newest kept, at most
+     * `keep`): the delivery ids the batch owns that are still pending (see claimDeliveries-3.lua).
+     */
+    claimDeliveries: (
+      id: string,
+      batchId: string,
+      deliveries: readonly { deliveryId: string; queuedMs: number; type: string }[],
+      keep: number,
+    ): Promise<string[]> =>
+      client.claimDeliveries(
+        storeKeys.webhook(id),
+        storeKeys.webhookDeliveries(id),
+        storeKeys.webhookDeliveryRecords(id),
+        batchId,
+        keep,
+        ...deliveries.flatMap((delivery) => [delivery.deliveryId, delivery.queuedMs, delivery.type]),
+      ),
+
+    /** Replaces the records of deliveries still listed (one call for a batch's outcomes). */
+    async settleDeliveries(id: string, records: ReadonlyMap<string, DeliveryRecord>): Promise<void> {
+      if (records.size === 0) return;
+      const pairs = [...records].flatMap(([deliveryId, record]) => [deliveryId, JSON.stringify(record)]);
+      await client.settleDeliveries(storeKeys.webhookDeliveryRecords(id), ...pairs);
+    },
+
+    /** The records of these deliveries (undefined where a delivery has none: one queued as a job of its own). */
+    async deliveryRecords(id: string, deliveryIds: readonly string[]): Promise<(DeliveryRecord | undefined)[]> {
+      if (deliveryIds.length === 0) return [];
+      const stored = await client.hmget(storeKeys.webhookDeliveryRecords(id), ...deliveryIds);
+      return stored.map((text) => (text === null ? undefined : (JSON.parse(text) as DeliveryRecord)));
     },
 
     /** The subscription's latest delivery ids, newest first. */

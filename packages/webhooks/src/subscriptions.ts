@@ -205,7 +205,9 @@ export function webhookSubscriptions(client: RedisClient, options: Subscriptions
     /** The subscriptions that receive events now (not disabled); cached as `forFanOut`. */
     active: async (): Promise<Webhook[]> => (await forFanOut()).filter((webhook) => !webhook.disabledAt),
 
-    noteDeliveries: records.noteDeliveries,
+    claimDeliveries: records.claimDeliveries,
+    settleDeliveries: records.settleDeliveries,
+    deliveryRecords: records.deliveryRecords,
     deliveryIds: records.deliveries,
   };
 }
