@@ -7,10 +7,15 @@ import {
   queueNames,
   queuePrefix,
   type Webhook as Subscription,
+  WEBHOOK_BATCH_JOB,
+  WEBHOOK_DELIVERY_JOB,
+  type WebhookBatchJob,
+  webhookBatchId,
 } from "@plant-store/contracts";
+import { storeKeys } from "@plant-store/store";
 import { storeKinds } from "@plant-store/testing";
 import { parseWebhookConfig, webhookSubscriptions } from "@plant-store/webhooks";
-import { Queue } from "bullmq";
+import { Job, Queue } from "bullmq";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, call, eventually, expectError, rawCall, type Stack, startStack } from "./stack.js";
@@ -142,6 +147,92 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
       return list.length === 4 && list.every((d) => d.status === "succeeded") ? list : undefined;
     });
     expect(deliveries[0]).toMatchObject({ attempts: 1, lastStatusCode: 200 });
+    await admin(stack, "DELETE", `/admin/webhooks/${subscriptionId}`);
+  });
+
+  it("makes each event's first attempt in its batch's job: no delivery gets a job of its own, each is listed delivered once", async () => {
+    const target = await receiver();
+    const { id: subscriptionId } = await subscribe(target, { events: ["plant.created"] });
+    const ids = Array.from({ length: 30 }, (_, i) => 7700 + i);
+    await Promise.all(
+      ids.map(async (id) => expect((await call(stack.url, { body: { id, name: `b${id}` } })).status).toBe(200)),
+    );
+    await eventually(async () => target.eventsById().size === ids.length);
+    const listed = await eventually(async () => {
+      const list = (await admin(stack, "GET", `/admin/webhooks/${subscriptionId}/deliveries`)).json as Delivery[];
+      return list.length === ids.length && list.every((d) => d.status === "succeeded") ? list : undefined;
+    });
+    for (const delivery of listed) {
+      expect(delivery).toMatchObject({ attempts: 1, lastStatusCode: 200, type: "plant.created" });
+      expect(Date.parse(delivery.deliveredAt ?? "")).toBeGreaterThanOrEqual(Date.parse(delivery.createdAt));
+    }
+    expect(new Set(listed.map((d) => d.eventId))).toEqual(new Set(target.eventsById().keys()));
+    expect(target.received).toHaveLength(ids.length);
+
+    const deliveries = new Queue(queueNames.webhookDeliveries, {
+      connection: stack.redis,
+      prefix: queuePrefix(queueNames.webhookDeliveries),
+    });
+    try {
+      const jobs = await deliveries.getJobs(["completed", "failed", "delayed", "waiting", "active"]);
+      const ours = jobs.filter((job) => String(job.id).includes(subscriptionId));
+      expect(ours.filter((job) => job.name === WEBHOOK_DELIVERY_JOB)).toEqual([]);
+      const batched = ours.filter((job) => job.name === WEBHOOK_BATCH_JOB);
+      expect(batched.reduce((sum, job) => sum + (job.data as WebhookBatchJob).events.length, 0)).toBe(ids.length);
+    } finally {
+      await deliveries.close();
+    }
+    // Deleted with its subscription: the records of its deliveries too.
+    await admin(stack, "DELETE", `/admin/webhooks/${subscriptionId}`);
+    expect(await stack.redis.exists(storeKeys.webhookDeliveryRecords(subscriptionId))).toBe(0);
+  });
+
+  it("delivers an event once when two batches name it (a relay that queued it twice), and nothing more when a batch runs again", async () => {
+    const target = await receiver();
+    const { id: subscriptionId } = await subscribe(target, { events: ["plant.created"] });
+    const event = (n: number) => ({
+      eventId: `p0-${Date.now()}-${n}`,
+      type: "plant.created" as const,
+      body: JSON.stringify({ type: "plant.created", timestamp: new Date().toISOString(), data: { id: n, name: "x" } }),
+      queuedAt: Date.now(),
+    });
+    const events = [1, 2, 3, 4].map(event);
+    const batch = (list: typeof events) => ({
+      name: WEBHOOK_BATCH_JOB,
+      data: { subscriptionId, events: list } satisfies WebhookBatchJob,
+      opts: {
+        jobId: webhookBatchId(
+          subscriptionId,
+          list.map((e) => e.eventId),
+        ),
+      },
+    });
+    const deliveries = new Queue(queueNames.webhookDeliveries, {
+      connection: stack.redis,
+      prefix: queuePrefix(queueNames.webhookDeliveries),
+    });
+    try {
+      // Composed differently: the two share events 2 and 3.
+      const [first, second] = await deliveries.addBulk([batch(events.slice(0, 3)), batch(events.slice(1))]);
+      const finished = async () =>
+        (await first?.getState()) === "completed" && (await second?.getState()) === "completed";
+      await eventually(finished);
+      expect(target.received.map((r) => r.headers["webhook-id"]).sort()).toEqual(events.map((e) => e.eventId).sort());
+      const resultOf = async (job: typeof first) => (await Job.fromId(deliveries, String(job?.id)))?.returnvalue;
+      const results = await Promise.all([first, second].map(resultOf));
+      expect(results.reduce((sum, result) => sum + result.delivered, 0)).toBe(4);
+      expect(results.reduce((sum, result) => sum + result.notOwned, 0)).toBe(2);
+
+      // Run again (a worker that died after recording it): every delivery is settled, none is made again.
+      await first?.retry("completed");
+      await eventually(async () => (await first?.getState()) === "completed");
+      expect(await resultOf(first)).toEqual({ delivered: 0, handedOn: 0, notOwned: 3 });
+      expect(target.received).toHaveLength(4);
+      const listed = (await admin(stack, "GET", `/admin/webhooks/${subscriptionId}/deliveries`)).json as Delivery[];
+      expect(listed.map((d) => d.eventId).sort()).toEqual(events.map((e) => e.eventId).sort());
+    } finally {
+      await deliveries.close();
+    }
     await admin(stack, "DELETE", `/admin/webhooks/${subscriptionId}`);
   });
 

@@ -67,11 +67,6 @@ export function destinationSlots(
         },
       };
     },
-    /** Whether `destination` answered one of its attempts within the last second (it may use more slots). */
-    answering(destination: string, now = Date.now()): boolean {
-      const answeredAt = destinations.get(destination)?.answeredAt;
-      return answeredAt !== undefined && now - answeredAt < ANSWERING_MS;
-    },
     /** Attempts in flight to `destination`. */
     inFlight: (destination: string) => destinations.get(destination)?.started.length ?? 0,
   };

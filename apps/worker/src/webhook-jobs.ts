@@ -141,8 +141,12 @@ interface DeliveryContext {
   userAgent: string;
 }
 
-/** The least wait of the events a batch hands on when its destination does not answer. */
-const NOT_ANSWERING_WAIT_MS = 1000;
+/**
+ * A batch turned away from its destination waits in place for a slot when told to wait at most
+ * this long (the destination answered lately, or was just tried; see `destinationSlots`); told to
+ * wait longer, it hands its remaining events on, delayed at least this long.
+ */
+const WAIT_IN_PLACE_MS = 1000;
 
 /** Options of a delivery's own job: `attempts` left of its schedule, after `delay`. */
 function deliveryJobOptions(deliveryId: string, attempts: number, delay: number): JobsOptions {
@@ -169,11 +173,12 @@ export interface BatchResult {
 /**
  * Processor of a batch delivery (`deliver-batch`): the first attempt of each of its events, over
  * kept-alive connections, as many at once as its destination's slots allow (see
- * `destinationSlots`). While the destination answers, the batch waits for a slot; one that does
- * not answer keeps only its share of the slots, and the events left hand on to jobs of their own,
- * delayed (as an attempt turned away is), so a hanging receiver cannot hold a batch for long. An
- * event whose attempt failed hands on to its own job, which retries it on the schedule (the
- * attempt counts as its first); a 410 disables the subscription and fails that delivery for good.
+ * `destinationSlots`). Turned away by a destination that answers, the batch waits for a slot. Once
+ * one of its attempts gets no answer (a timeout, a refused connection), or its destination has
+ * been silent too long (WAIT_IN_PLACE_MS), the events left hand on to jobs of their own, delayed,
+ * so a hanging receiver cannot hold a batch (nor its place in the worker) for long. An event whose
+ * attempt failed hands on to its own job, which retries it on the schedule (the attempt counts as
+ * its first); a 410 disables the subscription and fails that delivery for good.
  * What succeeded is recorded in one write at the end: a crash before it delivers those again
  * (Standard Webhooks receivers deduplicate by `webhook-id`), never fewer.
  */
@@ -257,12 +262,13 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
       i++;
     } else if (!unanswered && inFlight.size > 0) {
       await Promise.race(inFlight); // a slot of this batch's frees
-    } else if (!unanswered && slots.answering(url)) {
-      await new Promise((resolve) => setTimeout(resolve, slot.waitMs)); // busy, but a slot frees soon
+    } else if (!unanswered && slot.waitMs <= WAIT_IN_PLACE_MS) {
+      // Busy, but it answered lately (or was just tried): a slot frees soon.
+      await new Promise((resolve) => setTimeout(resolve, slot.waitMs));
     } else {
       // Not answering: the rest go to the delayed set, as attempts turned away do, and this
       // batch's place in the worker serves other subscriptions.
-      for (const rest of events.slice(i)) handOn(rest, Math.max(slot.waitMs, NOT_ANSWERING_WAIT_MS));
+      for (const rest of events.slice(i)) handOn(rest, Math.max(slot.waitMs, WAIT_IN_PLACE_MS));
       break;
     }
   }

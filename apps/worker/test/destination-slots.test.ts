@@ -22,6 +22,18 @@ describe("destinationSlots", () => {
     expect(slots.inFlight("https://healthy.example/hook")).toBe(1);
   });
 
+  it("keeps at most `total` attempts in flight over all destinations", () => {
+    const slots = destinationSlots({ quiet: 2, answering: 3, total: 3 }, 10_000, noJitter);
+    const t = Date.now();
+    const a = slotOf(slots.take("https://a.example/hook", t));
+    slotOf(slots.take("https://a.example/hook", t));
+    slotOf(slots.take("https://b.example/hook", t));
+    // All three in flight: another destination waits too, briefly.
+    expect(slots.take("https://c.example/hook", t)).toEqual({ waitMs: 100 });
+    a.release(true, t);
+    slotOf(slots.take("https://c.example/hook", t));
+  });
+
   it("lets a destination that answers use its larger share while it answers, and frees slots on release", () => {
     const slots = destinationSlots({ quiet: 2, answering: 3 }, 10_000, noJitter);
     const url = "https://busy.example/hook";

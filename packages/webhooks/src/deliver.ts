@@ -1,6 +1,5 @@
-import { request as httpRequest } from "node:http";
-import { request as httpsRequest } from "node:https";
 import { Webhook } from "standardwebhooks";
+import { Agent } from "undici";
 import { type DestinationPolicy, guardedLookup, parseDestination } from "./destination.js";
 
 export interface DeliveryRequest {
@@ -28,74 +27,98 @@ export interface DeliveryResult {
 const MAX_RESPONSE_BYTES = 4096;
 
 /**
+ * One connection pool per destination policy and timeout (undici: kept-alive connections per
+ * origin, each reused by the attempts that follow; about two thirds of the CPU per attempt of
+ * node:http's client). Its connections resolve names through the policy's guarded lookup, so the
+ * address actually connected to is the one checked, and give up connecting after the timeout.
+ */
+const agents = new WeakMap<DestinationPolicy, Map<number, Agent>>();
+function agentFor(policy: DestinationPolicy, timeoutMs: number): Agent {
+  const byTimeout = agents.get(policy) ?? new Map<number, Agent>();
+  agents.set(policy, byTimeout);
+  let agent = byTimeout.get(timeoutMs);
+  if (!agent) {
+    agent = new Agent({ connect: { lookup: guardedLookup(policy) as never, timeout: timeoutMs } });
+    byTimeout.set(timeoutMs, agent);
+  }
+  return agent;
+}
+
+/** undici's codes for a receiver that did not answer in time (connecting, or its headers or body). */
+const TIMED_OUT = new Set(["UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+
+/** Signers by secret, made once (decoding a secret costs more than the signature it makes). */
+const signers = new Map<string, Webhook>();
+const MAX_SIGNERS = 1000;
+function signerOf(secret: string): Webhook {
+  let signer = signers.get(secret);
+  if (!signer) {
+    if (signers.size >= MAX_SIGNERS) signers.clear();
+    signer = new Webhook(secret);
+    signers.set(secret, signer);
+  }
+  return signer;
+}
+
+/**
  * One attempt: POSTs the body, signed with every valid secret (Standard Webhooks: one `v1,`
  * signature per secret in `webhook-signature`), to the URL. Redirects are not followed (a 3xx is
  * a failure), at most 4 KiB of the answer is read, and the destination is checked again here,
  * after DNS resolution, on the address actually connected to.
  */
-export function deliver(delivery: DeliveryRequest): Promise<DeliveryResult> {
+export async function deliver(delivery: DeliveryRequest): Promise<DeliveryResult> {
   let url: URL;
   try {
     url = parseDestination(delivery.url, delivery.policy);
   } catch (error) {
-    return Promise.resolve({ ok: false, error: (error as Error).message });
+    return { ok: false, error: (error as Error).message };
   }
   const now = new Date();
   const signature = delivery.secrets
-    .map((secret) => new Webhook(secret).sign(delivery.messageId, now, delivery.body))
+    .map((secret) => signerOf(secret).sign(delivery.messageId, now, delivery.body))
     .join(" ");
-  const send = url.protocol === "https:" ? httpsRequest : httpRequest;
-  return new Promise((resolve) => {
-    let settled = false;
-    const finish = (result: DeliveryResult) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(result);
-    };
-    const request = send(
-      url,
-      {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          "content-length": Buffer.byteLength(delivery.body),
-          "user-agent": delivery.userAgent,
-          "webhook-id": delivery.messageId,
-          "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
-          "webhook-signature": signature,
-        },
-        lookup: guardedLookup(delivery.policy) as never,
+  try {
+    // Timeouts, not an AbortSignal: one less object and listener pair per attempt.
+    const response = await agentFor(delivery.policy, delivery.timeoutMs).request({
+      origin: url.origin,
+      path: `${url.pathname}${url.search}`,
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "user-agent": delivery.userAgent,
+        "webhook-id": delivery.messageId,
+        "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
+        "webhook-signature": signature,
       },
-      (response) => {
-        const status = response.statusCode ?? 0;
-        const chunks: Buffer[] = [];
-        let size = 0;
-        response.on("data", (chunk: Buffer) => {
-          if (size < MAX_RESPONSE_BYTES) chunks.push(chunk.subarray(0, MAX_RESPONSE_BYTES - size));
-          size += chunk.length;
-          if (size >= MAX_RESPONSE_BYTES) response.destroy();
-        });
-        const done = () => {
-          if (status >= 200 && status < 300) return finish({ ok: true, status });
-          const text = Buffer.concat(chunks).toString("utf8").replace(/\s+/g, " ").trim().slice(0, 200);
-          finish({ ok: false, status, error: `HTTP ${status}${text ? `: ${text}` : ""}` });
-        };
-        response.on("end", done);
-        response.on("close", done);
-        response.on("error", done);
-      },
-    );
-    const timer = setTimeout(() => {
-      request.destroy();
-      finish({ ok: false, error: `no answer within ${delivery.timeoutMs} ms` });
-    }, delivery.timeoutMs);
-    request.on("error", (error: NodeJS.ErrnoException) => {
-      finish({
-        ok: false,
-        error: error.code === "EDESTINATION" ? error.message : `request failed: ${error.code ?? error.message}`,
-      });
+      body: delivery.body,
+      headersTimeout: delivery.timeoutMs,
+      bodyTimeout: delivery.timeoutMs,
     });
-    request.end(delivery.body);
-  });
+    const status = response.statusCode;
+    if (status >= 200 && status < 300) {
+      await response.body.dump({ limit: MAX_RESPONSE_BYTES });
+      return { ok: true, status };
+    }
+    const text = (await readAtMost(response.body, MAX_RESPONSE_BYTES)).replace(/\s+/g, " ").trim().slice(0, 200);
+    return { ok: false, status, error: `HTTP ${status}${text ? `: ${text}` : ""}` };
+  } catch (error) {
+    const { code, message } = error as NodeJS.ErrnoException;
+    if (code && TIMED_OUT.has(code)) return { ok: false, error: `no answer within ${delivery.timeoutMs} ms` };
+    return { ok: false, error: code === "EDESTINATION" ? message : `request failed: ${code ?? message}` };
+  }
+}
+
+/** The start of an answer's body (at most `limit` bytes, as text); the rest is not read. */
+async function readAtMost(body: AsyncIterable<Buffer> & { destroy(): void }, limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    chunks.push(chunk.subarray(0, limit - size));
+    size += chunk.length;
+    if (size >= limit) {
+      body.destroy();
+      break;
+    }
+  }
+  return Buffer.concat(chunks).toString("utf8");
 }

@@ -33,6 +33,7 @@ import {
 } from "./stack.js";
 import { aofAppendedSince, aofMark, type RedisFootprint, redisFootprint, storeCounts } from "./store-counts.js";
 import { createRequest, waitUntil } from "./throughput-helpers.js";
+import { subscribeReceiver } from "./webhook-receiver.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -42,6 +43,8 @@ const { values: args } = parseArgs({
     connections: { type: "string", default: "50" },
     "cpu-prof": { type: "boolean", default: false },
     appendfsync: { type: "string", default: "always" },
+    rate: { type: "string", default: "0" },
+    webhook: { type: "boolean", default: false },
     help: { type: "boolean", default: false },
   },
 });
@@ -56,6 +59,10 @@ Redis commands, jobs
   --cpu-prof         run api and worker with node --cpu-prof and summarize the profiles
   --appendfsync always  the private Redis's AOF fsync policy (always, as deployed; everysec or no
                      to see what waiting for the disk costs)
+  --rate 0           creates a second offered during the measured run (0: as many as the
+                     connections get through)
+  --webhook          a webhook subscriber (a receiver of the bench's, every plant.created): the
+                     side work then includes each create's delivery
 The worker's tuning variables (RELAY_*, JOB_*, WORKER_CONCURRENCY) are passed on, as in npm run bench.`);
   process.exit(0);
 }
@@ -67,6 +74,7 @@ if (appendfsync !== "always" && appendfsync !== "everysec" && appendfsync !== "n
 const durationS = integerOption("duration", args.duration, 1, 300);
 const warmupS = integerOption("warmup", args.warmup, 1, 600);
 const connections = integerOption("connections", args.connections, 1, 1000);
+const rate = integerOption("rate", args.rate, 0, 1_000_000);
 const SIDE_WORK_LIMIT_MS = 60_000;
 
 /** The machine's busy and total CPU time so far (/proc/stat, clock ticks). */
@@ -103,18 +111,18 @@ await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
   const post = () =>
     createRequest({ authorization: `Bearer ${TOKEN}`, "content-type": "application/json" }, () => nextId++);
 
+  const receiver = args.webhook ? await subscribeReceiver(api.url) : undefined;
   const warmup = await autocannon({ url: api.url, connections, duration: warmupS, requests: [post()] });
   let created = warmup["2xx"];
   const sideWorkDone = async (plants: number) => {
     const done = await waitUntil(
       SIDE_WORK_LIMIT_MS,
-      async () => {
-        return (await counts.indexed()) >= plants;
-      },
+      async () => (await counts.indexed()) >= plants && (receiver?.firstAt.size ?? plants) >= plants,
       20,
     );
     if (!done) {
-      throw new Error(`the worker had not indexed ${plants} plants within ${SIDE_WORK_LIMIT_MS / 1000} s`);
+      const what = receiver ? "indexed and delivered" : "indexed";
+      throw new Error(`the worker had not ${what} ${plants} plants within ${SIDE_WORK_LIMIT_MS / 1000} s`);
     }
   };
   await sideWorkDone(created);
@@ -133,7 +141,13 @@ await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
   const aofMarks = await Promise.all(masters.map(aofMark));
   const jobsBefore = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
   const [cpuBefore, machineBefore] = [cpu(), machineTicks()];
-  const run = await autocannon({ url: api.url, connections, duration: durationS, requests: [post()] });
+  const run = await autocannon({
+    url: api.url,
+    connections,
+    duration: durationS,
+    requests: [post()],
+    ...(rate > 0 ? { overallRate: rate } : {}),
+  });
   const ok = run["2xx"];
   created += ok;
   await sideWorkDone(created);
@@ -149,7 +163,7 @@ await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
   const perCreate = (seconds: number) =>
     Number.isNaN(seconds) ? "-" : ((seconds * 1000) / Math.max(1, ok)).toFixed(3);
   console.log(
-    `\nPOST /plants, ${connections} connections, ${durationS} s, ${stack.kind}, worker running: ${Math.round(run.requests.average)} req/s, ` +
+    `\nPOST /plants, ${connections} connections, ${durationS} s, ${stack.kind}, worker running${receiver ? ", a webhook subscriber" : ""}: ${Math.round(run.requests.average)} req/s, ` +
       `p50 ${run.latency.p50} ms, p99 ${run.latency.p99} ms, ${run.non2xx} non-2xx; machine ${(busy * 100).toFixed(0)} % busy until the side work was done`,
   );
   console.log(
@@ -216,6 +230,7 @@ await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
     ),
   );
 
+  await receiver?.stop();
   await stack.stop(); // SIGTERM: each process writes its profile as it exits
   if (args["cpu-prof"]) {
     for (const name of ["api", "worker"]) {

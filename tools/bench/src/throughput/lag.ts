@@ -3,14 +3,12 @@
  * after each create's 200 its index entry appears (its audit entry is its outbox entry: no lag)
  * and its webhook's first delivery attempt reaches a subscribed receiver.
  */
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect, disconnect, indexBucketOf, indexKeys, indexMemberParts } from "@plant-store/store";
 import autocannon from "autocannon";
-import { request } from "../http.js";
 import { round, type Summary, summarize } from "../stats.js";
 import { peakRate, waitUntil } from "../throughput-helpers.js";
+import { subscribeReceiver } from "../webhook-receiver.js";
 import { type Bench, postRequest } from "./context.js";
 import { DRAIN_LIMIT_MS, LAG_DEADLINE_MS } from "./options.js";
 
@@ -48,45 +46,6 @@ export async function measureLagAtHalfRate(bench: Bench, servicePostRate: number
 export type LagRun = Awaited<ReturnType<typeof measureLag>>;
 /** The lag of record (no webhook subscriber, the index), and the run with one (the webhooks' first attempts). */
 export type Lag = LagRun & { withWebhooks: LagRun };
-
-/**
- * A webhook subscriber for the lag run: a receiver on 127.0.0.1 that answers every delivery 204 at
- * once (so each plant's first arrival is its first attempt) and notes when each plant id's create
- * first arrived, subscribed to `plant.created` through the api. `stop` unsubscribes and closes it.
- */
-async function subscribeReceiver(serviceUrl: string) {
-  const firstAt = new Map<string, number>();
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (chunk: Buffer) => chunks.push(chunk));
-    req.on("end", () => {
-      const at = nowMs();
-      // The plant's id, an exact JSON number in `data` (the bench's ids are small integers).
-      const id = /"id":(\d+)/.exec(Buffer.concat(chunks).toString("utf8"))?.[1];
-      if (id !== undefined && !firstAt.has(id)) firstAt.set(id, at);
-      res.writeHead(204).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/plant-events`;
-  const created = await request(`${serviceUrl}/admin/webhooks`, {
-    method: "POST",
-    body: JSON.stringify({ url, events: ["plant.created"] }),
-  });
-  if (created.status !== 201 && created.status !== 200) {
-    server.close();
-    throw new Error(`subscribing the bench's webhook receiver: ${created.status} ${created.text}`);
-  }
-  const { id } = JSON.parse(created.text) as { id: string };
-  return {
-    firstAt,
-    async stop() {
-      await request(`${serviceUrl}/admin/webhooks/${id}`, { method: "DELETE" });
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
 
 /**
  * Creates at `rate`/s for --lag-duration s with the worker running. Each 200's arrival time is
