@@ -33,6 +33,15 @@ export function destinationSlots(
   /** Only destinations with attempts in flight. */
   const destinations = new Map<string, Destination>();
   let total = 0;
+  /** Batches waiting for a slot (`freed`), oldest first. */
+  const waiters: { destination: string; wake: () => void }[] = [];
+
+  /** Wakes the oldest waiter for `destination` (or, if none, the oldest of all: it may wait on `total`). */
+  function wakeOne(destination: string) {
+    const index = waiters.findIndex((waiter) => waiter.destination === destination);
+    const [waiter] = waiters.splice(index === -1 ? 0 : index, 1);
+    waiter?.wake();
+  }
 
   return {
     /**
@@ -64,8 +73,29 @@ export function destinationSlots(
           entry.started.splice(entry.started.indexOf(now), 1);
           if (answered) entry.answeredAt = at;
           if (entry.started.length === 0) destinations.delete(destination);
+          wakeOne(destination);
         },
       };
+    },
+    /**
+     * Resolves when a slot of `destination` frees (waiters are woken one per release, oldest
+     * first, so a batch that waited longest goes next), or after `waitMs` at the latest.
+     */
+    freed(destination: string, waitMs: number): Promise<void> {
+      return new Promise((resolve) => {
+        const waiter = {
+          destination,
+          wake: () => {
+            clearTimeout(timer);
+            resolve();
+          },
+        };
+        const timer = setTimeout(() => {
+          waiters.splice(waiters.indexOf(waiter), 1);
+          resolve();
+        }, waitMs);
+        waiters.push(waiter);
+      });
     },
     /** Attempts in flight to `destination`. */
     inFlight: (destination: string) => destinations.get(destination)?.started.length ?? 0,

@@ -260,11 +260,10 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
       const running: Promise<void> = attempt(event, slot).finally(() => inFlight.delete(running));
       inFlight.add(running);
       i++;
-    } else if (!unanswered && inFlight.size > 0) {
-      await Promise.race(inFlight); // a slot of this batch's frees
-    } else if (!unanswered && slot.waitMs <= WAIT_IN_PLACE_MS) {
-      // Busy, but it answered lately (or was just tried): a slot frees soon.
-      await new Promise((resolve) => setTimeout(resolve, slot.waitMs));
+    } else if (!unanswered && (inFlight.size > 0 || slot.waitMs <= WAIT_IN_PLACE_MS)) {
+      // Busy: its own attempts are under way, or it answered lately (or was just tried). Waits in
+      // line for a slot, the longest-waiting batch first.
+      await slots.freed(url, slot.waitMs);
     } else {
       // Not answering: the rest go to the delayed set, as attempts turned away do, and this
       // batch's place in the worker serves other subscriptions.

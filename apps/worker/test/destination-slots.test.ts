@@ -34,6 +34,27 @@ describe("destinationSlots", () => {
     slotOf(slots.take("https://c.example/hook", t));
   });
 
+  it("wakes the batches waiting for a destination one per freed slot, the longest-waiting first", async () => {
+    const slots = destinationSlots({ quiet: 1, answering: 1 }, 10_000, noJitter);
+    const url = "https://busy.example/hook";
+    const held = slotOf(slots.take(url));
+    const woken: string[] = [];
+    const first = slots.freed(url, 5000).then(() => woken.push("first"));
+    const second = slots.freed(url, 5000).then(() => woken.push("second"));
+    held.release(true);
+    await first;
+    expect(woken).toEqual(["first"]);
+    slotOf(slots.take(url)).release(true);
+    await second;
+    expect(woken).toEqual(["first", "second"]);
+    // Nobody frees a slot: the wait ends after its time anyway.
+    const stuck = slotOf(slots.take(url));
+    const started = Date.now();
+    await slots.freed(url, 50);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(45);
+    stuck.release(false);
+  });
+
   it("lets a destination that answers use its larger share while it answers, and frees slots on release", () => {
     const slots = destinationSlots({ quiet: 2, answering: 3 }, 10_000, noJitter);
     const url = "https://busy.example/hook";
