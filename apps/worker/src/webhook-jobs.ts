@@ -362,7 +362,7 @@ const USER_AGENT = "PlantStore-Webhooks/1";
  * The deliveries' own queue and worker: batch deliveries and deliveries' own jobs, at most
  * `WEBHOOK_CONCURRENCY` attempts in flight in all, each failed one retried on the webhook schedule
  * (the failed attempt notes its delay). One destination has at most a fifth of the slots in flight
- * (10 of the default 50), or all but a fifth while it answers (see `destinationSlots`): a receiver
+ * (40 of the default 200), or all but a fifth while it answers (see `destinationSlots`): a receiver
  * that never answers holds its fifth until the timeout, and the other destinations keep the rest.
  */
 export function startDeliveries(options: {

@@ -15,7 +15,7 @@ describe("loadWorkerConfig", () => {
         secretKey: undefined,
         timeoutMs: 10_000,
         retrySchedule: [5000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000],
-        concurrency: 50,
+        concurrency: 200,
         maxSubscriptions: 100,
       },
       concurrency: 8,

@@ -46,7 +46,12 @@ const WebhookEnv = z.object({
         }
       }),
   ),
-  WEBHOOK_CONCURRENCY: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).max(1000).default(50)),
+  /**
+   * Delivery attempts in flight per worker. 200: one receiver that answers may have 160 at once
+   * (a batch's events go out together; at ~25 ms a round trip on a busy host, 40 capped one
+   * subscriber below 1,600 events/s), one that hangs holds 40 until the timeout.
+   */
+  WEBHOOK_CONCURRENCY: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).max(1000).default(200)),
   WEBHOOK_MAX_SUBSCRIPTIONS: z.preprocess(
     unsetIfEmpty,
     z.coerce.number().int().min(1).max(10_000).default(DEFAULT_MAX_SUBSCRIPTIONS),
