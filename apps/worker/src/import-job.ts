@@ -24,7 +24,7 @@ import {
   type RedisClient,
   type StoredImport,
 } from "@plant-store/store";
-import { importFinishedBody, type WebhookConfig, type WebhookSubscriptions } from "@plant-store/webhooks";
+import { importFinishedBody, type WebhookSubscriptions } from "@plant-store/webhooks";
 import { DelayedError, type Job, Queue, UnrecoverableError, Worker } from "bullmq";
 import type { WorkerConfig, WorkerFault } from "./config.js";
 import type { Logger } from "./logger.js";
@@ -71,7 +71,6 @@ export interface ImportContext {
   commits: ImportCommitter;
   subscriptions: WebhookSubscriptions;
   deliveries: Queue;
-  webhooks: WebhookConfig;
   logger: Logger;
   fault?: WorkerFault | undefined;
   /** True once the worker is closing: a running import stops after its chunk and waits in the queue for a worker. */
@@ -122,7 +121,7 @@ async function ended(context: ImportContext, summary: ImportSummary): Promise<vo
   await context.commits.forget(summary.id);
   const subscribed = await context.subscriptions.forFanOut();
   if (subscribed.length === 0) return;
-  await queueDeliveries(context.subscriptions, subscribed, context.deliveries, context.webhooks, [
+  await queueDeliveries(context.subscriptions, subscribed, context.deliveries, [
     {
       eventId: importFinishedEventId(summary.id),
       type: IMPORT_FINISHED_EVENT,
@@ -273,7 +272,6 @@ export function startImports(options: {
     commits: importCommitter(connection, options.layout, options.durability),
     subscriptions: options.subscriptions,
     deliveries: options.deliveries,
-    webhooks: config.webhooks,
     logger,
     fault: config.fault,
     closing: () => closing,

@@ -3,7 +3,6 @@ import type { Layout, RedisClient } from "@plant-store/store";
 import type { WebhookSubscriptions } from "@plant-store/webhooks";
 import type { Queue } from "bullmq";
 import { recordAudits } from "./audit-job.js";
-import type { WorkerConfig } from "./config.js";
 import { updateIndexes } from "./index-job.js";
 import { fanOutWebhooks } from "./webhook-jobs.js";
 
@@ -14,7 +13,6 @@ export interface SideWorkDeps {
   recordLifetimeMs: number;
   subscriptions: WebhookSubscriptions;
   deliveries: Queue;
-  webhooks: WorkerConfig["webhooks"];
 }
 
 /** What a side-work job did; BullMQ keeps it as the job's return value (the dashboard shows it). */
@@ -47,7 +45,7 @@ export async function doSideWork(deps: SideWorkDeps, batch: PlantEventBatch): Pr
     updateIndexes(deps.client, deps.layout, events),
     batch.auditInOutbox ? undefined : recordAudits(deps.client, events, { recordLifetimeMs: deps.recordLifetimeMs }),
   ]);
-  const deliveries = await fanOutWebhooks(deps.subscriptions, deps.deliveries, deps.webhooks, events);
+  const deliveries = await fanOutWebhooks(deps.subscriptions, deps.deliveries, events);
   const unindexed = indexes.filter((outcome) => outcome === "unindexed").length;
   const result: SideWorkResult = { indexed: indexes.length - unindexed, unindexed, deliveries };
   if (audits) result.audited = audits.filter((outcome) => outcome.appended).length;

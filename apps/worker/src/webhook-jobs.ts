@@ -44,7 +44,6 @@ type DeliveredEvent = WebhookBatchJob["events"][number];
 export async function fanOutWebhooks(
   subscriptions: WebhookSubscriptions,
   deliveries: Queue,
-  config: WebhookConfig,
   events: readonly PlantEvent[],
 ): Promise<number> {
   const subscribed = await subscriptions.forFanOut();
@@ -55,7 +54,7 @@ export async function fanOutWebhooks(
     at: event.at,
     body: webhookBody(event),
   }));
-  return queueDeliveries(subscriptions, subscribed, deliveries, config, bodies);
+  return queueDeliveries(subscriptions, subscribed, deliveries, bodies);
 }
 
 /** An event as delivered: its id (the `webhook-id`), type, commit time (RFC 3339) and body. */
@@ -82,7 +81,6 @@ export async function queueDeliveries(
   subscriptions: WebhookSubscriptions,
   subscribed: readonly Webhook[],
   deliveries: Queue,
-  _config: WebhookConfig,
   events: readonly WebhookEventBody[],
 ): Promise<number> {
   const queuedMs = Date.now();
@@ -189,7 +187,8 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
   const batch = parsed.data;
   const found = await subscriptions.forDelivery(batch.subscriptionId);
   if (!found) return { skipped: "the subscription was deleted" };
-  const owned = new Set(await claim(subscriptions, job.id ?? "", batch));
+  const batchId = job.id ?? "";
+  const owned = new Set(await claim(subscriptions, batchId, batch));
   const idOf = (eventId: string) => webhookDeliveryId(batch.subscriptionId, eventId);
   const events = batch.events.filter((event) => owned.has(idOf(event.eventId)));
   const records = new Map<string, DeliveryRecord>();
@@ -202,7 +201,7 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
       data: { ...event, subscriptionId: batch.subscriptionId, ...(firstAttempt ? { firstAttempt } : {}) },
       opts: deliveryJobOptions(deliveryId, attemptsLeft, delay),
     });
-    records.set(deliveryId, { batch: job.id ?? "", type: event.type, queuedMs: event.queuedAt, state: "job" });
+    records.set(deliveryId, { batch: batchId, type: event.type, queuedMs: event.queuedAt, state: "job" });
   };
 
   const url = found.webhook.url;
@@ -228,13 +227,16 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
     const deliveryId = idOf(event.eventId);
     if (result.status === undefined) unanswered = true;
     if (result.ok) {
-      const record: DeliveryRecord = {
-        batch: job.id ?? "",
-        type: event.type,
-        queuedMs: event.queuedAt,
+      const { type, queuedAt: queuedMs } = event;
+      const statusCode = result.status ?? 200;
+      records.set(deliveryId, {
+        batch: batchId,
+        type,
+        queuedMs,
         state: "succeeded",
-      };
-      records.set(deliveryId, { ...record, statusCode: result.status ?? 200, deliveredMs: Date.now() });
+        statusCode,
+        deliveredMs: Date.now(),
+      });
       return;
     }
     const error = result.error ?? "delivery failed";

@@ -241,7 +241,6 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       recordLifetimeMs: policy.recordLifetimeMs,
       subscriptions,
       deliveries: deliveries.queue,
-      webhooks: config.webhooks,
     };
     const sideWorkQueue = serve(queueNames.sideWork, (batch) => doSideWork(sideWork, batch));
     // Jobs an earlier version queued, one queue per kind of side work: processed as they were.
@@ -249,8 +248,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       [legacyQueueNames.index]: ({ events }, client) => updateIndexes(client, layout, events),
       [legacyQueueNames.audit]: ({ events }, client) =>
         recordAudits(client, events, { recordLifetimeMs: policy.recordLifetimeMs }),
-      [legacyQueueNames.webhooks]: ({ events }) =>
-        fanOutWebhooks(subscriptions, deliveries.queue, config.webhooks, events),
+      [legacyQueueNames.webhooks]: ({ events }) => fanOutWebhooks(subscriptions, deliveries.queue, events),
     };
     for (const [name, processEvents] of Object.entries(legacy) as [QueueName, Processor][]) {
       if (await holdsJobs(redis, name)) {
