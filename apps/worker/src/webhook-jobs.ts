@@ -139,6 +139,31 @@ interface DeliveryContext {
   userAgent: string;
 }
 
+/** A slot of `destinationSlots`, held for one attempt. */
+type Slot = { release: (answered: boolean) => void };
+
+/** One attempt of `event` to `url`, its slot released when it ends (saying whether the receiver answered). */
+async function attemptOnce(
+  { config, userAgent }: DeliveryContext,
+  target: { url: string; secrets: readonly string[]; event: { eventId: string; body: string }; slot: Slot },
+): Promise<DeliveryResult> {
+  let result: DeliveryResult | undefined;
+  try {
+    result = await deliver({
+      url: target.url,
+      messageId: target.event.eventId,
+      body: target.event.body,
+      secrets: target.secrets,
+      timeoutMs: config.timeoutMs,
+      policy: config.policy,
+      userAgent,
+    });
+    return result;
+  } finally {
+    target.slot.release(result?.status !== undefined);
+  }
+}
+
 /**
  * A batch turned away from its destination waits in place for a slot when told to wait at most
  * this long (the destination answered lately, or was just tried; see `destinationSlots`); told to
@@ -181,7 +206,7 @@ export interface BatchResult {
  * (Standard Webhooks receivers deduplicate by `webhook-id`), never fewer.
  */
 export async function deliverBatch(job: Job, context: DeliveryContext): Promise<BatchResult | { skipped: string }> {
-  const { subscriptions, config, slots, userAgent } = context;
+  const { subscriptions, config, slots } = context;
   const parsed = WebhookBatchJob.safeParse(job.data);
   if (!parsed.success) throw new UnrecoverableError(`invalid batch delivery payload: ${parsed.error.message}`);
   const batch = parsed.data;
@@ -209,21 +234,8 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
   /** An attempt of this batch got no answer (a timeout, a refused connection): it tries no more. */
   let unanswered = false;
   const inFlight = new Set<Promise<void>>();
-  const attempt = async (event: DeliveredEvent, slot: { release: (answered: boolean) => void }) => {
-    let result: DeliveryResult | undefined;
-    try {
-      result = await deliver({
-        url,
-        messageId: event.eventId,
-        body: event.body,
-        secrets: found.secrets,
-        timeoutMs: config.timeoutMs,
-        policy: config.policy,
-        userAgent,
-      });
-    } finally {
-      slot.release(result?.status !== undefined);
-    }
+  const attempt = async (event: DeliveredEvent, slot: Slot) => {
+    const result = await attemptOnce(context, { url, secrets: found.secrets, event, slot });
     const deliveryId = idOf(event.eventId);
     if (result.status === undefined) unanswered = true;
     if (result.ok) {
@@ -300,7 +312,7 @@ export async function deliverWebhook(
   token: string | undefined,
   context: DeliveryContext,
 ): Promise<{ statusCode: number; deliveredAt: string } | { skipped: string }> {
-  const { subscriptions, config, slots, userAgent } = context;
+  const { subscriptions, config, slots } = context;
   const parsed = WebhookDeliveryJob.safeParse(job.data);
   if (!parsed.success) throw new UnrecoverableError(`invalid delivery payload: ${parsed.error.message}`);
   const data = parsed.data;
@@ -318,20 +330,7 @@ export async function deliverWebhook(
     await job.moveToDelayed(Date.now() + slot.waitMs, token);
     throw new DelayedError();
   }
-  let result: DeliveryResult | undefined;
-  try {
-    result = await deliver({
-      url: found.webhook.url,
-      messageId: data.eventId,
-      body: data.body,
-      secrets: found.secrets,
-      timeoutMs: config.timeoutMs,
-      policy: config.policy,
-      userAgent,
-    });
-  } finally {
-    slot.release(result?.status !== undefined);
-  }
+  const result = await attemptOnce(context, { url: found.webhook.url, secrets: found.secrets, event: data, slot });
   if (result.ok) return { statusCode: result.status ?? 200, deliveredAt: new Date().toISOString() };
 
   if (result.status === 410) {
