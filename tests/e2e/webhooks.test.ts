@@ -11,6 +11,7 @@ import {
   WEBHOOK_DELIVERY_JOB,
   type WebhookBatchJob,
   webhookBatchId,
+  webhookDeliveryId,
 } from "@plant-store/contracts";
 import { storeKeys } from "@plant-store/store";
 import { storeKinds } from "@plant-store/testing";
@@ -230,6 +231,55 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
       expect(target.received).toHaveLength(4);
       const listed = (await admin(stack, "GET", `/admin/webhooks/${subscriptionId}/deliveries`)).json as Delivery[];
       expect(listed.map((d) => d.eventId).sort()).toEqual(events.map((e) => e.eventId).sort());
+    } finally {
+      await deliveries.close();
+    }
+    await admin(stack, "DELETE", `/admin/webhooks/${subscriptionId}`);
+  });
+
+  it("hands a batch's events on to jobs of their own when its receiver stops answering, and delivers each once it answers again", async () => {
+    const target = await receiver();
+    const { id: subscriptionId } = await subscribe(target, { events: ["plant.created"] });
+    target.answer(() => "hang");
+    // More events than a destination that has not answered may have in flight (a fifth of the slots, 40).
+    const events = Array.from({ length: 45 }, (_, n) => ({
+      eventId: `p1-${Date.now()}-${n}`,
+      type: "plant.created" as const,
+      body: JSON.stringify({ type: "plant.created", timestamp: new Date().toISOString(), data: { id: n, name: "h" } }),
+      queuedAt: Date.now(),
+    }));
+    const deliveries = new Queue(queueNames.webhookDeliveries, {
+      connection: stack.redis,
+      prefix: queuePrefix(queueNames.webhookDeliveries),
+    });
+    try {
+      const data: WebhookBatchJob = { subscriptionId, events };
+      const ids = events.map((e) => e.eventId);
+      const batch = await deliveries.add(WEBHOOK_BATCH_JOB, data, { jobId: webhookBatchId(subscriptionId, ids) });
+      await eventually(async () => (await batch.getState()) === "completed");
+      // Its 40 attempts timed out (WEBHOOK_TIMEOUT_MS 1 s); the 5 it could not start went on untried.
+      expect((await Job.fromId(deliveries, String(batch.id)))?.returnvalue).toEqual({
+        delivered: 0,
+        handedOn: 45,
+        notOwned: 0,
+      });
+      const handedOn = await Promise.all(
+        ids.map(async (eventId) => (await Job.fromId(deliveries, webhookDeliveryId(subscriptionId, eventId)))?.data),
+      );
+      const tried = handedOn.filter((job) => job?.firstAttempt);
+      expect(tried).toHaveLength(40);
+      for (const job of tried) expect(job.firstAttempt.error).toMatch(/no answer within 1000 ms/);
+      target.answer(() => 200);
+      const listed = await eventually(async () => {
+        const list = (await admin(stack, "GET", `/admin/webhooks/${subscriptionId}/deliveries`)).json as Delivery[];
+        return list.length === 45 && list.every((d) => d.status === "succeeded") ? list : undefined;
+      });
+      const attempts = listed.map((d) => d.attempts).sort((a, b) => a - b);
+      expect(attempts.filter((n) => n === 1)).toHaveLength(5);
+      expect(attempts.filter((n) => n === 2)).toHaveLength(40);
+      expect(new Set(target.received.filter((r) => r.verified).map((r) => r.headers["webhook-id"]))).toEqual(
+        new Set(ids),
+      );
     } finally {
       await deliveries.close();
     }

@@ -237,7 +237,6 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
   const attempt = async (event: DeliveredEvent, slot: Slot) => {
     const result = await attemptOnce(context, { url, secrets: found.secrets, event, slot });
     const deliveryId = idOf(event.eventId);
-    if (result.status === undefined) unanswered = true;
     if (result.ok) {
       const { type, queuedAt: queuedMs } = event;
       const statusCode = result.status ?? 200;
@@ -271,7 +270,13 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
     }
     const slot = unanswered ? { waitMs: 0 } : slots.take(url);
     if ("release" in slot) {
-      const running: Promise<void> = attempt(event, slot).finally(() => inFlight.delete(running));
+      const noting: Slot = {
+        release(answered) {
+          if (!answered) unanswered = true; // before the slot frees: this batch, woken by it, tries no more
+          slot.release(answered);
+        },
+      };
+      const running: Promise<void> = attempt(event, noting).finally(() => inFlight.delete(running));
       inFlight.add(running);
       i++;
     } else if (!unanswered && (inFlight.size > 0 || slot.waitMs <= WAIT_IN_PLACE_MS)) {
