@@ -234,6 +234,7 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
   /** An attempt of this batch got no answer (a timeout, a refused connection): it tries no more. */
   let unanswered = false;
   const inFlight = new Set<Promise<void>>();
+  let failure: unknown;
   const attempt = async (event: DeliveredEvent, slot: Slot) => {
     const result = await attemptOnce(context, { url, secrets: found.secrets, event, slot });
     const deliveryId = idOf(event.eventId);
@@ -276,7 +277,12 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
           slot.release(answered);
         },
       };
-      const running: Promise<void> = attempt(event, noting).finally(() => inFlight.delete(running));
+      // Caught at once (an unhandled rejection would end the worker), thrown once all have ended.
+      const running: Promise<void> = attempt(event, noting)
+        .catch((error: unknown) => {
+          failure ??= error;
+        })
+        .finally(() => inFlight.delete(running));
       inFlight.add(running);
       i++;
     } else if (!unanswered && (inFlight.size > 0 || slot.waitMs <= WAIT_IN_PLACE_MS)) {
@@ -291,6 +297,7 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
     }
   }
   await Promise.all(inFlight);
+  if (failure !== undefined) throw failure; // retried: what it recorded nothing of is tried again
 
   // Their jobs first, then the records that point to them: a crash in between makes no job twice.
   if (handedOn.length > 0) await context.queue.addBulk(handedOn);
