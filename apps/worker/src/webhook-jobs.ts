@@ -133,6 +133,7 @@ function claim(subscriptions: WebhookSubscriptions, batchId: string, batch: Webh
 interface DeliveryContext {
   /** The deliveries' queue: a delivery's own job goes there. */
   queue: Queue;
+  logger: Logger;
   subscriptions: WebhookSubscriptions;
   config: WebhookConfig;
   slots: DestinationSlots;
@@ -252,6 +253,14 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
       return;
     }
     const error = result.error ?? "delivery failed";
+    // Logged as a failed attempt of a delivery's own job is (worker.on("failed") below).
+    context.logger.warn("webhook delivery failed", {
+      queue: job.queueName,
+      jobId: deliveryId,
+      batch: batchId,
+      attemptsMade: 1,
+      error,
+    });
     if (result.status === 410) {
       if (!disabled) await subscriptions.disable(batch.subscriptionId, "the receiver answered 410 Gone");
       disabled = true;
@@ -394,6 +403,7 @@ export function startDeliveries(options: {
   const fifth = Math.max(1, Math.floor(concurrency / 5));
   const context: DeliveryContext = {
     queue,
+    logger,
     subscriptions,
     config: config.webhooks,
     slots: destinationSlots(
