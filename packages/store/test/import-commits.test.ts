@@ -1,5 +1,6 @@
 // An import's chunk committed in waves against a real redis-server: the outcomes of every line as a
-// single call gives them, each wave paced by its caller, and a chunk a later one overtook refused.
+// single call gives them, each wave paced by its caller, and a chunk a later one overtook refused;
+// and its checkpoint, taken once only.
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -7,7 +8,10 @@ import {
   disconnect,
   type ImportCommitter,
   type ImportLine,
+  type ImportStore,
   importCommitter,
+  importKeys,
+  importStore,
   type Layout,
   openLayout,
   type PlantStore,
@@ -22,6 +26,7 @@ let client: RedisClient;
 let layout: Layout;
 let store: PlantStore;
 let commits: ImportCommitter;
+let imports: ImportStore;
 
 beforeAll(async () => {
   server = await startRedisServer({ appendfsync: "no" });
@@ -30,6 +35,7 @@ beforeAll(async () => {
   const durability = { minReplicasAck: 0, replicaAckTimeoutMs: 1000 };
   store = plantStore(client, layout, durability);
   commits = importCommitter(client, layout, durability);
+  imports = importStore(client);
 });
 
 afterAll(async () => {
@@ -107,5 +113,40 @@ describe("committing an import's chunk in waves", () => {
     });
     expect(stale).toBe("stale");
     expect(await outboxLength()).toBe(before);
+  });
+});
+
+describe("checkpointing an import's chunk", () => {
+  /** A running import of these chunks, uploaded and taken up as the api and the worker do. */
+  async function runningImport(id: string, chunks: readonly string[]): Promise<void> {
+    for (const chunk of chunks) await imports.appendChunk(id, Buffer.from(chunk));
+    const totalLines = chunks.join("").split("\n").length - 1;
+    await imports.record(id, { totalLines, bytes: 0, createdAt: at, actor: meta.actor, requestId: meta.requestId });
+    await imports.confirm(id, Date.parse(at));
+    await imports.start(id, at);
+  }
+
+  const state = async (id: string) => ({
+    stored: await imports.read(id),
+    chunks: await client.lrange(importKeys(id).chunks, 0, -1),
+    errors: await client.lrange(importKeys(id).errors, 0, -1),
+  });
+
+  it("takes a chunk once: its checkpoint repeated (a worker that lost the job) changes nothing", async () => {
+    const chunks = ["a\nb\n", "c\nd\n", "e\n"];
+    await runningImport("imp_checkpointed_twice", chunks);
+    const tally = { lines: 2, created: 1, unchanged: 0, conflicts: 0, invalid: 1 };
+    const error = JSON.stringify({ line: 2, message: "not JSON" });
+
+    const first = await imports.checkpoint("imp_checkpointed_twice", 0, tally, [error], 10);
+    expect(first).toEqual({ taken: true, status: "running", next: Buffer.from(chunks[1] as string) });
+    const after = await state("imp_checkpointed_twice");
+    expect(after.stored).toMatchObject({ chunksDone: 1, lines: 2, created: 1, invalid: 1 });
+    expect(after.chunks).toEqual(chunks.slice(1));
+
+    // The same chunk again: not taken, and the next one stays (uncommitted, it is not popped).
+    const again = await imports.checkpoint("imp_checkpointed_twice", 0, tally, [error], 10);
+    expect(await state("imp_checkpointed_twice")).toEqual(after);
+    expect(again.taken).toBe(false);
   });
 });
