@@ -308,7 +308,9 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
   await Promise.all(inFlight);
   if (failure !== undefined) throw failure; // retried: what it recorded nothing of is tried again
 
-  // Their jobs first, then the records that point to them: a crash in between makes no job twice.
+  // Their jobs first, then the records that point to them: a failure in between leaves the
+  // deliveries pending, still this batch's to deliver when it runs again (saved first, they would
+  // be found not owned, with no job: lost); a job queued twice has one id, so it is made once.
   if (handedOn.length > 0) await context.queue.addBulk(handedOn);
   await subscriptions.settleDeliveries(batch.subscriptionId, records);
   return {
