@@ -1,5 +1,6 @@
 import {
   createRateLimiter,
+  type DataVolumeSettings,
   type Durability,
   eventLog,
   type Layout,
@@ -8,6 +9,7 @@ import {
 } from "@plant-store/store";
 import { createAuthenticator, type StoredTokenVerifier, type TokenStore } from "@plant-store/tokens";
 import Fastify, { type FastifyRequest } from "fastify";
+import { storeCapacity } from "./capacity.js";
 import type { EventsConfig } from "./config.js";
 import { EventHub } from "./events/hub.js";
 import { type CorsOrigins, createCors, methodsOfPath } from "./http/cors.js";
@@ -30,6 +32,7 @@ import type { ImportService } from "./imports/service.js";
 import { outageMonitor } from "./outage.js";
 import { createPlantStore } from "./plants/store.js";
 import { appRouter } from "./router.js";
+import { type Supervision, unsupervised } from "./supervision.js";
 import type { Context } from "./trpc.js";
 import type { WebhookAdmin } from "./webhooks/admin.js";
 
@@ -67,6 +70,10 @@ export type AppOptions = {
    * connection for their blocking read, which the app then owns (without it the read loop polls).
    */
   events?: Partial<EventsConfig> & { blocking?: RedisClient | undefined };
+  /** The volume of Redis's data, where this host sees it (REDIS_DATA_DIR): changes stop short of filling it. */
+  dataVolume?: DataVolumeSettings | undefined;
+  /** What the launcher reports of the processes it supervises (npm start), for /readyz and /metrics. */
+  supervision?: Supervision;
 };
 
 /** The live event streams' defaults (as config.ts's on one node). */
@@ -100,13 +107,17 @@ export async function buildApp(options: AppOptions) {
       authenticateFirst: (request, reply) => authenticateFirst(request, reply),
     }),
   );
+  const capacity = storeCapacity(options.redis, options.dataVolume, app.log);
+  const supervision = options.supervision ?? unsupervised;
   const metrics =
     options.metrics === false
       ? undefined
-      : createApiMetrics(
-          () => app.outage.ongoing,
-          () => mastersShortOfReplicas(options.redis, options.durability.minReplicasAck),
-        );
+      : createApiMetrics({
+          outageOngoing: () => app.outage.ongoing,
+          mastersShortOfReplicas: () => mastersShortOfReplicas(options.redis, options.durability.minReplicasAck),
+          capacity,
+          supervision,
+        });
   const guard = createGuard({
     authenticator: createAuthenticator({
       configTokens: options.apiTokens,
@@ -127,7 +138,13 @@ export async function buildApp(options: AppOptions) {
     dashboard: options.dashboardConnection !== undefined,
     checkForwardedFor,
   });
-  const store = createPlantStore(options.redis, options.layout, options.durability, options.storeDeadlineMs ?? 3000);
+  const store = createPlantStore(
+    options.redis,
+    options.layout,
+    options.durability,
+    options.storeDeadlineMs ?? 3000,
+    capacity,
+  );
   const { blocking, ...eventSettings } = options.events ?? {};
   const events = { ...EVENTS_DEFAULTS, ...eventSettings };
   const hub = new EventHub({
@@ -162,11 +179,11 @@ export async function buildApp(options: AppOptions) {
   const cors = createCors(options.corsOrigins ?? [], methodsOfPath(matchRoute));
 
   await app.register(requestMetrics, { metrics });
-  await app.register(serviceState, { routeList, outage });
+  await app.register(serviceState, { routeList, outage, capacity });
   await app.register(requestHooks, { metrics, cors, checkForwardedFor, routeMiss });
   await app.register(errorReplies, { routeMiss });
-  await app.register(serviceRoutes, { router: appRouter, redis: options.redis, metrics, guard });
-  if (options.imports) await importUploads(app, { guard, imports: options.imports });
+  await app.register(serviceRoutes, { router: appRouter, redis: options.redis, metrics, guard, supervision });
+  if (options.imports) await importUploads(app, { guard, imports: options.imports, capacity });
   // The streams end before the server closes (it waits for open responses): clients resume elsewhere.
   app.addHook("preClose", async () => hub.close());
   eventsRoute(app, { guard, hub, partitions: options.layout.partitions });

@@ -109,6 +109,8 @@ const ApiEnv = z.object({
    * order otherwise). Default 0 on one node (one clock), 25 on a cluster.
    */
   EVENTS_CLOCK_MARGIN_MS: z.coerce.number().int().min(0).max(10_000).optional(),
+  /** Set by `npm start`'s launcher: its IPC channel carries the supervision report (/readyz, /metrics). */
+  PLANT_STORE_LAUNCHER_IPC: z.enum(["1"]).optional(),
 });
 
 export type ApiConfig = {
@@ -126,6 +128,8 @@ export type ApiConfig = {
   trustProxy: boolean | number | string[];
   corsOrigins: "*" | string[];
   metrics: boolean;
+  /** Run by the launcher, which reports on the processes it supervises over the IPC channel. */
+  launcherIpc: boolean;
   /** The limits of one bulk import's upload (IMPORT_MAX_LINES, IMPORT_MAX_BYTES). */
   imports: { maxLines: number; maxBytes: number };
   /** The live event streams (EVENTS_*). */
@@ -175,6 +179,7 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     trustProxy: e.TRUST_PROXY,
     corsOrigins: e.CORS_ORIGINS,
     metrics: e.METRICS_ENABLED,
+    launcherIpc: e.PLANT_STORE_LAUNCHER_IPC === "1",
     imports: { maxLines: e.IMPORT_MAX_LINES, maxBytes: e.IMPORT_MAX_BYTES },
     events: {
       maxStreamsPerToken: e.EVENTS_MAX_STREAMS_PER_TOKEN,

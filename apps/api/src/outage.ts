@@ -1,4 +1,5 @@
 import {
+  exhaustedResource,
   isCluster,
   isSlotMoving,
   nodeOfKey,
@@ -39,6 +40,37 @@ export class WriteUnconfirmedError extends StoreUnavailableError {
   }
 }
 
+/** What the store ran out of. */
+export type StoreResource = NonNullable<ReturnType<typeof exhaustedResource>>;
+
+const FULL_MESSAGES: Record<StoreResource, string> = {
+  disk: "The store's disk is full: plant changes are refused until space is freed on its data volume (reads still work); retry later",
+  memory:
+    "The store is out of memory (Redis maxmemory): plant changes are refused until memory is freed (reads still work); retry later",
+};
+
+/**
+ * The store cannot take a change: its data volume is short of space (the api's own watch, or Redis
+ * refusing writes with MISCONF after a failed write to disk), or Redis is past `maxmemory` (OOM).
+ * Redis answers and reads go on: no outage, and a 503 that names the cause.
+ */
+export class StoreFullError extends StoreUnavailableError {
+  override readonly clientMessage: string;
+
+  constructor(
+    readonly resource: StoreResource,
+    cause: unknown,
+  ) {
+    super(cause);
+    this.name = "StoreFullError";
+    this.clientMessage = FULL_MESSAGES[resource];
+  }
+}
+
+/** The node answered, refusing the change (no replica confirmation, no room): it is up, not down. */
+export const nodeAnswered = (error: StoreUnavailableError) =>
+  error instanceof WriteUnconfirmedError || error instanceof StoreFullError;
+
 /** A replica shortfall, from the store or from Redis itself (`min-replicas-to-write`: NOREPLICAS). */
 const isReplicaShortfall = (error: unknown) =>
   error instanceof ReplicaShortfallError ||
@@ -53,8 +85,8 @@ const UNAVAILABLE_REPLY = /^(CLUSTERDOWN|TRYAGAIN|MASTERDOWN|LOADING|READONLY|NO
 
 /**
  * Runs a Redis call. A connection failure, a time-out or a node that cannot serve now becomes
- * StoreUnavailableError (answered 503); any other reply error is Redis refusing a command — a bug,
- * left as it is (500).
+ * StoreUnavailableError (answered 503), a node out of memory or disk StoreFullError (503 naming
+ * it); any other reply error is Redis refusing a command — a bug, left as it is (500).
  */
 export async function reach<T>(call: () => Promise<T>, deadlineMs?: number): Promise<T> {
   try {
@@ -62,6 +94,8 @@ export async function reach<T>(call: () => Promise<T>, deadlineMs?: number): Pro
   } catch (error) {
     if (error instanceof StoreUnavailableError) throw error;
     if (isReplicaShortfall(error)) throw new WriteUnconfirmedError(error);
+    const full = error instanceof ReplyError ? exhaustedResource(error) : undefined;
+    if (full) throw new StoreFullError(full, error);
     if (error instanceof ReplyError && !UNAVAILABLE_REPLY.test((error as Error).message)) throw error;
     throw new StoreUnavailableError(error);
   }
@@ -131,6 +165,10 @@ export function outageMonitor(
       onReport?.();
       if (error instanceof WriteUnconfirmedError) {
         request.log.warn({ operation, cause }, "write not confirmed by a replica: answered 503");
+        return;
+      }
+      if (error instanceof StoreFullError) {
+        request.log.warn({ operation, cause }, `store out of ${error.resource}: answered 503`);
         return;
       }
       request.log.warn({ operation, cause }, "store unavailable: answered 503");
@@ -277,8 +315,8 @@ export async function reachShard<T>(
   try {
     return await breaker.run([key], () => reach(call, deadlineMs));
   } catch (error) {
-    // A shard short of replicas still serves: only a node that failed to answer is marked down.
-    if (error instanceof StoreUnavailableError && !(error instanceof WriteUnconfirmedError)) breaker.failed(key, error);
+    // A shard short of replicas or of room still serves: only a node that failed to answer is marked down.
+    if (error instanceof StoreUnavailableError && !nodeAnswered(error)) breaker.failed(key, error);
     throw error;
   }
 }

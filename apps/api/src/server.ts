@@ -13,6 +13,7 @@ import type { FastifyBaseLogger } from "fastify";
 import { buildApp } from "./app.js";
 import type { ApiConfig } from "./config.js";
 import { type ImportService, importService } from "./imports/service.js";
+import { launcherSupervision } from "./supervision.js";
 import { type WebhookAdmin, webhookAdmin } from "./webhooks/admin.js";
 
 /**
@@ -124,6 +125,8 @@ export async function startApi(config: ApiConfig) {
       corsOrigins: config.corsOrigins,
       metrics: config.metrics,
       events: { ...config.events, blocking: eventsBlocking },
+      dataVolume: store.dataVolume,
+      ...(config.launcherIpc ? { supervision: launcherSupervision() } : {}),
     });
     await warnIfTooFewReplicas(redis, durability.minReplicasAck, app.log);
     await app.listen({ port: config.port, host: config.host });

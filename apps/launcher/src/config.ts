@@ -32,8 +32,11 @@ const EnvSchema = z.object({
   DATA_DIR: z.string().optional(),
   /** First pause before restarting a process that exited unexpectedly (doubles per quick failure). */
   LAUNCHER_RESTART_BACKOFF_MS: z.coerce.number().int().min(1).default(DEFAULT_RESTART_POLICY.initialBackoffMs),
-  /** Quick failures in a row after which a crash-looping process is given up (and everything stops). */
-  LAUNCHER_MAX_RESTARTS: z.coerce.number().int().min(0).default(DEFAULT_RESTART_POLICY.maxRestarts),
+  /**
+   * Opt-in, for an outer supervisor: quick failures in a row after which the launcher gives up on a
+   * crash-looping process and stops everything (exit 1). Unset: it keeps restarting, backing off.
+   */
+  LAUNCHER_MAX_RESTARTS: z.coerce.number().int().min(0).optional(),
   /**
    * Niceness of the worker (0–19): the side work yields the CPU to the requests on the machine npm
    * start runs everything on — more creates per second, side work later under bursts but within

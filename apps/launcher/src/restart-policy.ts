@@ -1,21 +1,23 @@
 /**
  * When a supervised process exits unexpectedly it is started again after a pause that doubles with
  * each quick failure (`initialBackoffMs`, up to `maxBackoffMs`). A run that lasted `stableAfterMs`
- * counts as recovered and resets the count. After `maxRestarts` quick failures in a row it is a
- * crash loop: the launcher gives up rather than restart forever.
+ * counts as recovered and resets the count. The launcher keeps restarting for as long as it runs,
+ * as systemd and Kubernetes do: a fault that lasts (a full disk, a Redis away) ends by itself, and
+ * the stack must then be there. `maxRestarts` (LAUNCHER_MAX_RESTARTS, unset by default) is for an
+ * outer supervisor that wants the launcher to give up and exit instead.
  */
 export interface RestartPolicy {
   initialBackoffMs: number;
   maxBackoffMs: number;
   stableAfterMs: number;
-  maxRestarts: number;
+  maxRestarts: number | undefined;
 }
 
 export const DEFAULT_RESTART_POLICY: RestartPolicy = {
   initialBackoffMs: 500,
   maxBackoffMs: 15_000,
   stableAfterMs: 30_000,
-  maxRestarts: 5,
+  maxRestarts: undefined,
 };
 
 export type RestartDecision =
@@ -29,8 +31,9 @@ export function restartTracker(policy: RestartPolicy) {
     /** The process exited unexpectedly after running for `ranMs`. */
     exited(ranMs: number): RestartDecision {
       failures = ranMs >= policy.stableAfterMs ? 1 : failures + 1;
-      if (failures > policy.maxRestarts) return { restart: false, failures };
-      const delayMs = Math.min(policy.initialBackoffMs * 2 ** (failures - 1), policy.maxBackoffMs);
+      if (policy.maxRestarts !== undefined && failures > policy.maxRestarts) return { restart: false, failures };
+      // The exponent is capped: after ~30 failures 2 ** n would overflow to Infinity.
+      const delayMs = Math.min(policy.initialBackoffMs * 2 ** Math.min(failures - 1, 30), policy.maxBackoffMs);
       return { restart: true, delayMs, attempt: failures };
     },
   };

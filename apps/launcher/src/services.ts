@@ -23,17 +23,21 @@ export interface Service {
 export const NODE_FLAGS: Record<string, readonly string[]> = { api: ["--max-semi-space-size=16"] };
 
 /**
- * Runs `node <entry>` with inherited output, at `niceness` (0: as the launcher). A niceness the
- * system refuses leaves the process as it is and is told through `warn`.
+ * Runs `node <entry>` with inherited output, at `niceness` (0: as the launcher), with an IPC
+ * channel when `ipc` (the api's: the supervision report). A niceness the system refuses leaves the
+ * process as it is and is told through `warn`.
  */
 export function startService(
   name: string,
   entry: string,
   env: NodeJS.ProcessEnv,
-  options: { niceness?: number; warn?: (line: string) => void } = {},
+  options: { niceness?: number; warn?: (line: string) => void; ipc?: boolean } = {},
 ): Service {
   const args = [...(NODE_FLAGS[name] ?? []), entry];
-  const child = spawn(process.execPath, args, { env, stdio: ["ignore", "inherit", "inherit"] });
+  const stdio = options.ipc
+    ? (["ignore", "inherit", "inherit", "ipc"] as const)
+    : (["ignore", "inherit", "inherit"] as const);
+  const child = spawn(process.execPath, args, { env, stdio: [...stdio] });
   if (options.niceness && child.pid !== undefined) {
     try {
       setPriority(child.pid, options.niceness);

@@ -1,11 +1,13 @@
 // The supervisor: a Redis (embedded unless REDIS_URL is set), tokens, then the api and worker. A
-// process that exits unexpectedly is restarted with backoff while the others keep running; only a
-// signal stops everything, in order (api and worker first, Redis last).
+// process that exits unexpectedly is restarted with a capped backoff while the others keep running,
+// for as long as the launcher runs; only a signal stops everything, in order (api and worker
+// first, Redis last), or, opt-in (LAUNCHER_MAX_RESTARTS), a process that keeps failing.
 import { existsSync, mkdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { INSTALL_HINT, type RedisServer, redisServerBinary, startRedisServer } from "@plant-store/redis-server";
 import {
   connect,
+  type DataVolumeSettings,
   disconnect,
   forgetEmbeddedStore,
   openLayout,
@@ -14,10 +16,12 @@ import {
   StoreLayoutError,
 } from "@plant-store/store";
 import { readyBanner, redactUrl } from "./banner.js";
-import { parseConfig } from "./config.js";
+import { type LauncherConfig, parseConfig } from "./config.js";
+import { embeddedRedisLog } from "./embedded-redis.js";
 import { portProblem, waitForPort } from "./net.js";
 import { type RestartPolicy, restartTracker } from "./restart-policy.js";
 import { describeExit, type Service, startService, stopService } from "./services.js";
+import { supervisionBoard } from "./supervision.js";
 import { KeptTokenError, keptToken } from "./tokens.js";
 import { workerMetricsPort } from "./worker-metrics.js";
 
@@ -47,6 +51,17 @@ const services = new Map<string, Service>();
 const pendingRestarts = new Set<NodeJS.Timeout>();
 let stopping = false;
 let dataDir: string | undefined;
+/** What the api is told of every supervised process (/readyz, /metrics). */
+const board = supervisionBoard();
+
+/** Runs `then` after `delayMs`, unless a shutdown comes first. */
+function later(delayMs: number, then: () => void): void {
+  const timer = setTimeout(() => {
+    pendingRestarts.delete(timer);
+    if (!stopping) then();
+  }, delayMs);
+  pendingRestarts.add(timer);
+}
 
 /** Stops the services (SIGTERM, wait), then the embedded Redis, then exits. Runs once. */
 async function shutdown(exitCode: number): Promise<never> {
@@ -149,6 +164,7 @@ async function main(): Promise<void> {
   }
 
   let redisUrl = config.redisUrl;
+  let dataVolume: DataVolumeSettings | undefined;
   if (config.clusterNodes) {
     log(
       `Redis: using the Redis Cluster at REDIS_CLUSTER_NODES ${config.clusterNodes
@@ -159,29 +175,10 @@ async function main(): Promise<void> {
   } else if (redisUrl) {
     log(`Redis: using REDIS_URL ${redactUrl(redisUrl)}.`);
   } else {
-    if (!redisServerBinary()) {
-      logError(INSTALL_HINT);
-      process.exit(1);
-    }
-    const dir = join(config.dataDir, "redis");
-    mkdirSync(dir, { recursive: true });
-    const starting = startRedisServer({ dir, appendfsync: "always" });
-    redisStarting = starting.catch(() => undefined);
-    try {
-      redis = await starting;
-    } catch (error) {
-      logError(`could not start the embedded redis-server: ${error instanceof Error ? error.message : error}`);
-      process.exit(1);
-    }
-    if (stopping) return; // A signal arrived while Redis was starting; shutdown() stops it.
-    redisUrl = redis.url;
-    const shownDir = relative(process.cwd(), dir) || ".";
-    log(
-      `Redis: no REDIS_URL set, started an embedded redis-server (pid ${redis.process.pid}) at ${redisUrl}, data in ${shownDir.startsWith("..") ? dir : shownDir} (append-only, fsync before every reply; kept across restarts).`,
-    );
-    dataDir = config.dataDir;
-    recordEmbeddedStore(config.dataDir, { url: redisUrl, pid: process.pid });
-    superviseRedis(redis, config.restartPolicy);
+    const embedded = await startEmbeddedRedis(config);
+    if (!embedded) return; // A signal arrived while Redis was starting; shutdown() stops it.
+    redisUrl = embedded.url;
+    dataVolume = embedded.volume;
   }
 
   if (!(await layoutUsable(redisUrl))) return void shutdown(1);
@@ -205,6 +202,8 @@ async function main(): Promise<void> {
     PORT: String(config.port),
     HOST: config.host,
     ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
+    // The api refuses plant changes before the embedded Redis's volume is full (it would exit then).
+    ...(dataVolume ? { REDIS_DATA_DIR: dataVolume.dir } : {}),
     API_TOKENS: apiTokens.join(","),
     ADMIN_TOKEN: adminToken,
   };
@@ -221,7 +220,10 @@ async function main(): Promise<void> {
   ] as const) {
     const niceness = name === "worker" ? config.workerNiceness : 0;
     const serviceEnv = name === "worker" && metrics ? { ...env, WORKER_METRICS_PORT: String(metrics.port) } : env;
-    supervise(name, () => startService(name, entry, serviceEnv, { niceness, warn: logError }), config.restartPolicy);
+    const ipc = name === "api"; // the supervision report goes to the api (supervision.ts)
+    const options = { niceness, warn: logError, ipc };
+    const childEnv = ipc ? { ...serviceEnv, PLANT_STORE_LAUNCHER_IPC: "1" } : serviceEnv;
+    supervise(name, () => startService(name, entry, childEnv, options), config.restartPolicy);
   }
 
   if (await waitForPort(config.host, config.port, 60_000, () => stopping)) {
@@ -241,81 +243,127 @@ async function main(): Promise<void> {
 }
 
 /**
- * Runs a service and starts it again whenever it exits unexpectedly, with backoff; the others
- * keep running. A crash loop stops everything (exit 1) with a message saying so.
+ * Starts the embedded redis-server in DATA_DIR/redis (AOF, fsync before every reply), records its
+ * address for the operator commands and supervises it. Undefined when a signal came meanwhile.
  */
-function supervise(name: string, start: () => Service, policy: RestartPolicy): void {
+async function startEmbeddedRedis(config: LauncherConfig) {
+  if (!redisServerBinary()) {
+    logError(INSTALL_HINT);
+    process.exit(1);
+  }
+  const dir = join(config.dataDir, "redis");
+  mkdirSync(dir, { recursive: true });
+  const volume = parseStoreConfig({ ...process.env, REDIS_DATA_DIR: dir }).dataVolume ?? {
+    dir,
+    reserveBytes: undefined,
+  };
+  const redisLog = embeddedRedisLog(volume, logError);
+  // Its warnings while it serves; those of a shutdown we asked for are no news.
+  const onLog = (line: string) => (stopping ? undefined : redisLog.onLog(line));
+  const starting = startRedisServer({ dir, appendfsync: "always", onLog });
+  redisStarting = starting.catch(() => undefined);
+  try {
+    redis = await starting;
+  } catch (error) {
+    logError(`could not start the embedded redis-server: ${error instanceof Error ? error.message : error}`);
+    process.exit(1);
+  }
+  if (stopping) return undefined;
+  const shownDir = relative(process.cwd(), dir) || ".";
+  log(
+    `Redis: no REDIS_URL set, started an embedded redis-server (pid ${redis.process.pid}) at ${redis.url}, data in ${shownDir.startsWith("..") ? dir : shownDir} (append-only, fsync before every reply; kept across restarts).`,
+  );
+  dataDir = config.dataDir;
+  recordEmbeddedStore(config.dataDir, { url: redis.url, pid: process.pid });
+  board.started("redis");
+  superviseRedis(redis, config.restartPolicy, redisLog.whyStopped);
+  return { url: redis.url, volume };
+}
+
+/** The line of a process given up on (LAUNCHER_MAX_RESTARTS): it and everything else stop. */
+function giveUp(name: string, how: string, failures: number, policy: RestartPolicy): Promise<never> {
+  logError(
+    `${name} ${how} again: ${failures} unexpected exits in a row, each within ${policy.stableAfterMs / 1000} s ` +
+      `of starting. It is crash-looping; giving up and stopping everything (LAUNCHER_MAX_RESTARTS=${policy.maxRestarts}).`,
+  );
+  return shutdown(1);
+}
+
+/** "restart 3", or "restart 3 of at most 5" when the launcher gives up after some. */
+const restartCount = (attempt: number, policy: RestartPolicy) =>
+  policy.maxRestarts === undefined
+    ? `restart ${attempt}`
+    : `restart ${attempt} of at most ${policy.maxRestarts} in a row`;
+
+/**
+ * Runs a service and starts it again whenever it exits unexpectedly, with a capped backoff, while
+ * the others keep running. The api gets the supervision report over its IPC channel.
+ */
+function supervise(name: "api" | "worker", start: () => Service, policy: RestartPolicy): void {
   const tracker = restartTracker(policy);
   const run = () => {
     const service = start();
     services.set(name, service);
+    board.started(name);
+    if (name === "api") board.reportTo(service.child);
     const startedAt = Date.now();
     if (service.child.pid !== undefined) log(`${name} started (pid ${service.child.pid}).`);
     void service.exited.then((info) => {
       if (stopping) return;
       const decision = tracker.exited(Date.now() - startedAt);
-      if (!decision.restart) {
-        logError(
-          `${name} ${describeExit(info)} again: ${decision.failures} unexpected exits in a row, each within ` +
-            `${policy.stableAfterMs / 1000} s of starting. It is crash-looping; giving up and stopping everything. ` +
-            "Its output above says why.",
-        );
-        void shutdown(1);
-        return;
-      }
+      if (!decision.restart) return void giveUp(name, describeExit(info), decision.failures, policy);
+      board.restarting(name, describeExit(info), decision.delayMs);
       logError(
         `${name} ${describeExit(info)} unexpectedly; restarting it in ${decision.delayMs / 1000} s ` +
-          `(restart ${decision.attempt} of at most ${policy.maxRestarts} in a row). The other services keep running.`,
+          `(${restartCount(decision.attempt, policy)}). The other services keep running.`,
       );
-      const timer = setTimeout(() => {
-        pendingRestarts.delete(timer);
-        if (!stopping) run();
-      }, decision.delayMs);
-      pendingRestarts.add(timer);
+      later(decision.delayMs, run);
     });
   };
   run();
 }
 
-/** The embedded Redis, restarted on its port and data folder if it dies (api and worker reconnect). */
-function superviseRedis(server: RedisServer, policy: RestartPolicy): void {
+/**
+ * The embedded Redis, restarted on its port and data folder whenever it stops or fails to start
+ * again (api and worker reconnect), with the same capped backoff: a full disk makes it exit at its
+ * first failed write, and it must be back by itself once space is freed.
+ */
+function superviseRedis(server: RedisServer, policy: RestartPolicy, whyStopped: () => Promise<string | undefined>) {
   const tracker = restartTracker(policy);
-  const watch = (startedAt: number) => {
-    server.process.once("exit", (code, signal) => {
-      if (stopping) return;
-      const decision = tracker.exited(Date.now() - startedAt);
-      if (!decision.restart) {
-        logError(
-          `embedded redis-server keeps stopping (${signal ?? `code ${code}`}); giving up and stopping everything.`,
-        );
-        void shutdown(1);
-        return;
-      }
-      logError(
-        `embedded redis-server stopped unexpectedly (${signal ?? `code ${code}`}); restarting it in ` +
-          `${decision.delayMs / 1000} s on the same port and data (api and worker reconnect by themselves).`,
-      );
-      const timer = setTimeout(() => {
-        pendingRestarts.delete(timer);
-        if (stopping) return;
-        redisRestarting = server.restart().then(
-          () => {
-            redisRestarting = undefined;
-            if (stopping) return; // shutdown() stops it.
-            log(`embedded Redis is back (pid ${server.process.pid}) at ${server.url}.`);
-            watch(Date.now());
-          },
-          (error: unknown) => {
-            redisRestarting = undefined;
-            logError(`could not restart the embedded redis-server: ${error instanceof Error ? error.message : error}`);
-            void shutdown(1);
-          },
-        );
-      }, decision.delayMs);
-      pendingRestarts.add(timer);
-    });
+  let startedAt = Date.now();
+  const stopped = async (how: string) => {
+    if (stopping) return;
+    const reason = await whyStopped();
+    const lastExit = reason ? `${how}: ${reason}` : how;
+    const decision = tracker.exited(Date.now() - startedAt);
+    if (!decision.restart) return void giveUp("embedded redis-server", lastExit, decision.failures, policy);
+    board.restarting("redis", lastExit, decision.delayMs);
+    logError(
+      `embedded redis-server ${lastExit}; restarting it in ${decision.delayMs / 1000} s on the same port and data ` +
+        `(${restartCount(decision.attempt, policy)}; api and worker reconnect by themselves).`,
+    );
+    later(decision.delayMs, restart);
   };
-  watch(Date.now());
+  const watch = () =>
+    server.process.once("exit", (code, signal) => void stopped(`stopped unexpectedly (${signal ?? `code ${code}`})`));
+  const restart = () => {
+    redisRestarting = server.restart().then(
+      () => {
+        redisRestarting = undefined;
+        if (stopping) return; // shutdown() stops it.
+        startedAt = Date.now();
+        board.started("redis");
+        log(`embedded Redis is back (pid ${server.process.pid}) at ${server.url}.`);
+        watch();
+      },
+      (error: unknown) => {
+        redisRestarting = undefined;
+        const message = error instanceof Error ? error.message.split("\n", 1)[0] : String(error);
+        void stopped(`could not be started again (${message})`);
+      },
+    );
+  };
+  watch();
 }
 
 export function runSupervisor(): void {

@@ -149,6 +149,46 @@ describe("npm start supervises the api and the worker", { timeout: 60_000 }, () 
     expect(pidsOf("worker")).toEqual(worker);
   });
 
+  it("keeps restarting a worker that keeps dying (past the old limit of 5), showing its back-off on /readyz and /metrics", async () => {
+    const api = pidsOf("api");
+    const deaths = () => [
+      ...output.matchAll(/worker was killed by SIGKILL unexpectedly; restarting it in ([\d.]+) s/g),
+    ];
+    const workers = pidsOf("worker").length;
+    const earlier = deaths().length;
+    // Six quick deaths in a row: each new worker killed as soon as it is there.
+    for (let death = 1; death <= 6; death++) {
+      await until(`worker ${workers + death - 1}`, () =>
+        pidsOf("worker").length === workers + death - 1 ? true : undefined,
+      );
+      process.kill(pidsOf("worker").at(-1) as number, "SIGKILL");
+      await until(`death ${death} announced`, () => (deaths().length === earlier + death ? true : undefined));
+    }
+    // Now in its back-off (the last one announced): the api says so.
+    const backoffSeconds = Number(deaths().at(-1)?.[1]);
+    const ready = await fetch(`${base}/readyz`);
+    const body = (await ready.json()) as { status: string; restarting?: Record<string, unknown>[] };
+    expect(ready.status).toBe(200);
+    expect(body.restarting).toEqual([
+      expect.objectContaining({
+        process: "worker",
+        state: "restarting",
+        restarts: earlier + 6,
+        backoffMs: backoffSeconds * 1000,
+        lastExit: "was killed by SIGKILL",
+      }),
+    ]);
+    const metrics = await (await fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } })).text();
+    expect(metrics).toContain(`plant_store_supervised_backoff_seconds{process="worker"} ${backoffSeconds}\n`);
+    expect(metrics).toContain(`plant_store_supervised_restarts{process="worker"} ${earlier + 6}\n`);
+    expect(metrics).toMatch(/^plant_store_supervised_restarts\{process="api"\} 1$/m);
+    // And back at work after it, the api untouched.
+    await until("the worker after the last death", () => (pidsOf("worker").length === workers + 6 ? true : undefined));
+    await servedAndIndexed(5);
+    expect(pidsOf("api")).toEqual(api);
+    expect(output).not.toMatch(/giving up|of at most/);
+  });
+
   it("the tokens CLI finds npm start's Redis by itself: a token it creates is accepted by the api", async () => {
     const created = await tokens(["create", "--name", "cli", "--scopes", "plants:read", "--json"]);
     expect(created.code).toBe(0);

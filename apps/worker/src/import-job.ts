@@ -15,6 +15,7 @@ import {
 import {
   type ChunkTally,
   type Durability,
+  exhaustedResource,
   type ImportCommitter,
   type ImportLine,
   type ImportStore,
@@ -23,6 +24,7 @@ import {
   type Layout,
   type RedisClient,
   type StoredImport,
+  watchDataVolume,
 } from "@plant-store/store";
 import { importFinishedBody, type WebhookSubscriptions } from "@plant-store/webhooks";
 import { DelayedError, type Job, Queue, UnrecoverableError, Worker } from "bullmq";
@@ -63,6 +65,9 @@ export function pacer(linesPerSecond: number): (lines: number) => Promise<void> 
   };
 }
 
+/** How long an import waits in the queue while the store has no room (a full disk or memory) before it tries again. */
+const ROOM_WAIT_MS = 1000;
+
 /** How often one import may be found stalled (its worker died) and taken up again before it fails. */
 const MAX_STALLED = 20;
 
@@ -75,6 +80,8 @@ export interface ImportContext {
   fault?: WorkerFault | undefined;
   /** True once the worker is closing: a running import stops after its chunk and waits in the queue for a worker. */
   closing(): boolean;
+  /** True while the store's data volume is short of its reserve: a running import waits after its chunk. */
+  roomShort(): boolean;
   /** The most lines a second an import commits (IMPORT_LINES_PER_SECOND); 0: no pace. */
   linesPerSecond: number;
 }
@@ -132,13 +139,24 @@ async function ended(context: ImportContext, summary: ImportSummary): Promise<vo
 }
 
 /**
+ * Hands the job back to the queue until `delayMs` from now, without counting an attempt: the
+ * import goes on from its checkpoint then (this worker, restarted, or another).
+ */
+async function handBack(job: Job, token: string | undefined, delayMs: number): Promise<never> {
+  await job.moveToDelayed(Date.now() + delayMs, token);
+  throw new DelayedError();
+}
+
+/**
  * Runs an import from its last checkpoint to its end: takes the upload's chunks in order, judges
  * each line as a POST would be, commits the chunk's plants (one createPlants-n call per partition)
  * and checkpoints the chunk (the counts, the lines judged, the first errors, and the chunk taken
  * off the upload, in one script). A worker killed between a commit and its checkpoint leaves the
  * chunk in place: the next attempt commits it again, and the partitions' records of the chunk's
  * creates make those lines count as created once, never as unchanged (see createPlants-n.lua).
- * Stops at the next chunk once the import is cancelled.
+ * Stops at the next chunk once the import is cancelled. While the store has no room (its data
+ * volume short, or Redis refusing writes for lack of memory or disk) it waits in the queue and
+ * goes on once there is: an import is not failed for a fault that ends by itself.
  */
 export async function runImport(job: Job, token: string | undefined, context: ImportContext): Promise<ImportSummary> {
   const data = ImportJobData.safeParse(job.data);
@@ -154,11 +172,9 @@ export async function runImport(job: Job, token: string | undefined, context: Im
     let progressSent: Promise<unknown> = Promise.resolve();
     const pace = pacer(context.linesPerSecond);
     while (status === "running" && chunk !== null) {
-      if (context.closing()) {
-        // Back to the queue without counting an attempt: a worker (this one restarted, or another) goes on.
+      if (context.closing() || context.roomShort()) {
         await progressSent;
-        await job.moveToDelayed(Date.now() + 1, token);
-        throw new DelayedError();
+        await handBack(job, token, context.closing() ? 1 : ROOM_WAIT_MS);
       }
       const seq: number = stored.chunksDone;
       const judged = judgeChunk(chunk, stored.lines + 1);
@@ -220,6 +236,14 @@ export async function runImport(job: Job, token: string | undefined, context: Im
     }
   } catch (error) {
     if (error instanceof DelayedError || error instanceof ImportTakenError) throw error;
+    const exhausted = exhaustedResource(error);
+    if (exhausted) {
+      logger.warn(`import waits: the store is out of ${exhausted}`, { importId, error: (error as Error).message });
+      await handBack(job, token, ROOM_WAIT_MS).catch((handBackError: unknown) => {
+        if (handBackError instanceof DelayedError) throw handBackError;
+        throw error; // Redis refused the hand-back too: BullMQ retries the job, or finds it stalled
+      });
+    }
     const last = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
     if (last) {
       const reason = error instanceof Error ? error.message : String(error);
@@ -267,6 +291,11 @@ export function startImports(options: {
   const queue = new Queue(name, { connection, prefix });
   queue.on("error", (error) => logError(`queue ${name}`, error));
   let closing = false;
+  const volume =
+    config.store.dataVolume &&
+    watchDataVolume(config.store.dataVolume, (state) => {
+      if (state?.short) logger.warn("imports wait: the data volume is short of its reserve", { dir: state.dir });
+    });
   const context: ImportContext = {
     imports: importStore(connection),
     commits: importCommitter(connection, options.layout, options.durability),
@@ -275,6 +304,7 @@ export function startImports(options: {
     logger,
     fault: config.fault,
     closing: () => closing,
+    roomShort: () => volume?.short ?? false,
     linesPerSecond: config.importLinesPerSecond,
   };
   const worker = new Worker(
@@ -295,6 +325,7 @@ export function startImports(options: {
   worker.on("error", (error) => logError(`worker ${name}`, error));
   worker.on("closing", () => {
     closing = true;
+    volume?.close();
   });
   worker.on("failed", (job, error) => {
     logger.warn("import job failed", {

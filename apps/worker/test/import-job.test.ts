@@ -55,6 +55,7 @@ describe.each(storeKinds)("import job on %s Redis", { timeout: 30_000 }, (kind: 
       deliveries,
       logger: silentLogger,
       closing: () => false,
+      roomShort: () => false,
       linesPerSecond: 0,
     };
   }

@@ -17,6 +17,8 @@ export interface RedisServerOptions {
   appendfsync?: "always" | "everysec" | "no";
   /** redis-server binary; default `$REDIS_SERVER_BIN` or `redis-server` on the PATH. */
   binary?: string;
+  /** Each line of Redis's log once it is ready (after every restart too); default: dropped. */
+  onLog?: (line: string) => void;
 }
 
 export interface RedisServer {
@@ -67,7 +69,8 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
     const port = options.port ?? (await freePort());
     try {
       const appendfsync = options.appendfsync ?? "always";
-      let child = await launch(binary, dir, port, appendfsync);
+      const launchHere = () => launch(binary, dir, port, appendfsync, options.onLog);
+      let child = await launchHere();
       return {
         url: `redis://127.0.0.1:${port}`,
         port,
@@ -86,7 +89,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
         },
         async restart() {
           await exited(child);
-          child = await launch(binary, dir, port, appendfsync);
+          child = await launchHere();
         },
       };
     } catch (error) {
@@ -98,7 +101,13 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   }
 }
 
-function launch(binary: string, dir: string, port: number, appendfsync: string): Promise<ChildProcess> {
+function launch(
+  binary: string,
+  dir: string,
+  port: number,
+  appendfsync: string,
+  onLog: ((line: string) => void) | undefined,
+): Promise<ChildProcess> {
   const args = [
     "--port",
     String(port),
@@ -131,7 +140,11 @@ function launch(binary: string, dir: string, port: number, appendfsync: string):
       if (output.includes("Ready to accept connections")) {
         clearTimeout(timer);
         child.stdout?.removeAllListeners("data");
-        child.stdout?.resume();
+        child.stderr?.removeAllListeners("data");
+        for (const stream of [child.stdout, child.stderr]) {
+          if (stream && onLog) eachLine(stream, onLog);
+          else stream?.resume();
+        }
         resolve(child);
       }
     });
@@ -140,5 +153,15 @@ function launch(binary: string, dir: string, port: number, appendfsync: string):
     });
     child.once("exit", (code) => fail(new Error(`redis-server exited with ${code}:\n${output}`)));
     child.once("error", fail);
+  });
+}
+
+/** Calls `onLine` with each whole line `stream` writes. */
+function eachLine(stream: NodeJS.ReadableStream, onLine: (line: string) => void) {
+  let rest = "";
+  stream.on("data", (chunk: Buffer) => {
+    const lines = (rest + chunk.toString()).split("\n");
+    rest = lines.pop() ?? "";
+    for (const line of lines) if (line.trim() !== "") onLine(line);
   });
 }

@@ -29,6 +29,18 @@ export interface StoreConfig {
   minReplicasAck: number;
   /** How long a commit waits for those replicas before answering 503 (retrying is safe). */
   replicaAckTimeoutMs: number;
+  /**
+   * The volume holding Redis's data, where this process can see it (`REDIS_DATA_DIR`; `npm start`
+   * sets it for its embedded Redis): plant changes are refused while less than `reserveBytes` is
+   * free, before Redis itself fails to append (with `appendfsync always` it exits then).
+   */
+  dataVolume: DataVolumeSettings | undefined;
+}
+
+export interface DataVolumeSettings {
+  dir: string;
+  /** `REDIS_DATA_RESERVE_BYTES`; undefined: 5 % of the volume, at most 256 MiB (`reserveFor`). */
+  reserveBytes: number | undefined;
 }
 
 export class StoreConfigError extends Error {
@@ -66,6 +78,8 @@ const Env = z.object({
   STORE_PARTITIONS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).max(16_384).optional()),
   REDIS_MIN_REPLICAS_ACK: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(16).optional()),
   REDIS_REPLICA_ACK_TIMEOUT_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).default(1000)),
+  REDIS_DATA_DIR: z.preprocess(unsetIfEmpty, z.string().optional()),
+  REDIS_DATA_RESERVE_BYTES: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).optional()),
 });
 
 /** The default single node when neither variable is set (a local Redis). */
@@ -111,6 +125,8 @@ export function parseStoreConfig(env: Record<string, string | undefined> = proce
     partitions: e.STORE_PARTITIONS,
     minReplicasAck: e.REDIS_MIN_REPLICAS_ACK ?? (redis.mode === "cluster" ? 1 : 0),
     replicaAckTimeoutMs: e.REDIS_REPLICA_ACK_TIMEOUT_MS,
+    dataVolume:
+      e.REDIS_DATA_DIR === undefined ? undefined : { dir: e.REDIS_DATA_DIR, reserveBytes: e.REDIS_DATA_RESERVE_BYTES },
   };
 }
 

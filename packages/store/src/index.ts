@@ -18,9 +18,21 @@ export {
   trimAuditedOutbox,
   trimDeadLetters,
 } from "./audit.js";
+export {
+  type DataVolumeState,
+  type DataVolumeWatch,
+  exhaustedResource,
+  type NodeMemory,
+  overMaxmemory,
+  readDataVolume,
+  redisMemory,
+  reserveFor,
+  watchDataVolume,
+} from "./capacity.js";
 export { HELP, parseCommandLine, runCommandLine, UsageError } from "./command-line.js";
 export type { Durability } from "./commit.js";
 export {
+  type DataVolumeSettings,
   DEFAULT_REDIS_URL,
   describeTarget,
   parseStoreConfig,

@@ -18,7 +18,7 @@ import {
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { basicPassword, repeatsAuthorization } from "../auth.js";
 import { apiError } from "../errors.js";
-import { reach, ShardDownError, StoreUnavailableError, shardBreaker } from "../outage.js";
+import { nodeAnswered, reach, ShardDownError, StoreUnavailableError, shardBreaker } from "../outage.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -134,7 +134,8 @@ export function createGuard({
       } catch (error) {
         if (!(error instanceof StoreUnavailableError)) throw error;
         // A shard found down while the call waited is marked already.
-        if (key !== undefined && !(error instanceof ShardDownError)) counterShards.failed(key, error);
+        if (key !== undefined && !(error instanceof ShardDownError) && !nodeAnswered(error))
+          counterShards.failed(key, error);
         cause = error.cause instanceof Error ? error.cause.message : String(error.cause);
       }
     }

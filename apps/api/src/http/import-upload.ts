@@ -2,6 +2,7 @@ import type { Readable } from "node:stream";
 import { IMPORT_MEDIA_TYPE, type ImportAccepted } from "@plant-store/contracts";
 import { newImportId } from "@plant-store/store";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { StoreCapacity } from "../capacity.js";
 import { apiError } from "../errors.js";
 import { UploadChunker } from "../imports/chunker.js";
 import type { ImportService } from "../imports/service.js";
@@ -50,8 +51,11 @@ const tooLarge = (reply: FastifyReply, message: string) =>
  * bytes) the stored chunks go and the answer is 413; once the whole upload is stored, its import is
  * recorded and queued and the answer is 202 with its Location.
  */
-export async function importUploads(app: FastifyInstance, options: { guard: Guard; imports: ImportService }) {
-  const { guard, imports } = options;
+export async function importUploads(
+  app: FastifyInstance,
+  options: { guard: Guard; imports: ImportService; capacity: Pick<StoreCapacity, "assertRoom"> },
+) {
+  const { guard, imports, capacity } = options;
   const { maxLines, maxBytes } = imports.limits;
   const limitText = `${maxLines.toLocaleString("en-US")} lines or ${maxBytes.toLocaleString("en-US")} bytes`;
 
@@ -68,6 +72,7 @@ export async function importUploads(app: FastifyInstance, options: { guard: Guar
         if (problem) return reply.code(415).send(apiError(415, problem));
         const length = Number(request.headers["content-length"] ?? Number.NaN);
         if (length > maxBytes) return tooLarge(reply, `The upload is larger than ${limitText}`);
+        capacity.assertRoom(); // no room: 503 before a byte is stored
       },
       handler: (request, reply) => upload(request, reply),
     });
@@ -79,7 +84,10 @@ export async function importUploads(app: FastifyInstance, options: { guard: Guar
     const id = newImportId();
     try {
       for await (const data of body) {
-        for (const chunk of chunker.push(data as Buffer)) await imports.appendChunk(id, chunk);
+        for (const chunk of chunker.push(data as Buffer)) {
+          capacity.assertRoom();
+          await imports.appendChunk(id, chunk);
+        }
         if (chunker.exceeded) break;
       }
       if (!chunker.exceeded) for (const chunk of chunker.end()) await imports.appendChunk(id, chunk);

@@ -1,6 +1,10 @@
+import type { SupervisedProcess } from "@plant-store/contracts";
+import type { DataVolumeState, NodeMemory } from "@plant-store/store";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { StoreCapacity } from "../capacity.js";
+import type { Supervision } from "../supervision.js";
 import type { Guard } from "./guard.js";
 
 declare module "fastify" {
@@ -15,19 +19,27 @@ export const METRICS_PATH = "/metrics";
 /** Request durations from 1 ms to 100 ms in fine steps (where the api's answers are), then coarser. */
 const DURATION_BUCKETS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
+export interface ApiMetricsSources {
+  outageOngoing: () => boolean;
+  /** Masters with fewer in-sync replicas than the commits need (read at scrape time). */
+  mastersShortOfReplicas?: () => Promise<number>;
+  /** Redis's memory and the data volume (read at scrape time). */
+  capacity?: StoreCapacity;
+  /** What the launcher reports of the processes it supervises. */
+  supervision?: Supervision;
+}
+
 /**
  * The api's Prometheus metrics (prom-client): requests by operation, method and the status sent,
  * their durations, requests in flight, authentication failures, rate-limit refusals, Redis errors
- * and the outage state, and Node's process metrics. Labels are bounded: the operation is the
+ * and the outage state, the store's room (memory, data volume), the launcher's restarts, and
+ * Node's process metrics. Labels are bounded: the operation is the
  * procedure a request matched (`plants.create`, `trpc:plants.create`; a tRPC batch `trpc:batch`),
  * or the route, or `unmatched`. One count per HTTP response: a tRPC batch counts once, with the
  * one status it answered (its calls' common status, or 207 when they differ).
  */
-export function createApiMetrics(
-  outageOngoing: () => boolean,
-  /** Masters with fewer in-sync replicas than the commits need (read at scrape time). */
-  mastersShortOfReplicas: () => Promise<number> = async () => 0,
-) {
+export function createApiMetrics(sources: ApiMetricsSources) {
+  const { outageOngoing, mastersShortOfReplicas = async () => 0 } = sources;
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "plant_store_api_" });
   const registers = [registry];
@@ -107,6 +119,9 @@ export function createApiMetrics(
     },
   });
 
+  if (sources.capacity) capacityGauges(registers, sources.capacity);
+  if (sources.supervision) supervisionGauges(registers, sources.supervision);
+
   // The REST operations sit behind a catch-all route: a wildcard that matched no operation is a miss.
   const operationOf = (request: FastifyRequest) => {
     const procedure = request.restRoute?.procedure ?? request.trpcProcedure;
@@ -182,3 +197,85 @@ export const requestMetrics = fp<{ metrics: ApiMetrics | undefined }>(
   },
   { name: "plant-store-request-metrics" },
 );
+
+/**
+ * Redis's memory against `maxmemory` per master, and the data volume's free space (when
+ * REDIS_DATA_DIR tells where it is): what the RedisMemoryHigh and DataVolumeAlmostFull alerts
+ * read, to see a full store coming. Read at scrape time.
+ */
+function capacityGauges(registers: Registry[], capacity: StoreCapacity) {
+  // One INFO memory per master and scrape, shared by both gauges (a registry collects them at once).
+  let reading: Promise<NodeMemory[]> | undefined;
+  const memory = () => {
+    reading ??= capacity
+      .memory()
+      .catch(() => []) // a master that does not answer is the outage's business: its series is left out
+      .finally(() => setTimeout(() => (reading = undefined), 0));
+    return reading;
+  };
+  const perNode = (name: string, help: string, value: (node: NodeMemory) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["node"] as const,
+      registers,
+      async collect() {
+        const nodes = await memory();
+        this.reset();
+        for (const node of nodes) this.set({ node: node.node }, value(node));
+      },
+    });
+  perNode("plant_store_redis_used_memory_bytes", "Each Redis master's used_memory", (node) => node.usedBytes);
+  perNode(
+    "plant_store_redis_maxmemory_bytes",
+    "Each Redis master's maxmemory (0: no limit); past it, Redis refuses writes and plant changes answer 503",
+    (node) => node.maxBytes,
+  );
+  const volume = capacity.volume;
+  if (!volume) return;
+  const ofVolume = (name: string, help: string, value: (state: DataVolumeState) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        if (volume.state) this.set(value(volume.state));
+        else this.reset();
+      },
+    });
+  ofVolume(
+    "plant_store_data_volume_free_bytes",
+    "Free bytes on the volume of Redis's data (REDIS_DATA_DIR)",
+    (state) => state.freeBytes,
+  );
+  ofVolume("plant_store_data_volume_size_bytes", "Size of the volume of Redis's data", (state) => state.sizeBytes);
+  ofVolume(
+    "plant_store_data_volume_reserve_bytes",
+    "Free bytes below which plant changes answer 503 (REDIS_DATA_RESERVE_BYTES)",
+    (state) => state.reserveBytes,
+  );
+}
+
+/** The launcher's restarts of each process it supervises (npm start), and the back-off it is waiting out. */
+function supervisionGauges(registers: Registry[], supervision: Supervision) {
+  const perProcess = (name: string, help: string, value: (entry: SupervisedProcess) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["process"] as const,
+      registers,
+      collect() {
+        for (const entry of supervision.processes()) this.set({ process: entry.process }, value(entry));
+      },
+    });
+  perProcess(
+    "plant_store_supervised_restarts",
+    "Unexpected exits the launcher restarted, by process (redis, api, worker), since it started",
+    (entry) => entry.restarts,
+  );
+  perProcess(
+    "plant_store_supervised_backoff_seconds",
+    "The back-off before the launcher starts a process again, by process; 0 while it runs",
+    (entry) => (entry.state === "restarting" ? (entry.backoffMs ?? 0) / 1000 : 0),
+  );
+}

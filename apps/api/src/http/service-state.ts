@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import fp from "fastify-plugin";
+import type { StoreCapacity } from "../capacity.js";
 import type { OutageMonitor } from "../outage.js";
 
 declare module "fastify" {
@@ -8,6 +9,8 @@ declare module "fastify" {
     routeList: string[];
     /** Logs a Redis outage once when it starts and once when it ends. */
     outage: OutageMonitor;
+    /** The store's room: its data volume and Redis's memory. */
+    capacity: StoreCapacity;
   }
 }
 
@@ -15,19 +18,23 @@ export type ServiceStateOptions = {
   /** Filled as routes are registered (the route matcher reads it for 405s on static routes). */
   routeList: string[];
   outage: OutageMonitor;
+  capacity: StoreCapacity;
 };
 
 /**
  * What the whole service shares: each request's authentication slot, the list of routes (kept by
- * an onRoute hook, so register this before any route) and the outage monitor, closed with the app.
+ * an onRoute hook, so register this before any route), the outage monitor and the store's
+ * capacity watch, closed with the app.
  */
 export const serviceState = fp<ServiceStateOptions>(
-  async (app: FastifyInstance, { routeList, outage }) => {
+  async (app: FastifyInstance, { routeList, outage, capacity }) => {
     app.decorateRequest("auth", null);
     app.decorate("routeList", routeList);
     app.decorate("outage", outage);
+    app.decorate("capacity", capacity);
     app.addHook("onClose", (_app, done) => {
       app.outage.close();
+      app.capacity.close();
       done();
     });
     app.addHook("onRoute", (route) => {

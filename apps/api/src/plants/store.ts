@@ -13,6 +13,7 @@ import {
   type VersionCondition,
   type VersionedPlant,
 } from "@plant-store/store";
+import type { StoreCapacity } from "../capacity.js";
 import { reach, reachShard, shardBreaker } from "../outage.js";
 
 export type { CreateOutcome, DeleteOutcome, PlantChange, UpdateResult, VersionCondition, VersionedPlant };
@@ -30,7 +31,9 @@ export const storedPlant = ({ id, name, tag }: StoredPlantRecord): StoredPlant =
  * The api's view of the plants: the store's operations (`@plant-store/store` owns keys, partitions
  * and scripts) with the request's metadata. Every Redis failure is a 503 (retrying is safe): an
  * unreachable or too slow node, a shard without a master (answered at once once known, see
- * `shardBreaker`), and a commit its replicas did not confirm in time (it may be lost on a failover).
+ * `shardBreaker`), a commit its replicas did not confirm in time (it may be lost on a failover),
+ * and a change the store has no room for (its data volume short of its reserve: refused before
+ * Redis is asked; Redis out of memory or unable to write to disk).
  */
 export function createPlantStore(
   client: RedisClient,
@@ -38,6 +41,7 @@ export function createPlantStore(
   durability: Durability,
   /** The longest a request waits for the store before it is answered 503. */
   deadlineMs: number,
+  capacity: Pick<StoreCapacity, "assertRoom">,
 ) {
   const store = plantStore(client, layout, durability);
   // One node: its command timeout bounds every call. A cluster's redirections and retries (a
@@ -53,6 +57,7 @@ export function createPlantStore(
   return {
     /** Creates a plant; with the version of the plant stored under its id (its ETag). */
     async create(plant: NewPlant, meta: RequestMeta): Promise<{ outcome: CreateOutcome; version: bigint }> {
+      capacity.assertRoom();
       const { outcome, version } = await onPlantShard(plant.id, () =>
         store.create(plant, meta, new Date().toISOString()),
       );
@@ -63,8 +68,10 @@ export function createPlantStore(
     get: (id: bigint): Promise<VersionedPlant | undefined> => onPlantShard(id, () => store.get(id)),
 
     /** Changes a plant's name or tag if it exists and meets `condition` (see the store's update). */
-    update: (id: bigint, change: PlantChange, condition: VersionCondition, meta: RequestMeta): Promise<UpdateResult> =>
-      onPlantShard(id, () => store.update(id, change, condition, meta, new Date().toISOString())),
+    update(id: bigint, change: PlantChange, condition: VersionCondition, meta: RequestMeta): Promise<UpdateResult> {
+      capacity.assertRoom();
+      return onPlantShard(id, () => store.update(id, change, condition, meta, new Date().toISOString()));
+    },
 
     /** A page of the worker's read index (all plants, or one tag), oldest first, after `cursor`. */
     async list(options: { limit: number; tag?: string | undefined; cursor?: string | undefined }): Promise<Page> {
@@ -73,8 +80,10 @@ export function createPlantStore(
     },
 
     /** Deletes a plant if it exists and meets `condition`. Its index entries go when the worker catches up. */
-    delete: (id: bigint, condition: VersionCondition, meta: RequestMeta): Promise<DeleteOutcome> =>
-      onPlantShard(id, () => store.delete(id, condition, meta, new Date().toISOString())),
+    delete(id: bigint, condition: VersionCondition, meta: RequestMeta): Promise<DeleteOutcome> {
+      capacity.assertRoom();
+      return onPlantShard(id, () => store.delete(id, condition, meta, new Date().toISOString()));
+    },
   };
 }
 

@@ -1,0 +1,32 @@
+import { z } from "zod";
+
+/** The processes `npm start`'s launcher supervises. */
+export const SUPERVISED_PROCESSES = ["redis", "api", "worker"] as const;
+
+/** One supervised process as the launcher sees it. */
+export const SupervisedProcess = z.object({
+  process: z.enum(SUPERVISED_PROCESSES),
+  /** `restarting`: it exited unexpectedly and waits out its back-off. */
+  state: z.enum(["running", "restarting"]),
+  /** Unexpected exits since the launcher started it first. */
+  restarts: z.number().int().min(0),
+  /** How its last unexpected exit went ("exited with code 1"), and why when known ("no space left on the data volume"). */
+  lastExit: z.string().optional(),
+  /** While restarting: the back-off, and when it is started again (ms since the epoch). */
+  backoffMs: z.number().int().min(0).optional(),
+  restartAt: z.number().optional(),
+});
+export type SupervisedProcess = z.infer<typeof SupervisedProcess>;
+
+/**
+ * What the launcher sends the api over the IPC channel it opens to it, whenever a process's state
+ * changes and when the api starts: the api shows it on /readyz and /metrics.
+ */
+export const SupervisionReport = z.object({
+  type: z.literal("plant-store:supervision"),
+  processes: z.array(SupervisedProcess),
+});
+export type SupervisionReport = z.infer<typeof SupervisionReport>;
+
+/** What the api sends the launcher once it listens, asking for the report (one sent earlier would be lost). */
+export const SUPERVISION_WANTED = "plant-store:supervision-wanted";
