@@ -17,6 +17,10 @@ export interface Attempt {
   error?: string;
   /** For a 4xx/5xx: whether the body is the specification's Error ({ error: <status>, message }). */
   errorShape?: boolean;
+  /** For a 4xx/5xx in the Error's shape: its message (what the client is told of the cause). */
+  message?: string;
+  /** For a 503: its Retry-After header. */
+  retryAfter?: string;
   /** For a 200: whether the body carried the name that was sent. */
   bodyOk?: boolean;
 }
@@ -38,6 +42,7 @@ export interface Response {
   status: number;
   text: string;
   ms: number;
+  retryAfter?: string;
 }
 
 export class HttpClient {
@@ -80,13 +85,15 @@ export class HttpClient {
           const chunks: Buffer[] = [];
           res.on("data", (chunk: Buffer) => chunks.push(chunk));
           res.on("error", reject);
-          res.on("end", () =>
+          res.on("end", () => {
+            const retryAfter = res.headers["retry-after"];
             resolve({
               status: res.statusCode ?? 0,
               text: Buffer.concat(chunks).toString("utf8"),
               ms: performance.now() - started,
-            }),
-          );
+              ...(retryAfter === undefined ? {} : { retryAfter }),
+            });
+          });
         },
       );
       req.on("error", reject);
@@ -119,12 +126,15 @@ export interface LoadOptions {
   retries: number;
 }
 
-export function isErrorBody(text: string, status: number): boolean {
+/** The message of an Error body for `status` ({ error: <status>, message }), or undefined for any other body. */
+export function errorMessage(text: string, status: number): string | undefined {
   try {
     const body = JSON.parse(text) as { error?: unknown; message?: unknown };
-    return body.error === status && typeof body.message === "string" && body.message.length > 0;
+    return body.error === status && typeof body.message === "string" && body.message.length > 0
+      ? body.message
+      : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
 
@@ -220,7 +230,10 @@ export class Load {
           attempt.bodyOk = false;
         }
       } else {
-        attempt.errorShape = isErrorBody(response.text, response.status);
+        const message = errorMessage(response.text, response.status);
+        attempt.errorShape = message !== undefined;
+        if (message !== undefined) attempt.message = message;
+        if (response.retryAfter !== undefined) attempt.retryAfter = response.retryAfter;
       }
     } catch (error) {
       const endedAt = Date.now();
@@ -235,7 +248,7 @@ export class Load {
 }
 
 /** Counts of attempt outcomes: `200`, `503`, `ECONNREFUSED`… */
-export function outcomeCounts(attempts: readonly Attempt[]): Record<string, number> {
+export function outcomeCounts(attempts: readonly Pick<Attempt, "status" | "error">[]): Record<string, number> {
   const counts: Record<string, number> = {};
   for (const attempt of attempts) {
     const key = attempt.status !== undefined ? String(attempt.status) : (attempt.error ?? "?");

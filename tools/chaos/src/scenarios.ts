@@ -16,6 +16,7 @@ import { failoverReads } from "./scenarios/failover-reads.js";
 import { apiKill, relayCrash, sigterm, twoByTwo, workerKill } from "./scenarios/process-faults.js";
 import { masterFailover, redisKill, shardDown } from "./scenarios/redis-faults.js";
 import { scaleIn, scaleOut } from "./scenarios/resharding.js";
+import { redisMaxmemory } from "./scenarios/resources.js";
 import { webhookReceiverFlaky } from "./scenarios/webhooks.js";
 import {
   duplicatesOf,
@@ -41,6 +42,7 @@ export const scenarios: Scenario[] = [
   scaleIn,
   webhookReceiverFlaky,
   failoverReads,
+  redisMaxmemory,
 ];
 
 export const scenarioNames = scenarios.map((scenario) => scenario.name);

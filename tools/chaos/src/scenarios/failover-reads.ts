@@ -5,6 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { keySlot } from "@plant-store/redis-server";
 import { partitionKeys, partitionOf } from "@plant-store/store";
 import { outcomeCounts } from "../load.js";
+import { send } from "../probe.js";
 import { type Stack, TOKEN } from "../processes.js";
 import {
   between,
@@ -32,22 +33,6 @@ interface Probe {
 }
 
 const plantKeyOf = (stack: Stack, id: string) => partitionKeys(partitionOf(id, stack.view.layout.partitions)).plant(id);
-
-async function send(
-  url: string,
-  init: RequestInit = {},
-): Promise<{ status: number; text: string; retryAfter: string | null }> {
-  try {
-    const response = await fetch(url, {
-      ...init,
-      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json", ...init.headers },
-      signal: AbortSignal.timeout(5000),
-    });
-    return { status: response.status, text: await response.text(), retryAfter: response.headers.get("retry-after") };
-  } catch {
-    return { status: 0, text: "", retryAfter: null };
-  }
-}
 
 /** The api's gauge of masters short of replicas, or NaN when it could not be read. */
 async function shortOfReplicas(base: string): Promise<number> {
