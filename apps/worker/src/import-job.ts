@@ -138,13 +138,87 @@ async function ended(context: ImportContext, summary: ImportSummary): Promise<vo
   ]);
 }
 
+/** Where a running import stands: its record as of its last checkpoint, and the next chunk. */
+interface ImportPosition {
+  stored: StoredImport;
+  status: StoredImport["status"];
+  chunk: Buffer | null;
+  /** Set while it waits for room in the store (waitForRoom), since when. */
+  waitingSince?: number;
+}
+
 /**
- * Hands the job back to the queue until `delayMs` from now, without counting an attempt: the
- * import goes on from its checkpoint then (this worker, restarted, or another).
+ * One chunk: judges its lines, commits its plants, checkpoints it. Returns where the import stands
+ * after it. Throws ImportTakenError when another worker owns the import now.
  */
-async function handBack(job: Job, token: string | undefined, delayMs: number): Promise<never> {
-  await job.moveToDelayed(Date.now() + delayMs, token);
-  throw new DelayedError();
+async function importChunk(
+  importId: string,
+  { stored, chunk }: ImportPosition & { chunk: Buffer },
+  context: ImportContext,
+  pace: (lines: number) => Promise<void>,
+): Promise<ImportPosition> {
+  const { imports, commits, logger } = context;
+  const seq: number = stored.chunksDone;
+  const judged = judgeChunk(chunk, stored.lines + 1);
+  const meta = { actor: stored.actor, requestId: stored.requestId };
+  const outcomes =
+    judged.valid.length === 0
+      ? []
+      : await commits.commitChunk(importId, seq, meta, new Date().toISOString(), judged.valid, {
+          lines: WAVE_LINES,
+          afterWave: pace,
+        });
+  if (outcomes === "stale") throw new ImportTakenError(`import ${importId}: another worker took it past chunk ${seq}`);
+  const tally: ChunkTally = {
+    lines: judged.lines,
+    created: outcomes.filter((outcome) => outcome === "created").length,
+    unchanged: outcomes.filter((outcome) => outcome === "unchanged").length,
+    conflicts: outcomes.filter((outcome) => outcome === "conflict").length,
+    invalid: judged.errors.length,
+  };
+  if (context.fault === "import-crash-before-checkpoint" && seq === CRASH_AFTER_CHUNK) {
+    killBeforeCheckpoint(logger, importId, seq);
+  }
+  const checkpoint = await imports.checkpoint(importId, seq, tally, judged.errors, importLimits.errorsKept);
+  if (!checkpoint.taken)
+    throw new ImportTakenError(`import ${importId}: another worker checkpointed chunk ${seq} first`);
+  await pace(tally.invalid); // the valid ones were paced as they were committed
+  return {
+    status: checkpoint.status,
+    chunk: checkpoint.next,
+    stored: {
+      ...stored,
+      chunksDone: seq + 1,
+      lines: stored.lines + tally.lines,
+      created: stored.created + tally.created,
+      unchanged: stored.unchanged + tally.unchanged,
+      conflicts: stored.conflicts + tally.conflicts,
+      invalid: stored.invalid + tally.invalid,
+    },
+  };
+}
+
+/**
+ * While the store has no room (the data volume short of its reserve, or Redis refusing a write for
+ * lack of memory or disk: `error`), an import waits where it is and takes its chunk again: running
+ * a chunk twice counts its lines once (see runImport). Reading needs no room: a cancel meanwhile
+ * is seen. Undefined: there is room, go on.
+ */
+async function waitForRoom(
+  importId: string,
+  position: ImportPosition,
+  context: ImportContext,
+  error?: unknown,
+): Promise<ImportPosition | undefined> {
+  const exhausted = error === undefined ? (context.roomShort() ? "disk" : undefined) : exhaustedResource(error);
+  if (exhausted === undefined) return undefined;
+  if (position.waitingSince === undefined) {
+    const fields = { importId, chunk: position.stored.chunksDone };
+    context.logger.warn(`import waits: the store is out of ${exhausted}`, fields);
+  }
+  await sleep(ROOM_WAIT_MS);
+  const status = (await context.imports.read(importId))?.status ?? position.status;
+  return { ...position, status, waitingSince: position.waitingSince ?? Date.now() };
 }
 
 /**
@@ -154,68 +228,54 @@ async function handBack(job: Job, token: string | undefined, delayMs: number): P
  * off the upload, in one script). A worker killed between a commit and its checkpoint leaves the
  * chunk in place: the next attempt commits it again, and the partitions' records of the chunk's
  * creates make those lines count as created once, never as unchanged (see createPlants-n.lua).
- * Stops at the next chunk once the import is cancelled. While the store has no room (its data
- * volume short, or Redis refusing writes for lack of memory or disk) it waits in the queue and
- * goes on once there is: an import is not failed for a fault that ends by itself.
+ * Stops at the next chunk once the import is cancelled. While the store has no room it waits
+ * (waitForRoom): an import is not failed for a fault that ends by itself.
  */
 export async function runImport(job: Job, token: string | undefined, context: ImportContext): Promise<ImportSummary> {
   const data = ImportJobData.safeParse(job.data);
   if (!data.success) throw new UnrecoverableError(`invalid ${job.name} payload: ${data.error.message}`);
   const { importId } = data.data;
-  const { imports, commits, logger } = context;
+  const { imports, logger } = context;
   let stored: StoredImport | undefined = await imports.start(importId, new Date().toISOString());
   if (!stored) throw new UnrecoverableError(`there is no import ${importId} (its upload expired before it was queued)`);
   try {
-    let status = stored.status;
-    let chunk = status === "running" ? await imports.headChunk(importId) : null;
+    let position: ImportPosition = {
+      stored,
+      status: stored.status,
+      chunk: stored.status === "running" ? await imports.headChunk(importId) : null,
+    };
     // The dashboard's progress: sent while the next chunk is committed, at most one at a time.
     let progressSent: Promise<unknown> = Promise.resolve();
     const pace = pacer(context.linesPerSecond);
-    while (status === "running" && chunk !== null) {
-      if (context.closing() || context.roomShort()) {
+    while (position.status === "running" && position.chunk !== null) {
+      if (context.closing()) {
+        // Back to the queue without counting an attempt: a worker (this one restarted, or another) goes on.
         await progressSent;
-        await handBack(job, token, context.closing() ? 1 : ROOM_WAIT_MS);
+        await job.moveToDelayed(Date.now() + 1, token);
+        throw new DelayedError();
       }
-      const seq: number = stored.chunksDone;
-      const judged = judgeChunk(chunk, stored.lines + 1);
-      const meta = { actor: stored.actor, requestId: stored.requestId };
-      const outcomes =
-        judged.valid.length === 0
-          ? []
-          : await commits.commitChunk(importId, seq, meta, new Date().toISOString(), judged.valid, {
-              lines: WAVE_LINES,
-              afterWave: pace,
-            });
-      if (outcomes === "stale")
-        throw new ImportTakenError(`import ${importId}: another worker took it past chunk ${seq}`);
-      const tally: ChunkTally = {
-        lines: judged.lines,
-        created: outcomes.filter((outcome) => outcome === "created").length,
-        unchanged: outcomes.filter((outcome) => outcome === "unchanged").length,
-        conflicts: outcomes.filter((outcome) => outcome === "conflict").length,
-        invalid: judged.errors.length,
-      };
-      if (context.fault === "import-crash-before-checkpoint" && seq === CRASH_AFTER_CHUNK) {
-        killBeforeCheckpoint(logger, importId, seq);
+      const current = { ...position, chunk: position.chunk };
+      const waited = await waitForRoom(importId, current, context);
+      if (waited) {
+        position = waited;
+        continue;
       }
-      const checkpoint = await imports.checkpoint(importId, seq, tally, judged.errors, importLimits.errorsKept);
-      if (!checkpoint.taken) {
-        throw new ImportTakenError(`import ${importId}: another worker checkpointed chunk ${seq} first`);
+      try {
+        position = await importChunk(importId, current, context, pace);
+        if (current.waitingSince !== undefined) {
+          logger.info("import goes on: the store has room again", {
+            importId,
+            waitedMs: Date.now() - current.waitingSince,
+          });
+        }
+      } catch (error) {
+        const afterWait = await waitForRoom(importId, current, context, error);
+        if (!afterWait) throw error;
+        position = afterWait;
+        continue;
       }
-      status = checkpoint.status;
-      chunk = checkpoint.next;
-      stored = {
-        ...stored,
-        chunksDone: seq + 1,
-        lines: stored.lines + tally.lines,
-        created: stored.created + tally.created,
-        unchanged: stored.unchanged + tally.unchanged,
-        conflicts: stored.conflicts + tally.conflicts,
-        invalid: stored.invalid + tally.invalid,
-      };
       await progressSent;
-      progressSent = job.updateProgress(percentOf(stored));
-      await pace(tally.invalid); // the valid ones were paced as they were committed
+      progressSent = job.updateProgress(percentOf(position.stored));
     }
     await progressSent;
     stored = await imports.read(importId);
@@ -236,14 +296,6 @@ export async function runImport(job: Job, token: string | undefined, context: Im
     }
   } catch (error) {
     if (error instanceof DelayedError || error instanceof ImportTakenError) throw error;
-    const exhausted = exhaustedResource(error);
-    if (exhausted) {
-      logger.warn(`import waits: the store is out of ${exhausted}`, { importId, error: (error as Error).message });
-      await handBack(job, token, ROOM_WAIT_MS).catch((handBackError: unknown) => {
-        if (handBackError instanceof DelayedError) throw handBackError;
-        throw error; // Redis refused the hand-back too: BullMQ retries the job, or finds it stalled
-      });
-    }
     const last = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
     if (last) {
       const reason = error instanceof Error ? error.message : String(error);

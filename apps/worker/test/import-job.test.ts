@@ -1,13 +1,23 @@
 // The import job's processor on a real store, with an import uploaded as the api stores one: what
-// it counts against what it stored when a cancel arrives while a chunk is being committed.
+// it counts against what it stored when a cancel arrives while a chunk is being committed, and an
+// import that finds the store without room (a short data volume, Redis out of memory) waiting
+// where it is and going on once there is room, every line counted once.
 import { IMPORT_JOB, type ImportSummary, queueNames } from "@plant-store/contracts";
-import { type ImportCommitter, type ImportStore, importCommitter, importStore, newImportId } from "@plant-store/store";
+import {
+  type ImportCommitter,
+  type ImportStore,
+  importCommitter,
+  importStore,
+  isCluster,
+  newImportId,
+  type RedisClient,
+} from "@plant-store/store";
 import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { parseWebhookConfig, webhookSubscriptions } from "@plant-store/webhooks";
 import type { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type ImportContext, runImport } from "../src/import-job.js";
-import { silentLogger } from "../src/logger.js";
+import { createLogger, silentLogger } from "../src/logger.js";
 import { openTestStore, type TestStoreContext } from "./support.js";
 
 /** Lines per chunk, as the api cuts an upload (CHUNK_LINES). */
@@ -46,7 +56,11 @@ describe.each(storeKinds)("import job on %s Redis", { timeout: 30_000 }, (kind: 
   }
 
   /** The worker's context for one import, with `commits` for its committer. */
-  function contextWith(imports: ImportStore, commits: ImportCommitter): ImportContext {
+  function contextWith(
+    imports: ImportStore,
+    commits: ImportCommitter,
+    more: Partial<ImportContext> = {},
+  ): ImportContext {
     const { policy, secretKey } = parseWebhookConfig({});
     return {
       imports,
@@ -57,7 +71,21 @@ describe.each(storeKinds)("import job on %s Redis", { timeout: 30_000 }, (kind: 
       closing: () => false,
       roomShort: () => false,
       linesPerSecond: 0,
+      ...more,
     };
+  }
+
+  /** The log lines' messages, as the worker writes them. */
+  function recordingLogger() {
+    const messages: string[] = [];
+    const logger = createLogger("info", (line) => messages.push((JSON.parse(line) as { msg: string }).msg));
+    return { logger, messages };
+  }
+
+  /** CONFIG SET maxmemory on every master (0: no limit). */
+  async function setMaxmemory(client: RedisClient, bytes: number) {
+    const masters = isCluster(client) ? client.nodes("master") : [client];
+    await Promise.all(masters.map((node) => node.config("SET", "maxmemory", String(bytes))));
   }
 
   /**
@@ -111,5 +139,58 @@ describe.each(storeKinds)("import job on %s Redis", { timeout: 30_000 }, (kind: 
     });
     expect(counted).toMatchObject({ status: "cancelled", lines: 2 * CHUNK_LINES, chunksDone: 2 });
     expect(outcome).toMatchObject({ status: "cancelled", created: 2 * CHUNK_LINES } satisfies Partial<ImportSummary>);
+  });
+
+  it("waits while the data volume is short of its reserve, then goes on where it was: every line counted once", async () => {
+    const imports = importStore(t.client);
+    const commits = importCommitter(t.client, t.layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+    const firstId = 8_100_000;
+    const id = await upload(imports, firstId, 3);
+    const job = await importQueue.add(IMPORT_JOB, { importId: id });
+    // Short when asked before chunk 1 and the time after (no clock involved): two waits, then room.
+    const answers = [false, true, true];
+    const { logger, messages } = recordingLogger();
+    const context = contextWith(imports, commits, { logger, roomShort: () => answers.shift() ?? false });
+
+    const outcome = await runImport(job, undefined, context);
+
+    expect(outcome).toMatchObject({ status: "succeeded", lines: 3 * CHUNK_LINES, created: 3 * CHUNK_LINES });
+    expect(await storedPlants(firstId, 3 * CHUNK_LINES)).toBe(3 * CHUNK_LINES);
+    expect(messages.filter((message) => message.startsWith("import waits"))).toEqual([
+      "import waits: the store is out of disk",
+    ]);
+    expect(messages).toContain("import goes on: the store has room again");
+  });
+
+  it("takes a chunk again, not failing the import, when Redis refuses its writes for lack of memory", async () => {
+    const imports = importStore(t.client);
+    const commits = importCommitter(t.client, t.layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+    const firstId = 8_200_000;
+    const id = await upload(imports, firstId, 3);
+    // One attempt only: an error that failed the job would fail the import for good.
+    const job = await importQueue.add(IMPORT_JOB, { importId: id }, { attempts: 1 });
+    const refusals: string[] = [];
+    // Chunk 1's first commit runs with Redis past its maxmemory; the limit is lifted as it fails.
+    const outOfMemoryOnce: ImportCommitter = {
+      ...commits,
+      async commitChunk(importId, chunk, ...rest) {
+        if (chunk !== 1 || refusals.length > 0) return commits.commitChunk(importId, chunk, ...rest);
+        await setMaxmemory(t.client, 1);
+        try {
+          return await commits.commitChunk(importId, chunk, ...rest);
+        } catch (error) {
+          refusals.push((error as Error).message);
+          throw error;
+        } finally {
+          await setMaxmemory(t.client, 0);
+        }
+      },
+    };
+
+    const outcome = await runImport(job, undefined, contextWith(imports, outOfMemoryOnce));
+
+    expect(refusals).toEqual([expect.stringMatching(/^OOM /)]);
+    expect(outcome).toMatchObject({ status: "succeeded", lines: 3 * CHUNK_LINES, created: 3 * CHUNK_LINES });
+    expect(await storedPlants(firstId, 3 * CHUNK_LINES)).toBe(3 * CHUNK_LINES);
   });
 });

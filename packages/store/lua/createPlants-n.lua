@@ -1,3 +1,4 @@
+#!lua
 --[[
   Commits the plants of one bulk-import chunk that live in one partition, each exactly as
   createPlant-3 commits a POST: a new plant's hash and its `plant.created` outbox entry together
@@ -20,6 +21,11 @@
   ARGV[1] the chunk's sequence number; ARGV[2] actor; ARGV[3] request id (of the upload);
   ARGV[4] ISO time; ARGV[5] the record's lifetime (ms); then per line 5 values: line number, plant
   id, name, '1' when a tag is given else '0', tag.
+
+  Past Redis's maxmemory the call is refused whole with OOM before it runs: the `#!lua` line (no
+  flags) says the script writes. Without it Redis refuses only a first write that grows memory,
+  and this script's first write (DEL or PEXPIRE of the record) is not one: once a script has
+  written, Redis lets it finish, and an import went on writing past maxmemory.
 
   Returns one letter per line, in order: 'c' created, 'u' unchanged, 'x' conflict; or 'stale'.
   As in createPlant-3, the creation times are the partition's clock, strictly increasing, and a
