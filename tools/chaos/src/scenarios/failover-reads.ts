@@ -6,7 +6,7 @@ import { keySlot } from "@plant-store/redis-server";
 import { partitionKeys, partitionOf } from "@plant-store/store";
 import { outcomeCounts } from "../load.js";
 import { send } from "../probe.js";
-import { type Stack, TOKEN } from "../processes.js";
+import type { Stack } from "../processes.js";
 import {
   between,
   describeCounts,
