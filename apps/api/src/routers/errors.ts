@@ -4,5 +4,5 @@ export const errors = {
   403: "The token lacks the scope this operation needs",
   429: "Too many requests for this token, or too many failed authentications from this address (see Retry-After)",
   500: "Unexpected server fault",
-  503: "The store is temporarily unavailable; the request can be retried",
+  503: "The store is temporarily unavailable, or has no room for changes (its disk full, Redis out of memory: the message says which); the request can be retried",
 } as const;
