@@ -1,3 +1,6 @@
+import { statfsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { connect, disconnect, parseStoreConfig, reserveFor } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, call, OTHER_TOKEN, type Stack, startStack } from "./stack.js";
 
@@ -167,6 +170,21 @@ describe("api metrics", () => {
     expect(text).toContain("plant_store_api_process_cpu_seconds_total");
   });
 
+  it("shows each master's used memory against its maxmemory, read at scrape time; no data volume unless told where", async () => {
+    const node = new URL(stack.redisServer.url).host;
+    const redis = connect(parseStoreConfig({ REDIS_URL: stack.redisServer.url }).redis, { name: "metrics-test" });
+    try {
+      await redis.config("SET", "maxmemory", String(512 * 1024 * 1024));
+      const text = await scrape();
+      expect(sample(text, "plant_store_redis_used_memory_bytes", { node })).toBeGreaterThan(100_000);
+      expect(sample(text, "plant_store_redis_maxmemory_bytes", { node })).toBe(512 * 1024 * 1024);
+      expect(text).not.toContain("plant_store_data_volume_free_bytes");
+    } finally {
+      await redis.config("SET", "maxmemory", "0");
+      await disconnect(redis);
+    }
+  });
+
   it("shows a Redis outage while it lasts, and counts the requests it failed", async () => {
     expect(sample(await scrape(), "plant_store_redis_outage")).toBe(0);
     const before = sample(await scrape(), "plant_store_redis_errors_total");
@@ -185,6 +203,26 @@ describe("api metrics", () => {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     expect(sample(await scrape(), "plant_store_redis_outage")).toBe(0);
+  });
+});
+
+describe("REDIS_DATA_DIR", () => {
+  it("exports the free, total and reserved bytes of the volume holding it", async () => {
+    const dir = tmpdir();
+    const watched = await startStack({ env: { REDIS_DATA_DIR: dir } });
+    try {
+      const result = await call(watched.url, { method: "GET", path: "/metrics", token: ADMIN_TOKEN });
+      const stats = statfsSync(dir);
+      const size = stats.blocks * stats.bsize;
+      expect(sample(result.text, "plant_store_data_volume_size_bytes")).toBe(size);
+      expect(sample(result.text, "plant_store_data_volume_reserve_bytes")).toBe(reserveFor(size));
+      // Free space moves with the machine: within a tenth of the volume of what statfs says now.
+      expect(
+        Math.abs(sample(result.text, "plant_store_data_volume_free_bytes") - stats.bavail * stats.bsize),
+      ).toBeLessThan(size / 10);
+    } finally {
+      await watched.stop();
+    }
   });
 });
 
