@@ -37,7 +37,12 @@ beforeAll(async () => {
   }
   // A fixed port: the worker restarts below, and Prometheus keeps scraping where it was.
   const workerPort = await freePort();
-  stack = await startStack({ worker: true, workerEnv: { WORKER_METRICS_PORT: String(workerPort) } });
+  // REDIS_DATA_DIR as npm start sets it: the api exports the data volume's gauges (the alerts read them).
+  stack = await startStack({
+    worker: true,
+    env: { REDIS_DATA_DIR: tmpdir() },
+    workerEnv: { WORKER_METRICS_PORT: String(workerPort) },
+  });
   // A token an operator would give Prometheus: only metrics:read.
   const issued = await call(stack.url, {
     path: "/admin/tokens",

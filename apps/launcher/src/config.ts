@@ -30,6 +30,8 @@ const EnvSchema = z.object({
   API_TOKENS: tokenList.optional(),
   ADMIN_TOKEN: z.string().optional(),
   DATA_DIR: z.string().optional(),
+  /** Free space kept back on the embedded Redis's volume (the store's variable, read here for its log). */
+  REDIS_DATA_RESERVE_BYTES: z.coerce.number().int().min(0).optional(),
   /** First pause before restarting a process that exited unexpectedly (doubles per quick failure). */
   LAUNCHER_RESTART_BACKOFF_MS: z.coerce.number().int().min(1).default(DEFAULT_RESTART_POLICY.initialBackoffMs),
   /**
@@ -62,6 +64,8 @@ export interface LauncherConfig {
   adminToken: string | undefined;
   /** Absolute. */
   dataDir: string;
+  /** REDIS_DATA_RESERVE_BYTES: free space kept back on the embedded Redis's volume (undefined: the default). */
+  dataReserveBytes: number | undefined;
   apiEntry: string;
   workerEntry: string;
   restartPolicy: RestartPolicy;
@@ -86,12 +90,11 @@ export function parseConfig(env: NodeJS.ProcessEnv): ConfigResult {
     };
   }
   const e = parsed.data;
-  if (e.REDIS_CLUSTER_NODES !== undefined) {
-    try {
-      parseStoreConfig(present);
-    } catch (error) {
-      return { ok: false, errors: [error instanceof Error ? error.message : String(error)] };
-    }
+  // The store's own variables (the cluster's nodes…), checked here once for every process.
+  try {
+    parseStoreConfig(present);
+  } catch (error) {
+    return { ok: false, errors: [error instanceof Error ? error.message : String(error)] };
   }
   return {
     ok: true,
@@ -104,6 +107,7 @@ export function parseConfig(env: NodeJS.ProcessEnv): ConfigResult {
       adminToken: e.ADMIN_TOKEN,
       // A DATA_DIR given by the user is relative to the working directory; the default lives in the repo.
       dataDir: e.DATA_DIR ? resolve(e.DATA_DIR) : resolve(repoRoot, "data"),
+      dataReserveBytes: e.REDIS_DATA_RESERVE_BYTES,
       apiEntry: resolve(e.PLANT_STORE_API_ENTRY ?? resolve(repoRoot, "apps/api/dist/main.js")),
       workerEntry: resolve(e.PLANT_STORE_WORKER_ENTRY ?? resolve(repoRoot, "apps/worker/dist/main.js")),
       restartPolicy: {

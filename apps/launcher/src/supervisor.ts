@@ -253,10 +253,7 @@ async function startEmbeddedRedis(config: LauncherConfig) {
   }
   const dir = join(config.dataDir, "redis");
   mkdirSync(dir, { recursive: true });
-  const volume = parseStoreConfig({ ...process.env, REDIS_DATA_DIR: dir }).dataVolume ?? {
-    dir,
-    reserveBytes: undefined,
-  };
+  const volume = { dir, reserveBytes: config.dataReserveBytes };
   const redisLog = embeddedRedisLog(volume, logError);
   // Its warnings while it serves; those of a shutdown we asked for are no news.
   const onLog = (line: string) => (stopping ? undefined : redisLog.onLog(line));
