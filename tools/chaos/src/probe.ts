@@ -1,5 +1,7 @@
 // Single requests a scenario makes beside its load, to see what a client sees during a fault.
+import { setTimeout as sleep } from "node:timers/promises";
 import { TOKEN } from "./processes.js";
+import type { ExpectedPlant } from "./verify.js";
 
 export interface Answer {
   /** 0 when no answer came within 5 s. */
@@ -47,4 +49,20 @@ export async function streamsEvents(base: string, token = TOKEN): Promise<boolea
     clearTimeout(timer);
     abort.abort();
   }
+}
+
+/**
+ * Creates a new plant every 50 ms (ids from `firstId` on) until one answers 200, for at most
+ * `timeoutMs`: when writes are back, seen by a client of its own (the load may be over by then).
+ * `at` is undefined when none was; `acked` the plants answered 200, to be verified with the load's.
+ */
+export async function writesBack(base: string, firstId: bigint, timeoutMs: number, token = TOKEN) {
+  const deadline = Date.now() + timeoutMs;
+  for (let id = firstId; Date.now() < deadline; id++) {
+    const name = `write-probe-${id}`;
+    const answer = await send(`${base}/plants`, { method: "POST", body: `{"id":${id},"name":"${name}"}` }, token);
+    if (answer.status === 200) return { at: Date.now(), acked: [{ id: String(id), name }] as ExpectedPlant[] };
+    await sleep(50);
+  }
+  return { at: undefined, acked: [] as ExpectedPlant[] };
 }

@@ -13,7 +13,7 @@ import { freePort } from "@plant-store/redis-server";
 import { connect, disconnect, findEmbeddedStore, openLayout, parseStoreConfig } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
 import { type Attempt, Load, outcomeCounts } from "../src/load.js";
-import { send } from "../src/probe.js";
+import { send, writesBack } from "../src/probe.js";
 import { TOKEN } from "../src/processes.js";
 import { describeCounts } from "../src/scenario.js";
 import { type ExpectedPlant, problemsOf, type StoreView, verify, waitSideWork } from "../src/verify.js";
@@ -121,18 +121,6 @@ afterAll(async () => {
   rmSync(root, { recursive: true, force: true });
 }, 60_000);
 
-/** Creates a new plant every 50 ms until one answers 200; when, and the plants acknowledged. */
-async function writesBack(firstId: bigint, timeoutMs: number) {
-  const deadline = Date.now() + timeoutMs;
-  for (let id = firstId; Date.now() < deadline; id++) {
-    const name = `write-probe-${id}`;
-    const answer = await send(`${base}/plants`, { method: "POST", body: `{"id":${id},"name":"${name}"}` });
-    if (answer.status === 200) return { at: Date.now(), acked: [{ id: String(id), name }] as ExpectedPlant[] };
-    await sleep(50);
-  }
-  return { at: undefined, acked: [] as ExpectedPlant[] };
-}
-
 const refusedForDisk = (attempt: Attempt) =>
   attempt.status === 503 && DISK_FULL.test(attempt.message ?? "") && attempt.retryAfter !== undefined;
 
@@ -201,7 +189,7 @@ describe.skipIf(!mountable)("npm start's data volume fills up under load", () =>
     const freedAt = Date.now();
     rmSync(join(dataDir, "ballast-1"));
     rmSync(join(dataDir, "ballast-2"));
-    const back = await writesBack(idBase + 900_000n, 30_000);
+    const back = await writesBack(base, idBase + 900_000n, 30_000);
     expect(back.at, output).toBeDefined();
     const metricsAfter = await send(`${base}/metrics`);
     load.stop();

@@ -1,26 +1,17 @@
 // A master's loss under load on a 3+3 cluster, end to end (real api and worker processes): the shard
 // whose master failed over stays readable while its writes cannot be confirmed, and its writes come
 // back once the lost node returns as a replica. Nothing acknowledged is lost.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, describe, expect, it, onTestFailed } from "vitest";
+import { describe, expect, it } from "vitest";
 import { runScenario } from "../src/scenarios.js";
+import { scenarioLogs } from "./scenario-logs.js";
 
-const logDir = mkdtempSync(join(tmpdir(), "plant-store-failover-"));
-let keepLogs = false;
-afterAll(() => {
-  if (keepLogs) console.error(`failover: the processes' logs are kept in ${logDir}`);
-  else rmSync(logDir, { recursive: true, force: true });
-});
+const { logDir, keepOnFailure } = scenarioLogs("failover");
 
 describe("a master failover under load", () => {
   it("keeps the shard's reads at 200, refuses its writes with 503 and Retry-After, then resumes them", {
     timeout: 180_000,
   }, async () => {
-    onTestFailed(() => {
-      keepLogs = true;
-    });
+    keepOnFailure();
     const result = await runScenario("failover-reads", {
       run: 1,
       durationMs: 25_000,

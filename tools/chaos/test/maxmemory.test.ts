@@ -1,26 +1,17 @@
 // Redis reaching its maxmemory under load, end to end (real api and worker processes, one node):
 // changes answer 503 naming the memory, reads and live events go on, and writes come back once the
 // limit is raised, without a restart. Nothing acknowledged is lost.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, describe, expect, it, onTestFailed } from "vitest";
+import { describe, expect, it } from "vitest";
 import { runScenario } from "../src/scenarios.js";
+import { scenarioLogs } from "./scenario-logs.js";
 
-const logDir = mkdtempSync(join(tmpdir(), "plant-store-maxmemory-"));
-let keepLogs = false;
-afterAll(() => {
-  if (keepLogs) console.error(`maxmemory: the processes' logs are kept in ${logDir}`);
-  else rmSync(logDir, { recursive: true, force: true });
-});
+const { logDir, keepOnFailure } = scenarioLogs("maxmemory");
 
 describe("Redis at maxmemory under load", () => {
   it("refuses changes with 503 naming the memory, never 500; reads and live events go on; writes resume once raised", {
     timeout: 120_000,
   }, async () => {
-    onTestFailed(() => {
-      keepLogs = true;
-    });
+    keepOnFailure();
     const result = await runScenario("redis-maxmemory", {
       run: 1,
       durationMs: 16_000,

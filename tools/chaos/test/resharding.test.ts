@@ -2,19 +2,11 @@
 // scale-in scenarios (real api and worker processes, a 3+3 cluster, redis-cli add-node, rebalance,
 // del-node), each run once, short. Every answer must be a 200: a slot on the move is retried inside
 // the api, never handed to the client.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, describe, expect, it, onTestFailed } from "vitest";
+import { describe, expect, it } from "vitest";
 import { runScenario } from "../src/scenarios.js";
+import { scenarioLogs } from "./scenario-logs.js";
 
-const logDir = mkdtempSync(join(tmpdir(), "plant-store-resharding-"));
-/** The api's and workers' logs stay for a look when a run failed (a timeout returns no report). */
-let keepLogs = false;
-afterAll(() => {
-  if (keepLogs) console.error(`resharding: the processes' logs are kept in ${logDir}`);
-  else rmSync(logDir, { recursive: true, force: true });
-});
+const { logDir, keepOnFailure } = scenarioLogs("resharding");
 
 // About a cluster as such: it runs whatever PLANT_STORE_TEST_STORES says, as shard-down does.
 describe("resharding a live cluster", () => {
@@ -25,9 +17,7 @@ describe("resharding a live cluster", () => {
     it(`${scenario}: loses nothing, answers every request 200 and does all the side work`, {
       timeout: 180_000,
     }, async () => {
-      onTestFailed(() => {
-        keepLogs = true;
-      });
+      keepOnFailure();
       const result = await runScenario(scenario, {
         run: 1,
         durationMs: 8000,
