@@ -256,6 +256,12 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
       const data: WebhookBatchJob = { subscriptionId, events };
       const ids = events.map((e) => e.eventId);
       const batch = await deliveries.add(WEBHOOK_BATCH_JOB, data, { jobId: webhookBatchId(subscriptionId, ids) });
+      // The queue paused while the batch runs (its attempts hang for the 1 s timeout): the jobs it
+      // hands on wait until the receiver answers again. Unpaused, the retries (due 100 ms after the
+      // batch) and the untried events (1 s) began while this test was still reading the batch's
+      // outcome on a busy machine, to the receiver that still hung: a third attempt, or a second.
+      await eventually(async () => (await batch.getState()) === "active");
+      await deliveries.pause();
       await eventually(async () => (await batch.getState()) === "completed");
       // Its 40 attempts timed out (WEBHOOK_TIMEOUT_MS 1 s); the 5 it could not start went on untried.
       expect((await Job.fromId(deliveries, String(batch.id)))?.returnvalue).toEqual({
@@ -269,7 +275,14 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
       const tried = handedOn.filter((job) => job?.firstAttempt);
       expect(tried).toHaveLength(40);
       for (const job of tried) expect(job.firstAttempt.error).toMatch(/no answer within 1000 ms/);
+      const hung = target.received.length;
       target.answer(() => 200);
+      await deliveries.resume();
+      // Each event answered (seen in memory), then listed: polled every 25 ms while the 45 attempts
+      // ran, the listing (45 jobs read, on the cluster too) took the CPU they needed to be answered
+      // within the 1 s timeout on a busy machine.
+      const answered = () => new Set(target.received.slice(hung).map((r) => r.headers["webhook-id"]));
+      await eventually(async () => answered().size === ids.length);
       const listed = await eventually(async () => {
         const list = (await admin(stack, "GET", `/admin/webhooks/${subscriptionId}/deliveries`)).json as Delivery[];
         return list.length === 45 && list.every((d) => d.status === "succeeded") ? list : undefined;
@@ -281,6 +294,7 @@ describe.each(storeKinds)("webhooks on %s Redis", (kind) => {
         new Set(ids),
       );
     } finally {
+      await deliveries.resume();
       await deliveries.close();
     }
     await admin(stack, "DELETE", `/admin/webhooks/${subscriptionId}`);
