@@ -5,7 +5,7 @@
 // import has reached.
 import { IMPORT_MEDIA_TYPE, type Import, queueNames, queuePrefix } from "@plant-store/contracts";
 import { mainNextTo, type Service, spawnService, storeKinds, untilLogged } from "@plant-store/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { call, eventually, type Stack, startStack } from "./stack.js";
 
 const workerMain = mainNextTo(import.meta.resolve("@plant-store/worker"));
@@ -73,8 +73,14 @@ describe.each(storeKinds)("bulk imports across kill -9 of the worker, on %s Redi
   beforeAll(async () => {
     stack = await startStack({ kind });
   });
+  // Each test's workers stop with it. Left running, they took the next test's import as often as
+  // its own first worker did: the worker that test killed or stopped then held no import (the
+  // resume or the hand-back went untested), and their relays and stalled checks took CPU the next
+  // test's import needed.
+  afterEach(async () => {
+    await Promise.all(workers.splice(0).map((worker) => worker.stop()));
+  });
   afterAll(async () => {
-    for (const worker of workers) worker.kill("SIGKILL");
     await stack?.stop();
   });
 
@@ -180,6 +186,7 @@ describe.each(storeKinds)("bulk imports across kill -9 of the worker, on %s Redi
     const exit = await first.exit;
     expect(exit.code).toBe(0);
     expect(Date.now() - stopping).toBeLessThan(10_000);
+    expect(first.tail()).toContain("import handed back to the queue: the worker is closing");
     const handedBack = await getImport(file.id);
     expect(handedBack.status).toBe("running");
     expect(handedBack.lines).toBeLessThan(count);
