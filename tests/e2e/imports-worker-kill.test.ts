@@ -4,6 +4,7 @@
 // test-only fault point `import-crash-before-checkpoint`), and from outside at whatever moment the
 // import has reached.
 import { IMPORT_MEDIA_TYPE, type Import, queueNames, queuePrefix } from "@plant-store/contracts";
+import { readAuditLog } from "@plant-store/store";
 import { mainNextTo, type Service, spawnService, storeKinds, untilLogged } from "@plant-store/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { call, eventually, type Stack, startStack } from "./stack.js";
@@ -44,12 +45,28 @@ function mixedUpload(base: number, count: number) {
   return { body: `${lines.join("\n")}\n`, existing, expected, lines: count };
 }
 
-describe.each(storeKinds)("bulk imports across kill -9 of the worker, on %s Redis", (kind) => {
+/**
+ * The pace of the worker that an import is killed or stopped on (IMPORT_LINES_PER_SECOND), with
+ * uploads of 10,000 lines: the kill or the stop lands mid-import because the import cannot end
+ * before it (4 s after the lines the test waits for, at the least), not because the machine is fast
+ * enough. Unpaced, 30,000 lines bought that margin, and took most of a test's 30 s on a busy machine.
+ */
+const PACED = 2000;
+
+// 90 s a test, as its own waits allow (the default 30 s cut them short): each starts two worker
+// processes (2-6 s each on a busy machine, most of it loading modules), stores a few hundred plants,
+// imports 6,000-10,000 lines and resumes the import after a kill or a stop: 9-38 s measured beside
+// two CPU-bound processes and other test runs on 2 cores (load average 5-12), 30-70 s before.
+describe.each(storeKinds)("bulk imports across kill -9 of the worker, on %s Redis", { timeout: 90_000 }, (kind) => {
   let stack: Stack;
   const workers: Service[] = [];
 
-  /** A worker process of its own (its jobs' locks short, so a killed one's import is taken up within seconds). */
-  async function startWorkerProcess(fault?: string): Promise<Service> {
+  /**
+   * A worker process of its own (its jobs' locks short, so a killed one's import is taken up within
+   * seconds); `linesPerSecond` paces its imports (IMPORT_LINES_PER_SECOND).
+   */
+  async function startWorkerProcess(options: { fault?: string; linesPerSecond?: number } = {}): Promise<Service> {
+    const { fault, linesPerSecond } = options;
     const worker = spawnService(
       "worker",
       workerMain,
@@ -62,6 +79,7 @@ describe.each(storeKinds)("bulk imports across kill -9 of the worker, on %s Redi
         RELAY_CLAIM_IDLE_MS: "1000",
         RELAY_LEASE_MS: "1000",
         ...(fault ? { PLANT_STORE_FAULT: fault } : {}),
+        ...(linesPerSecond ? { IMPORT_LINES_PER_SECOND: String(linesPerSecond) } : {}),
       },
       { keepLines: 200 },
     );
@@ -89,7 +107,15 @@ describe.each(storeKinds)("bulk imports across kill -9 of the worker, on %s Redi
 
   async function uploadMixed(base: number, count: number) {
     const file = mixedUpload(base, count);
-    for (const plant of file.existing) expect((await call(stack.url, { body: plant })).status).toBe(200);
+    const startedMs = Date.now();
+    // The stored plants POSTed 8 at a time (one after the other, a 30,000-line file's 700 took 14-18
+    // s of a test's 30 on a busy machine).
+    const stored = [...file.existing];
+    const post = async (): Promise<void> => {
+      for (let plant = stored.shift(); plant; plant = stored.shift())
+        expect((await call(stack.url, { body: plant })).status).toBe(200);
+    };
+    await Promise.all(Array.from({ length: 8 }, post));
     const answer = await call(stack.url, {
       method: "POST",
       path: "/plants/imports",
@@ -97,17 +123,31 @@ describe.each(storeKinds)("bulk imports across kill -9 of the worker, on %s Redi
       contentType: IMPORT_MEDIA_TYPE,
     });
     expect(answer.status, answer.text).toBe(202);
-    return { ...file, id: (answer.json as { id: string }).id };
+    return { ...file, startedMs, id: (answer.json as { id: string }).id };
   }
 
-  /** Every plant the import created is stored, and its side work was done once: one audit entry per plant. */
-  async function expectEachCommittedOnce(base: number, count: number, created: number) {
+  /**
+   * Every plant the import created is stored, and its side work was done once: one audit entry per
+   * plant. The audit log is read from the upload's start (`sinceMs`): the whole log, the earlier
+   * tests' entries too, took seconds a read on a busy machine.
+   */
+  async function expectEachCommittedOnce(base: number, count: number, created: number, sinceMs: number) {
     const createdIds = new Set<string>();
+    const partitions = Array.from({ length: stack.layout.partitions }, (_, p) => p);
+    const ours = (fields: Record<string, string>) => {
+      const id = Number(fields.plantId);
+      return fields.type === "plant.created" && id >= base && id < base + count;
+    };
     await eventually(async () => {
-      const audits = (await stack.inspect.auditEntries()).filter((entry) => {
-        const id = Number(entry.plantId);
-        return entry.type === "plant.created" && id >= base && id < base + count;
-      });
+      const audits: Record<string, string>[] = [];
+      // A second of margin: the entries' ids are Redis's clock, `sinceMs` the test's (one host).
+      for await (const { fields } of readAuditLog(stack.redis, {
+        partitions,
+        fromMs: sinceMs - 1000,
+        filter: ours,
+        pageSize: 5000,
+      }))
+        audits.push(fields);
       const perPlant = new Map<string, number>();
       for (const entry of audits) perPlant.set(entry.plantId ?? "", (perPlant.get(entry.plantId ?? "") ?? 0) + 1);
       for (const id of perPlant.keys()) createdIds.add(id);
@@ -124,7 +164,7 @@ describe.each(storeKinds)("bulk imports across kill -9 of the worker, on %s Redi
   it("resumes after the worker is killed between a chunk's commit and its checkpoint: exact counts", async () => {
     const base = kind === "single" ? 8_100_000 : 8_200_000;
     const count = 6000;
-    const first = await startWorkerProcess("import-crash-before-checkpoint");
+    const first = await startWorkerProcess({ fault: "import-crash-before-checkpoint" });
     const file = await uploadMixed(base, count);
     const exit = await first.exit;
     expect(exit.signal).toBe("SIGKILL");
@@ -148,13 +188,13 @@ describe.each(storeKinds)("bulk imports across kill -9 of the worker, on %s Redi
     expect(done).toMatchObject({ lines: count, totalLines: count, ...file.expected });
     expect(done.created + done.unchanged + done.conflicts + done.invalid).toBe(count);
     // Stored plants (unchanged, conflicts) were audited once when POSTed: created + stored in all.
-    await expectEachCommittedOnce(base, count, file.expected.created + file.existing.length);
+    await expectEachCommittedOnce(base, count, file.expected.created + file.existing.length, file.startedMs);
   });
 
   it("resumes after an outside kill -9 at whatever moment the import reached: exact counts", async () => {
     const base = kind === "single" ? 8_300_000 : 8_400_000;
-    const count = 30_000;
-    const first = await startWorkerProcess();
+    const count = 10_000;
+    const first = await startWorkerProcess({ linesPerSecond: PACED });
     const file = await uploadMixed(base, count);
     const reached = await eventually(async () => {
       const found = await getImport(file.id);
@@ -172,13 +212,13 @@ describe.each(storeKinds)("bulk imports across kill -9 of the worker, on %s Redi
       return found.status === "succeeded" ? found : undefined;
     }, 90_000);
     expect(done).toMatchObject({ lines: count, totalLines: count, ...file.expected });
-    await expectEachCommittedOnce(base, count, file.expected.created + file.existing.length);
+    await expectEachCommittedOnce(base, count, file.expected.created + file.existing.length, file.startedMs);
   });
 
   it("hands a running import back to the queue on SIGTERM (no attempt counted), and another worker finishes it", async () => {
     const base = kind === "single" ? 8_500_000 : 8_600_000;
-    const count = 30_000;
-    const first = await startWorkerProcess();
+    const count = 10_000;
+    const first = await startWorkerProcess({ linesPerSecond: PACED });
     const file = await uploadMixed(base, count);
     await eventually(async () => (await getImport(file.id)).lines >= 2000, 60_000);
     const stopping = Date.now();
