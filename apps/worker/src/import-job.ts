@@ -252,7 +252,8 @@ export async function runImport(job: Job, token: string | undefined, context: Im
         // Back to the queue without counting an attempt: a worker (this one restarted, or another) goes on.
         await progressSent;
         await job.moveToDelayed(Date.now() + 1, token);
-        logger.info("import handed back to the queue: the worker is closing", { importId, lines: stored.lines });
+        const lines = position.stored.lines;
+        logger.info("import handed back to the queue: the worker is closing", { importId, lines });
         throw new DelayedError();
       }
       const current = { ...position, chunk: position.chunk };
