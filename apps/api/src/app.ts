@@ -21,6 +21,7 @@ import { createGuard, type Limits } from "./http/guard.js";
 import { importUploadRoute, importUploads } from "./http/import-upload.js";
 import { authenticateMalformedPaths } from "./http/low-level-errors.js";
 import { createApiMetrics, requestMetrics } from "./http/metrics.js";
+import { answerConnect, routeUnmetExpectations } from "./http/protocol-edges.js";
 import { requestHooks } from "./http/request-hooks.js";
 import { restApi } from "./http/rest.js";
 import { createRouteMatcher, restRoutesOf, routeMissHandler } from "./http/routes.js";
@@ -107,6 +108,8 @@ export async function buildApp(options: AppOptions) {
       authenticateFirst: (request, reply) => authenticateFirst(request, reply),
     }),
   );
+  routeUnmetExpectations(app.server);
+  answerConnect(app.server, matchRoute);
   const capacity = storeCapacity(options.redis, options.dataVolume, app.log);
   const supervision = options.supervision ?? unsupervised;
   const metrics =

@@ -39,9 +39,8 @@ function mediaTypeProblem(contentType: string | undefined): string | undefined {
   return undefined;
 }
 
-const tooLarge = (reply: FastifyReply, message: string) =>
-  // The rest of the body is not read: the connection closes after the answer.
-  reply.code(413).header("connection", "close").send(apiError(413, message));
+// The rest of the body is read and dropped after the answer, up to a bound (lingering-close.ts).
+const tooLarge = (reply: FastifyReply, message: string) => reply.code(413).send(apiError(413, message));
 
 /**
  * `POST /plants/imports`: an NDJSON upload becomes a queued import. Authentication, scope and rate
@@ -83,7 +82,8 @@ export async function importUploads(
     const chunker = new UploadChunker({ maxLines, maxBytes });
     const id = newImportId();
     try {
-      for await (const data of body) {
+      // Left early (past a limit), the body is not destroyed: its answer is read once it is drained.
+      for await (const data of body.iterator({ destroyOnReturn: false })) {
         for (const chunk of chunker.push(data as Buffer)) {
           capacity.assertRoom();
           await imports.appendChunk(id, chunk);

@@ -10,6 +10,24 @@ import type { RouteMatcher } from "./routes.js";
 import { API_HEADERS } from "./security-headers.js";
 
 /**
+ * An answer written on the socket itself, for requests Fastify never sees: the Error shape with the
+ * headers every answer carries, and the connection closing after it.
+ */
+export function rawAnswer(status: number, message: string, options: { requestId: string; headers?: object }) {
+  const body = JSON.stringify(apiError(status, message));
+  const headers = {
+    ...API_HEADERS,
+    ...options.headers,
+    "content-type": JSON_MEDIA_TYPE,
+    "content-length": Buffer.byteLength(body),
+    "x-request-id": options.requestId,
+    connection: "close",
+  };
+  const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${head.join("")}\r\n${body}`;
+}
+
+/**
  * Errors raised before Fastify has a request to route — an unparsable request line (unknown
  * method, raw bytes in the path), oversized headers, a request time-out — answered on the socket
  * in the Error shape with the usual headers, instead of Fastify's default body.
@@ -22,16 +40,7 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
       : error.code === "HPE_HEADER_OVERFLOW"
         ? [431, "The request headers are too large"]
         : [400, "The request is not valid HTTP"];
-  const body = JSON.stringify(apiError(status, message));
-  const headers = {
-    ...API_HEADERS,
-    "content-type": JSON_MEDIA_TYPE,
-    "content-length": Buffer.byteLength(body),
-    "x-request-id": randomUUID(),
-    connection: "close",
-  };
-  const head = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`);
-  if (socket.writable) socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${head.join("")}\r\n${body}`);
+  if (socket.writable) socket.write(rawAnswer(status, message, { requestId: randomUUID() }));
   socket.destroy(error);
 }
 

@@ -4,7 +4,9 @@ import { apiError, JSON_MEDIA_TYPE, RETRY_AFTER_503_SECONDS } from "../errors.js
 import { refuseContentCodings } from "./content-coding.js";
 import type { createCors } from "./cors.js";
 import { EVENTS_PATH } from "./events.js";
+import { drainUnreadBody, keepConnectionForTheBody } from "./lingering-close.js";
 import type { ApiMetrics } from "./metrics.js";
+import { expectationUnmet } from "./protocol-edges.js";
 import { securityHeadersFor } from "./security-headers.js";
 
 /** The content type Fastify gives a JSON reply. */
@@ -22,7 +24,8 @@ export type RequestHooksOptions = {
 /**
  * What every request goes through before and after its route: security headers and its id, CORS
  * (a preflight is answered here), 503 while shutting down, unknown paths answered before any body
- * is read, content codings refused, and the reply's media type and Retry-After. Hooks on the root
+ * is read, content codings refused, the reply's media type and Retry-After, and the rest of a body
+ * that an answer came before read and dropped (lingering-close.ts). Hooks on the root
  * (fastify-plugin), so they run for every route, the plugins' too.
  */
 export const requestHooks = fp<RequestHooksOptions>(
@@ -37,6 +40,9 @@ export const requestHooks = fp<RequestHooksOptions>(
       checkForwardedFor(request);
       metrics?.started();
       reply.headers(securityHeadersFor(request.url)).header("x-request-id", request.id);
+      if (expectationUnmet(request)) {
+        return reply.code(417).send(apiError(417, "This server meets no expectation but 100-continue (Expect)"));
+      }
       if (cors.apply(request, reply)) return; // a preflight, answered
       if (closing) {
         // An EventSource gives up for good on any answer but 200, and retries a dropped connection:
@@ -62,10 +68,16 @@ export const requestHooks = fp<RequestHooksOptions>(
     // JSON defines no charset parameter (RFC 8259 §11) but Fastify appends one to every JSON reply:
     // answer with the document's media type exactly, as contract testers (Dredd) compare it.
     // A 503 says when to come back (tRPC's own answers get it in its responseMeta).
-    app.addHook("onSend", (_request, reply, payload, done) => {
+    app.addHook("onSend", (request, reply, payload, done) => {
       if (reply.getHeader("content-type") === FASTIFY_JSON) reply.header("content-type", JSON_MEDIA_TYPE);
       if (reply.statusCode === 503) reply.header("retry-after", RETRY_AFTER_503_SECONDS);
+      if (!closing) keepConnectionForTheBody(request, reply); // shutting down, connections close
       done(null, payload);
+    });
+    // An answer given before the body arrived: the rest of the body is read, so the client reads the answer.
+    app.addHook("onResponse", (request, reply, done) => {
+      drainUnreadBody(request, reply);
+      done();
     });
   },
   { name: "plant-store-request-hooks" },

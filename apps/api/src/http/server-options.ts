@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { IncomingMessage } from "node:http";
 import { limits } from "@plant-store/contracts";
 import { loggerOptions } from "@plant-store/logging";
 import type { FastifyServerOptions } from "fastify";
@@ -7,6 +8,12 @@ import { OneLineRequestLog, requestSerializer } from "./request-log.js";
 import type { RestRoute } from "./routes.js";
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+/** A request's id: the caller's when it is sane (logs and the audit log can then be correlated), else a new one. */
+export function requestIdOf(req: IncomingMessage): string {
+  const incoming = req.headers["x-request-id"];
+  return typeof incoming === "string" && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+}
 
 /** tRPC's query parameters: a GET's input, and the flag of a batch. */
 const TRPC_PARAMETERS = ["input", "batch"];
@@ -44,11 +51,7 @@ export function serverOptions(options: {
     bodyLimit: limits.bodyMaxBytes,
     // request.ip (the per-address throttle, logs) is the peer unless a trusted proxy says otherwise.
     trustProxy: trustProxyOption(options.trustProxy),
-    // Keep a caller's request id when it is sane, so logs and the audit log can be correlated.
-    genReqId: (req) => {
-      const incoming = req.headers["x-request-id"];
-      return typeof incoming === "string" && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    },
+    genReqId: requestIdOf,
     routerOptions: { ignoreTrailingSlash: false, caseSensitive: true },
     // Fastify's own 503 while closing is not the Error shape; the requestHooks plugin answers instead.
     return503OnClosing: false,
