@@ -51,7 +51,7 @@ describe.each(storeKinds)("import job on %s Redis", { timeout: 30_000 }, (kind: 
     const createdAt = new Date().toISOString();
     const upload = { totalLines: chunks * CHUNK_LINES, bytes: 0, createdAt, actor: "token-fp-test", requestId: "req" };
     await imports.record(id, upload);
-    await imports.confirm(id, Date.parse(createdAt));
+    await imports.confirm(id, Date.parse(createdAt), upload.actor);
     return id;
   }
 

@@ -106,6 +106,17 @@ export function importStore(client: RedisClient) {
     return storedImport(id, await client.hgetall(importKeys(id).record));
   }
 
+  /** Lists the import among its owner's, and among their active ones (both keys in the owner's slot). */
+  async function listForOwner(id: string, createdMs: number, owner: string): Promise<void> {
+    execOk(
+      await client
+        .multi()
+        .zadd(storeKeys.importsOf(owner), "NX", createdMs, id)
+        .zadd(storeKeys.activeImportsOf(owner), "NX", createdMs, id)
+        .exec(),
+    );
+  }
+
   return {
     /** Adds a chunk of whole lines to an upload; the upload expires unless confirmed (UPLOAD_TTL_MS). */
     async appendChunk(id: string, chunk: Buffer): Promise<void> {
@@ -148,8 +159,8 @@ export function importStore(client: RedisClient) {
       );
     },
 
-    /** The import is queued: its upload no longer expires, and it is listed. */
-    async confirm(id: string, createdMs: number): Promise<void> {
+    /** The import is queued: its upload no longer expires, and it is listed (also among its owner's). */
+    async confirm(id: string, createdMs: number, owner: string): Promise<void> {
       const keys = importKeys(id);
       await Promise.all([
         client
@@ -159,7 +170,26 @@ export function importStore(client: RedisClient) {
           .exec()
           .then((replies) => execOk(replies)),
         client.zadd(storeKeys.importIds, "NX", createdMs, id),
+        listForOwner(id, createdMs, owner),
       ]);
+    },
+
+    /**
+     * The imports of `owner` that are queued or running, oldest first, with their status; those
+     * found ended (or whose upload expired unqueued) leave its set of active imports.
+     */
+    async active(owner: string): Promise<{ id: string; status: "queued" | "running" }[]> {
+      const key = storeKeys.activeImportsOf(owner);
+      const ids = await client.zrange(key, 0, -1);
+      const statuses = await Promise.all(ids.map((id) => client.hget(importKeys(id).record, "status")));
+      const isActive = (status: string | null): status is "queued" | "running" =>
+        status === "queued" || status === "running";
+      const ended = ids.filter((_, i) => !isActive(statuses[i] ?? null));
+      if (ended.length > 0) await client.zrem(key, ...ended);
+      return ids.flatMap((id, i) => {
+        const status = statuses[i] ?? null;
+        return isActive(status) ? [{ id, status }] : [];
+      });
     },
 
     read,
@@ -175,13 +205,15 @@ export function importStore(client: RedisClient) {
     /**
      * Up to `count` imports in creation order after the import `after` (from the first without
      * one), and the id the next page follows when more do; undefined when `after` is not a listed
-     * import's id.
+     * import's id. With `owner`, only that token's imports.
      */
     async page(
       after: string | undefined,
       count: number,
+      owner?: string,
     ): Promise<{ imports: StoredImport[]; next: string | undefined } | undefined> {
-      const ids = await client.idsAfter(storeKeys.importIds, after ?? "", count + 1);
+      const key = owner === undefined ? storeKeys.importIds : storeKeys.importsOf(owner);
+      const ids = await client.idsAfter(key, after ?? "", count + 1);
       if (ids === -1) return undefined;
       const page = ids.slice(0, count);
       const imports = await Promise.all(page.map((id) => read(id)));
@@ -199,14 +231,18 @@ export function importStore(client: RedisClient) {
 
     /**
      * A worker takes up the import (queued → running; running stays): its status then, or
-     * undefined when there is none. Also makes sure it is listed and does not expire.
+     * undefined when there is none. Also makes sure it is listed (also among its owner's: the api
+     * may have died before it listed it) and does not expire.
      */
     async start(id: string, at: string): Promise<StoredImport | undefined> {
       const keys = importKeys(id);
       const status = await client.startImport(keys.record, keys.chunks, at);
       if (status === null) return undefined;
       const stored = await read(id);
-      if (stored) await client.zadd(storeKeys.importIds, "NX", Date.parse(stored.createdAt) || 0, id);
+      if (!stored) return undefined;
+      const createdMs = Date.parse(stored.createdAt) || 0;
+      await client.zadd(storeKeys.importIds, "NX", createdMs, id);
+      if (stored.actor !== "" && stored.status === "running") await listForOwner(id, createdMs, stored.actor);
       return stored;
     },
 

@@ -155,6 +155,13 @@ export type ImportKeys = ReturnType<typeof importKeys>;
 export const storeKeys = {
   /** Sorted set of import ids by creation time (ms): the imports listing. */
   importIds: "imports:ids",
+  /** Sorted set of one token's import ids by creation time (ms): its own listing (`owner`: the token's id). */
+  importsOf: (owner: string) => `imports:by-owner:{${owner}}`,
+  /**
+   * Sorted set of one token's imports not yet seen ended (queued or running), by creation time (ms):
+   * its limit of queued imports and their turns in the queue. An ended one is dropped when next read.
+   */
+  activeImportsOf: (owner: string) => `imports:by-owner:{${owner}}:active`,
   /** Hash: layout version and partition count of this store. */
   meta: "plants:meta",
   /** Consumer group through which relays read each partition's outbox. */

@@ -122,7 +122,7 @@ describe("checkpointing an import's chunk", () => {
     for (const chunk of chunks) await imports.appendChunk(id, Buffer.from(chunk));
     const totalLines = chunks.join("").split("\n").length - 1;
     await imports.record(id, { totalLines, bytes: 0, createdAt: at, actor: meta.actor, requestId: meta.requestId });
-    await imports.confirm(id, Date.parse(at));
+    await imports.confirm(id, Date.parse(at), meta.actor);
     await imports.start(id, at);
   }
 

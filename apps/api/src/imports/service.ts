@@ -18,6 +18,14 @@ export interface ImportLimits {
   maxBytes: number;
 }
 
+/** Who asks about imports: a token's own are its to read and cancel; an admin token's are all. */
+export interface ImportViewer {
+  id: string;
+  admin: boolean;
+}
+
+const visibleTo = (viewer: ImportViewer, stored: { actor: string }) => viewer.admin || stored.actor === viewer.id;
+
 /**
  * The api's side of bulk imports: the uploads and records (the store's), and the queue their jobs go
  * to (`queueConnection`: one that fails fast, so an outage answers 503 instead of holding the upload's
@@ -55,31 +63,43 @@ export function importService(
       const createdAt = new Date();
       await call(() => store.record(id, { ...upload, createdAt: createdAt.toISOString() }));
       await call(() => queue.add(IMPORT_JOB, { importId: id }, importJobOptions(id)));
-      await call(() => store.confirm(id, createdAt.getTime()));
+      await call(() => store.confirm(id, createdAt.getTime(), upload.actor));
       return { id, status: "queued" as const, createdAt: createdAt.toISOString() };
     },
 
-    /** The import with its first line errors, or undefined. */
-    async get(id: string): Promise<Import | undefined> {
+    /** The import with its first line errors, or undefined when there is none that `viewer` may see. */
+    async get(id: string, viewer: ImportViewer): Promise<Import | undefined> {
       const found = await call(() => store.get(id));
-      if (!found) return undefined;
+      if (!found || !visibleTo(viewer, found.stored)) return undefined;
       const errors = found.errors.map((text) => ImportLineError.parse(JSON.parse(text)));
       return { ...importOf(found.stored), errors };
     },
 
-    /** A page of imports, oldest first, after `cursor`; undefined when the cursor names no import. */
+    /**
+     * A page of the imports `viewer` may see (its own, or all for an admin), oldest first, after
+     * `cursor`; undefined when the cursor names none of them.
+     */
     async page(options: {
       limit: number;
       cursor?: string | undefined;
+      viewer: ImportViewer;
     }): Promise<{ imports: ImportSummary[]; nextCursor?: string } | undefined> {
-      const page = await call(() => store.page(options.cursor, options.limit));
+      const owner = options.viewer.admin ? undefined : options.viewer.id;
+      const page = await call(() => store.page(options.cursor, options.limit, owner));
       if (!page) return undefined;
       const imports = page.imports.map(importOf);
       return page.next === undefined ? { imports } : { imports, nextCursor: page.next };
     },
 
-    /** Cancels a queued or running import; the status it had, or undefined when there is none. */
-    cancel: (id: string) => call(() => store.cancel(id, new Date().toISOString())),
+    /**
+     * Cancels a queued or running import `viewer` may see; the status it had, or undefined when
+     * there is none it may see.
+     */
+    async cancel(id: string, viewer: ImportViewer): Promise<string | undefined> {
+      const stored = await call(() => store.read(id));
+      if (!stored || !visibleTo(viewer, stored)) return undefined;
+      return call(() => store.cancel(id, new Date().toISOString()));
+    },
 
     close: () => queue.close(),
   };

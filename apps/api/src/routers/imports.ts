@@ -7,8 +7,10 @@ import {
   importLimits,
   ListImportsQuery,
 } from "@plant-store/contracts";
+import type { Principal } from "@plant-store/tokens";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
+import type { ImportViewer } from "../imports/service.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
 import { errors } from "./errors.js";
 import { nextPageLink, pageHeaders } from "./paging.js";
@@ -18,7 +20,9 @@ import { nextPageLink, pageHeaders } from "./paging.js";
 
 const common = { tags: ["imports"], protect: true };
 const ById = z.object({ id: ImportId });
-const notFound = { 404: "There is no import with this id" } as const;
+const notFound = {
+  404: "There is no import with this id, or it is another uploader's (an import is its uploader's and the admins' to see)",
+} as const;
 const badPathId = { 400: "The id in the path is not an import id" } as const;
 
 function importService(ctx: Context) {
@@ -26,12 +30,20 @@ function importService(ctx: Context) {
   return ctx.imports;
 }
 
+// Another token's import is answered as one that does not exist: its id tells nothing.
 const noSuchImport = (id: string) => new TRPCError({ code: "NOT_FOUND", message: `There is no import with id ${id}` });
 
-async function importPage(ctx: Context, input: ListImportsQuery) {
+/** Imports belong to the token that uploaded them; an admin token sees and cancels every one. */
+const viewerOf = (principal: Principal): ImportViewer => ({
+  id: principal.id,
+  admin: principal.scopes.includes("admin"),
+});
+
+async function importPage(ctx: Context & { principal: Principal }, input: ListImportsQuery) {
   const page = await importService(ctx).page({
     limit: input.limit ?? importLimits.listDefaultLimit,
     cursor: input.cursor,
+    viewer: viewerOf(ctx.principal),
   });
   if (!page) throw new TRPCError({ code: "BAD_REQUEST", message: INVALID_CURSOR });
   return page;
@@ -49,8 +61,9 @@ export const importsRouter = router({
         operationId: "listImports",
         summary: "List imports",
         description:
-          "Bulk imports, oldest first, with their status and counts (the line errors are in each import's own " +
-          "answer). When more follow, the `Link` header holds the URL of the next page.",
+          "The token's bulk imports (a token with the `admin` scope: every token's), oldest first, with their " +
+          "status and counts (the line errors are in each import's own answer). When more follow, the `Link` " +
+          "header holds the URL of the next page.",
         successDescription: "A page of imports",
         responseHeaders: pageHeaders("/plants/imports"),
         errorResponses: {
@@ -95,7 +108,7 @@ export const importsRouter = router({
     .input(ById)
     .output(Import)
     .query(async ({ input, ctx }) => {
-      const found = await importService(ctx).get(input.id);
+      const found = await importService(ctx).get(input.id, viewerOf(ctx.principal));
       if (!found) throw noSuchImport(input.id);
       return found;
     }),
@@ -126,7 +139,8 @@ export const importsRouter = router({
     .output(Import)
     .mutation(async ({ input, ctx }) => {
       const service = importService(ctx);
-      const before = await service.cancel(input.id);
+      const viewer = viewerOf(ctx.principal);
+      const before = await service.cancel(input.id, viewer);
       if (before === undefined) throw noSuchImport(input.id);
       if (before !== "cancelled" && (FINISHED_IMPORT_STATUSES as readonly string[]).includes(before)) {
         throw new TRPCError({
@@ -134,7 +148,7 @@ export const importsRouter = router({
           message: `The import ${input.id} has ${before} already: there is nothing to cancel`,
         });
       }
-      const found = await service.get(input.id);
+      const found = await service.get(input.id, viewer);
       if (!found) throw noSuchImport(input.id);
       return found;
     }),
