@@ -77,6 +77,9 @@ export type AppOptions = {
   supervision?: Supervision;
 };
 
+/** IMPORT_UPLOAD_TIMEOUT_MS's default (config.ts), for a server without imports. */
+const DEFAULT_UPLOAD_TIMEOUT_MS = 600_000;
+
 /** The live event streams' defaults (as config.ts's on one node). */
 export const EVENTS_DEFAULTS: EventsConfig = {
   maxStreamsPerToken: 100,
@@ -106,6 +109,7 @@ export async function buildApp(options: AppOptions) {
       logStream: options.logStream,
       trustProxy: options.trustProxy ?? false,
       authenticateFirst: (request, reply) => authenticateFirst(request, reply),
+      uploadTimeoutMs: options.imports?.limits.uploadTimeoutMs ?? DEFAULT_UPLOAD_TIMEOUT_MS,
     }),
   );
   routeUnmetExpectations(app.server);

@@ -4,6 +4,7 @@ import { parseStoreConfig, type StoreConfig } from "@plant-store/store";
 import { bootstrapTokens } from "@plant-store/tokens";
 import { parseWebhookConfig, type WebhookConfig } from "@plant-store/webhooks";
 import { z } from "zod";
+import type { ImportLimits } from "./imports/service.js";
 
 /**
  * `a.b.c.d`, an IPv6 address, or either with a `/prefix` of at least 1 bit: Fastify refuses `/0`
@@ -91,6 +92,14 @@ const ApiEnv = z.object({
   IMPORT_MAX_LINES: z.coerce.number().int().positive().default(importLimits.maxLines),
   /** Most bytes of one bulk import; more is a 413. */
   IMPORT_MAX_BYTES: z.coerce.number().int().positive().default(importLimits.maxBytes),
+  /** How long an upload may take, from its request's arrival to its last byte; then 408 and closed. */
+  IMPORT_UPLOAD_TIMEOUT_MS: z.coerce.number().int().min(1000).default(600_000),
+  /** How long an upload may send nothing; then 408 and closed. */
+  IMPORT_UPLOAD_IDLE_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
+  /** Uploads one token may have in progress at once on this api instance; more is a 429. */
+  IMPORT_MAX_UPLOADS_PER_TOKEN: z.coerce.number().int().positive().default(4),
+  /** Imports one token may have queued or running (all instances); more is a 429. */
+  IMPORT_MAX_QUEUED_PER_TOKEN: z.coerce.number().int().positive().default(20),
   /** Live event streams (GET /plants/events, tRPC plants.events) a token may have open at once on this instance. */
   EVENTS_MAX_STREAMS_PER_TOKEN: z.coerce.number().int().positive().default(100),
   /** Live event streams this instance serves at once, all tokens together. */
@@ -130,8 +139,8 @@ export type ApiConfig = {
   metrics: boolean;
   /** Run by the launcher, which reports on the processes it supervises over the IPC channel. */
   launcherIpc: boolean;
-  /** The limits of one bulk import's upload (IMPORT_MAX_LINES, IMPORT_MAX_BYTES). */
-  imports: { maxLines: number; maxBytes: number };
+  /** The limits of uploads and imports (IMPORT_MAX_*, IMPORT_UPLOAD_*). */
+  imports: ImportLimits;
   /** The live event streams (EVENTS_*). */
   events: EventsConfig;
 };
@@ -180,7 +189,14 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     corsOrigins: e.CORS_ORIGINS,
     metrics: e.METRICS_ENABLED,
     launcherIpc: e.PLANT_STORE_LAUNCHER_IPC === "1",
-    imports: { maxLines: e.IMPORT_MAX_LINES, maxBytes: e.IMPORT_MAX_BYTES },
+    imports: {
+      maxLines: e.IMPORT_MAX_LINES,
+      maxBytes: e.IMPORT_MAX_BYTES,
+      uploadTimeoutMs: e.IMPORT_UPLOAD_TIMEOUT_MS,
+      uploadIdleTimeoutMs: e.IMPORT_UPLOAD_IDLE_TIMEOUT_MS,
+      maxUploadsPerToken: e.IMPORT_MAX_UPLOADS_PER_TOKEN,
+      maxQueuedPerToken: e.IMPORT_MAX_QUEUED_PER_TOKEN,
+    },
     events: {
       maxStreamsPerToken: e.EVENTS_MAX_STREAMS_PER_TOKEN,
       maxStreams: e.EVENTS_MAX_STREAMS,

@@ -8,6 +8,8 @@ import { UploadChunker } from "../imports/chunker.js";
 import type { ImportService } from "../imports/service.js";
 import type { Guard } from "./guard.js";
 import { literalSegments, type RestRoute, segmentsOf } from "./routes.js";
+import { uploadAdmission } from "./upload-admission.js";
+import { type UploadClock, uploadClock } from "./upload-clock.js";
 
 export const IMPORTS_PATH = "/plants/imports";
 
@@ -44,11 +46,12 @@ const tooLarge = (reply: FastifyReply, message: string) => reply.code(413).send(
 
 /**
  * `POST /plants/imports`: an NDJSON upload becomes a queued import. Authentication, scope and rate
- * limits first (the guard), then the media type, before a byte of the body is read. The body is
- * read as it arrives, never held whole: cut into chunks of whole lines (UploadChunker), each stored
- * in Redis before the next bytes are read (the socket waits meanwhile). Past the limits (lines or
- * bytes) the stored chunks go and the answer is 413; once the whole upload is stored, its import is
- * recorded and queued and the answer is 202 with its Location.
+ * limits first (the guard), then the media type and the token's upload limits (uploadAdmission),
+ * before a byte of the body is read. The body is read as it arrives, never held whole: cut into
+ * chunks of whole lines (UploadChunker), each stored in Redis before the next bytes are read (the
+ * socket waits meanwhile), within the upload's deadline and idle time (uploadClock). Past the
+ * limits (lines or bytes) the stored chunks go and the answer is 413; once the whole upload is
+ * stored, its import is recorded and queued and the answer is 202 with its Location.
  */
 export async function importUploads(
   app: FastifyInstance,
@@ -57,6 +60,7 @@ export async function importUploads(
   const { guard, imports, capacity } = options;
   const { maxLines, maxBytes } = imports.limits;
   const limitText = `${maxLines.toLocaleString("en-US")} lines or ${maxBytes.toLocaleString("en-US")} bytes`;
+  const admission = uploadAdmission(imports.limits, imports.activeCount);
 
   await app.register(async (scope) => {
     // The body is the request's stream, passed on unread: the handler reads it chunk by chunk.
@@ -72,36 +76,53 @@ export async function importUploads(
         const length = Number(request.headers["content-length"] ?? Number.NaN);
         if (length > maxBytes) return tooLarge(reply, `The upload is larger than ${limitText}`);
         capacity.assertRoom(); // no room: 503 before a byte is stored
+        if (!(await admission.admit(await uploaderOf(request), reply))) return reply;
       },
       handler: (request, reply) => upload(request, reply),
     });
   });
 
+  /**
+   * Stores the body as it arrives, chunk by chunk, until it ends or is past a limit. Left early, the
+   * body is not destroyed: the rest of it is drained after the answer (lingering-close.ts).
+   */
+  async function storeBody(body: Readable, id: string, chunker: UploadChunker, clock: UploadClock) {
+    clock.waiting();
+    for await (const data of body.iterator({ destroyOnReturn: false })) {
+      clock.received();
+      for (const chunk of chunker.push(data as Buffer)) {
+        capacity.assertRoom();
+        await imports.appendChunk(id, chunk);
+      }
+      if (chunker.exceeded) return;
+      clock.waiting();
+    }
+    clock.received();
+    for (const chunk of chunker.end()) await imports.appendChunk(id, chunk);
+  }
+
   async function upload(request: FastifyRequest, reply: FastifyReply) {
-    const body = (request.body ?? request.raw) as Readable;
     const chunker = new UploadChunker({ maxLines, maxBytes });
     const id = newImportId();
+    const clock = uploadClock(request, reply, imports.limits);
     try {
-      // Left early (past a limit), the body is not destroyed: its answer is read once it is drained.
-      for await (const data of body.iterator({ destroyOnReturn: false })) {
-        for (const chunk of chunker.push(data as Buffer)) {
-          capacity.assertRoom();
-          await imports.appendChunk(id, chunk);
-        }
-        if (chunker.exceeded) break;
-      }
-      if (!chunker.exceeded) for (const chunk of chunker.end()) await imports.appendChunk(id, chunk);
+      await storeBody((request.body ?? request.raw) as Readable, id, chunker, clock);
     } catch (error) {
       await imports.discardUpload(id);
-      // The client went away mid-upload: nothing to answer, nothing stored.
-      if (request.raw.destroyed || request.raw.readableAborted) {
-        request.log.info(
-          { importId: id, lines: chunker.lines, bytes: chunker.bytes },
-          "upload abandoned by the client",
-        );
+      // Too slow (answered 408), or the client went away mid-upload: nothing (more) to answer, nothing stored.
+      if (clock.expired || request.raw.destroyed || request.raw.readableAborted) {
+        const why = clock.expired ? "upload timed out" : "upload abandoned by the client";
+        request.log.info({ importId: id, lines: chunker.lines, bytes: chunker.bytes }, why);
         return reply;
       }
       throw error;
+    } finally {
+      clock.stop();
+    }
+    if (clock.expired) {
+      // Answered 408 while its last chunk was being stored.
+      await imports.discardUpload(id);
+      return reply;
     }
     if (chunker.exceeded) {
       await imports.discardUpload(id);
@@ -110,13 +131,18 @@ export async function importUploads(
     if (chunker.lines === 0) {
       return reply.code(400).send(apiError(400, "The upload is empty: send one NewPlant JSON object per line"));
     }
-    const principal = await request.auth;
     const accepted: ImportAccepted = await imports.submit(id, {
       totalLines: chunker.lines,
       bytes: chunker.bytes,
-      actor: principal?.ok ? principal.principal.id : "unknown",
+      actor: await uploaderOf(request),
       requestId: request.id,
     });
     return reply.code(202).header("location", `${IMPORTS_PATH}/${id}`).send(accepted);
   }
+}
+
+/** The id of the token uploading: the import's owner (the guard admitted it). */
+async function uploaderOf(request: FastifyRequest): Promise<string> {
+  const principal = await request.auth;
+  return principal?.ok ? principal.principal.id : "unknown";
 }

@@ -33,7 +33,11 @@ export function rawAnswer(status: number, message: string, options: { requestId:
  * in the Error shape with the usual headers, instead of Fastify's default body.
  */
 export function clientErrorHandler(error: Error & { code?: string }, socket: Socket) {
-  if (error.code === "ECONNRESET" || socket.destroyed) return;
+  // The client closed the connection mid-request (one answered early ends so too): nothing to answer.
+  if (error.code === "ECONNRESET" || error.code === "HPE_INVALID_EOF_STATE" || socket.destroyed) {
+    socket.destroy();
+    return;
+  }
   const [status, message] =
     error.code === "ERR_HTTP_REQUEST_TIMEOUT"
       ? [408, "The request took too long to arrive"]

@@ -102,8 +102,10 @@ export const operationExamples: Record<string, OperationExamples> = {
     response: { id: IMPORT_ID, status: "queued", createdAt: CREATED_AT },
     errors: {
       400: "The upload is empty: send one NewPlant JSON object per line",
+      408: "The upload sent nothing for 30 s",
       413: `The upload is larger than ${importLimits.maxLines.toLocaleString("en-US")} lines or ${importLimits.maxBytes.toLocaleString("en-US")} bytes`,
       415: "The request body must be application/x-ndjson: one NewPlant per line",
+      429: "This token has 4 uploads in progress, the most it may have at once: send the next when one has ended",
     },
   },
   listImports: {

@@ -263,9 +263,10 @@ function importUploadOperation(): Json {
     400: "The upload is empty",
     401: errors[401],
     403: errors[403],
+    408: "The upload took longer than its deadline (10 minutes unless the server sets another), or sent nothing for its idle time (30 s): nothing was stored, and the connection closes",
     413: `The upload is larger than the limit: ${maxLines.toLocaleString("en-US")} lines or ${maxBytes.toLocaleString("en-US")} bytes (unless the server sets others); nothing was stored`,
     415: `The body is not ${IMPORT_MEDIA_TYPE} (UTF-8)`,
-    429: errors[429],
+    429: "The token has as many uploads in progress (4) or imports queued or running (20) as it may (unless the server sets other limits), has made too many requests, or its address too many failed authentications: see Retry-After",
     500: errors[500],
     503: "The store is temporarily unavailable: the upload was not queued (list the imports before sending it again)",
   };

@@ -15,6 +15,9 @@ export function requestIdOf(req: IncomingMessage): string {
   return typeof incoming === "string" && REQUEST_ID.test(incoming) ? incoming : randomUUID();
 }
 
+/** How much longer than an upload's deadline any request may take to arrive. */
+const REQUEST_TIMEOUT_MARGIN_MS = 30_000;
+
 /** tRPC's query parameters: a GET's input, and the flag of a batch. */
 const TRPC_PARAMETERS = ["input", "batch"];
 
@@ -33,6 +36,8 @@ export function serverOptions(options: {
   trustProxy: boolean | number | string[];
   /** Asked before a framework error (a malformed path) is answered. */
   authenticateFirst: AuthenticateFirst;
+  /** The longest an upload may take (IMPORT_UPLOAD_TIMEOUT_MS): every request arrives within it and a margin. */
+  uploadTimeoutMs: number;
 }): FastifyServerOptions {
   // The query parameters the API defines: the only ones whose values the access log shows.
   const knownParameters = new Set([
@@ -49,6 +54,9 @@ export function serverOptions(options: {
     },
     logController: new OneLineRequestLog(),
     bodyLimit: limits.bodyMaxBytes,
+    // A backstop for every request, whatever its route: whole within an upload's deadline and a
+    // margin (Node answers 408 past it; an upload's own clocks answer it first, see upload-clock.ts).
+    requestTimeout: options.uploadTimeoutMs + REQUEST_TIMEOUT_MARGIN_MS,
     // request.ip (the per-address throttle, logs) is the peer unless a trusted proxy says otherwise.
     trustProxy: trustProxyOption(options.trustProxy),
     genReqId: requestIdOf,

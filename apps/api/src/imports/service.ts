@@ -12,10 +12,18 @@ import { importStore, isCluster, type RedisClient } from "@plant-store/store";
 import { Queue } from "bullmq";
 import { reach } from "../outage.js";
 
-/** The limits of one upload (IMPORT_MAX_LINES, IMPORT_MAX_BYTES). */
+/** The limits of uploads and imports (IMPORT_*). */
 export interface ImportLimits {
+  /** Most lines and bytes of one upload. */
   maxLines: number;
   maxBytes: number;
+  /** How long an upload may take from its request's arrival, and go without sending a byte. */
+  uploadTimeoutMs: number;
+  uploadIdleTimeoutMs: number;
+  /** Uploads one token may have in progress at once on this api instance. */
+  maxUploadsPerToken: number;
+  /** Imports one token may have queued or running (its uploads in progress count too). */
+  maxQueuedPerToken: number;
 }
 
 /** Who asks about imports: a token's own are its to read and cancel; an admin token's are all. */
@@ -66,6 +74,9 @@ export function importService(
       await call(() => store.confirm(id, createdAt.getTime(), upload.actor));
       return { id, status: "queued" as const, createdAt: createdAt.toISOString() };
     },
+
+    /** How many imports of `owner` are queued or running. */
+    activeCount: async (owner: string) => (await call(() => store.active(owner))).length,
 
     /** The import with its first line errors, or undefined when there is none that `viewer` may see. */
     async get(id: string, viewer: ImportViewer): Promise<Import | undefined> {
