@@ -1,19 +1,25 @@
 // Imports belong to the token that uploaded them (over REST and tRPC): another token that is not an
-// admin neither reads, lists nor cancels them (the whole stack, on one node and on a 3+3 cluster).
+// admin neither reads, lists nor cancels them; and the queue serves tokens in turns, so one token's
+// 50 queued imports do not hold back another's (the whole stack, on one node and on a 3+3 cluster).
 
 import { createPlantStoreClient, TRPCClientError } from "@plant-store/client";
 import { IMPORT_MEDIA_TYPE, type Import } from "@plant-store/contracts";
 import { storeKinds } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ADMIN_TOKEN, call, expectError, type Stack, startStack, TOKEN } from "./stack.js";
+import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 
 const line = (id: number, name: string) => JSON.stringify({ id, name });
 
 describe.each(storeKinds)("imports of different tokens on %s Redis", (kind) => {
   let stack: Stack;
   beforeAll(async () => {
-    // No worker: the imports stay queued.
-    stack = await startStack({ kind });
+    // The worker starts later, in the test of turns: until then imports stay queued.
+    stack = await startStack({
+      kind,
+      env: { IMPORT_MAX_QUEUED_PER_TOKEN: "60" },
+      // One import at a time, each ~100 ms (10 lines at 100 a second): their start times order them.
+      workerEnv: { IMPORT_CONCURRENCY: "1", IMPORT_LINES_PER_SECOND: "100" },
+    });
   });
   afterAll(async () => {
     await stack?.stop();
@@ -81,5 +87,31 @@ describe.each(storeKinds)("imports of different tokens on %s Redis", (kind) => {
     expect((await call(stack.url, { method: "DELETE", path: `/plants/imports/${theirs}`, token: TOKEN })).status).toBe(
       200,
     );
+  });
+
+  // 52 uploads, a worker's start and 4 imports: ~20 s on a loaded 2-core machine.
+  it("serves tokens in turns: one token's 50 queued imports do not hold back another's", {
+    timeout: 90_000,
+  }, async () => {
+    const base = kind === "single" ? 8_300_000 : 8_400_000;
+    const [busy, quiet] = [
+      await issue(`busy-${kind}`, ["plants:write"]),
+      await issue(`quiet-${kind}`, ["plants:write"]),
+    ];
+    const ten = (from: number) => Array.from({ length: 10 }, (_, i) => line(from + i, "Turn")).join("\n");
+    const busyIds: string[] = [];
+    for (let i = 0; i < 50; i++) busyIds.push(await upload(busy, ten(base + i * 10)));
+    const quietIds = [await upload(quiet, ten(base + 1000)), await upload(quiet, ten(base + 1010))];
+
+    await stack.startWorker();
+    const read = async (id: string) =>
+      (await call(stack.url, { method: "GET", path: `/plants/imports/${id}`, token: TOKEN })).json as Import;
+    await eventually(async () => (await read(quietIds[1] as string)).status === "succeeded", 60_000);
+    // The order they started in: the busy token's first, the quiet one's first, the busy one's second…
+    const started = (await Promise.all([...busyIds, ...quietIds].map(read)))
+      .filter((each) => each.startedAt !== undefined)
+      .sort((a, b) => Date.parse(a.startedAt ?? "") - Date.parse(b.startedAt ?? ""))
+      .map((each) => each.id);
+    expect(started.slice(0, 4)).toEqual([busyIds[0], quietIds[0], busyIds[1], quietIds[1]]);
   });
 });

@@ -73,6 +73,8 @@ const MAX_STALLED = 20;
 
 export interface ImportContext {
   imports: ImportStore;
+  /** The imports' queue, whose waiting jobs move up a turn when one of their token's starts. */
+  queue: Pick<Queue, "getJob">;
   commits: ImportCommitter;
   subscriptions: WebhookSubscriptions;
   deliveries: Queue;
@@ -222,6 +224,22 @@ async function waitForRoom(
 }
 
 /**
+ * A token's waiting imports take the turns 1, 2, 3… in the order it uploaded them: their jobs'
+ * priorities (the api queued each with its turn then, see the api's turnOf). Run when one of the
+ * token's imports starts, so its next one is now a first turn: behind the other tokens' first turns
+ * queued before, ahead of their second ones (BullMQ serves the lowest priority first, in the order
+ * each got it). Only jobs whose turn changed are touched: a move puts a job last among its equals.
+ * Jobs queued without a priority (before turns) keep it, and are served first anyway.
+ */
+export async function takeTurns(context: Pick<ImportContext, "imports" | "queue">, owner: string): Promise<void> {
+  const waiting = (await context.imports.active(owner)).filter((each) => each.status === "queued");
+  for (const [index, { id }] of waiting.entries()) {
+    const job = await context.queue.getJob(id);
+    if (job && job.priority !== 0 && job.priority !== index + 1) await job.changePriority({ priority: index + 1 });
+  }
+}
+
+/**
  * Runs an import from its last checkpoint to its end: takes the upload's chunks in order, judges
  * each line as a POST would be, commits the chunk's plants (one createPlants-n call per partition)
  * and checkpoints the chunk (the counts, the lines judged, the first errors, and the chunk taken
@@ -238,6 +256,12 @@ export async function runImport(job: Job, token: string | undefined, context: Im
   const { imports, logger } = context;
   let stored: StoredImport | undefined = await imports.start(importId, new Date().toISOString());
   if (!stored) throw new UnrecoverableError(`there is no import ${importId} (its upload expired before it was queued)`);
+  if (stored.status === "running") {
+    // Out of turn for a moment at worst: the import goes on.
+    await takeTurns(context, stored.actor).catch((error: unknown) =>
+      logger.warn("the token's other imports could not move up a turn", { importId, error: String(error) }),
+    );
+  }
   try {
     let position: ImportPosition = {
       stored,
@@ -352,6 +376,7 @@ export function startImports(options: {
     });
   const context: ImportContext = {
     imports: importStore(connection),
+    queue,
     commits: importCommitter(connection, options.layout, options.durability),
     subscriptions: options.subscriptions,
     deliveries: options.deliveries,

@@ -64,6 +64,7 @@ describe.each(storeKinds)("import job on %s Redis", { timeout: 30_000 }, (kind: 
     const { policy, secretKey } = parseWebhookConfig({});
     return {
       imports,
+      queue: importQueue,
       commits,
       subscriptions: webhookSubscriptions(t.client, { policy, secretKey }),
       deliveries,

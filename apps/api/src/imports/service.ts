@@ -35,6 +35,14 @@ export interface ImportViewer {
 const visibleTo = (viewer: ImportViewer, stored: { actor: string }) => viewer.admin || stored.actor === viewer.id;
 
 /**
+ * The priority of an import's job in the queue: 1 + the imports of its token queued before it.
+ * BullMQ hands out the lowest first, in the order they got it, so the queue serves tokens in turns:
+ * every token's first waiting import, then every token's second… A token's 50 imports do not hold
+ * back another's one. When one of its imports starts, the worker moves its others up a turn.
+ */
+export const turnOf = (queuedBefore: number) => queuedBefore + 1;
+
+/**
  * The api's side of bulk imports: the uploads and records (the store's), and the queue their jobs go
  * to (`queueConnection`: one that fails fast, so an outage answers 503 instead of holding the upload's
  * answer). Every Redis failure becomes StoreUnavailableError (503).
@@ -70,7 +78,9 @@ export function importService(
     async submit(id: string, upload: { totalLines: number; bytes: number; actor: string; requestId: string }) {
       const createdAt = new Date();
       await call(() => store.record(id, { ...upload, createdAt: createdAt.toISOString() }));
-      await call(() => queue.add(IMPORT_JOB, { importId: id }, importJobOptions(id)));
+      // Its turn (see turnOf): after the uploader's other queued imports, beside other tokens' first ones.
+      const turn = (await call(() => store.active(upload.actor))).filter((each) => each.status === "queued").length;
+      await call(() => queue.add(IMPORT_JOB, { importId: id }, { ...importJobOptions(id), priority: turnOf(turn) }));
       await call(() => store.confirm(id, createdAt.getTime(), upload.actor));
       return { id, status: "queued" as const, createdAt: createdAt.toISOString() };
     },
