@@ -1,10 +1,11 @@
+import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type DeliveryRequest, deliver, generateSecret } from "../src/index.js";
 
-type Seen = { path: string; headers: IncomingMessage["headers"]; body: string };
+type Seen = { path: string; headers: IncomingMessage["headers"]; body: string; socket: Socket };
 
 /** A local receiver whose answer each test sets; it records every request. */
 let server: Server;
@@ -18,7 +19,8 @@ beforeAll(async () => {
     const chunks: Buffer[] = [];
     request.on("data", (chunk: Buffer) => chunks.push(chunk));
     request.on("end", () => {
-      seen.push({ path: request.url ?? "", headers: request.headers, body: Buffer.concat(chunks).toString() });
+      const body = Buffer.concat(chunks).toString();
+      seen.push({ path: request.url ?? "", headers: request.headers, body, socket: request.socket });
       answer(request, response);
     });
   });
@@ -100,5 +102,71 @@ describe("one delivery attempt", () => {
     expect(named).toMatchObject({ ok: false });
     expect(named.error).toMatch(/localhost resolves to/);
     expect(seen).toEqual([]);
+  });
+});
+
+/**
+ * Answers with `head` on the raw connection, then one byte of `trickle` every 100 ms, for 4 s at
+ * most (then the answer ends): the answer of issue 51's receiver, which restarts an idle timer
+ * with every byte.
+ */
+function trickling(head: string, trickle: string) {
+  return (request: IncomingMessage) => {
+    const socket = request.socket;
+    socket.write(head);
+    const started = Date.now();
+    const timer = setInterval(() => {
+      if (Date.now() - started < 4000) return void socket.write(trickle);
+      clearInterval(timer);
+      socket.end(trickle === "x" ? "" : "\r\n");
+    }, 100);
+    socket.on("close", () => clearInterval(timer));
+  };
+}
+
+/** One attempt of `timeoutMs`: its result, how long it took, and the connection it came on. */
+async function timedAttempt(timeoutMs: number) {
+  const before = seen.length;
+  const started = performance.now();
+  const result = await deliver(request({ timeoutMs }));
+  return { result, tookMs: performance.now() - started, socket: seen[before]?.socket, startedAt: started };
+}
+
+describe("an attempt's deadline (issue 51)", () => {
+  const TIMEOUT_MS = 1000;
+  // Room for a busy machine's event loop: the trickle alone would take 4 s.
+  const MARGIN_MS = 500;
+
+  it("ends an answer whose body trickles at the timeout, as unanswered, and destroys its connection", async () => {
+    // Headers flushed at once (a chunked 200), then a body byte every 100 ms.
+    answer = trickling("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n", "1\r\nx\r\n");
+    const cut = await timedAttempt(TIMEOUT_MS);
+    expect(cut.result).toEqual({ ok: false, error: `HTTP 200, but the answer did not end within ${TIMEOUT_MS} ms` });
+    expect(cut.tookMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 5);
+    expect(cut.tookMs).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+    // Destroyed, not kept in the pool half read: the receiver sees it close at the deadline.
+    const connection = cut.socket as Socket;
+    if (!connection.closed) await once(connection, "close");
+    expect(performance.now() - cut.startedAt).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+
+    answer = (_req, res) => res.writeHead(204).end();
+    const after = await timedAttempt(TIMEOUT_MS);
+    expect(after.result).toEqual({ ok: true, status: 204 });
+    expect(after.socket).not.toBe(connection); // the cut connection was not handed out again
+  });
+
+  it("ends a failing answer whose body trickles at the timeout", async () => {
+    answer = trickling("HTTP/1.1 500 Internal Server Error\r\ntransfer-encoding: chunked\r\n\r\n", "1\r\nx\r\n");
+    const cut = await timedAttempt(TIMEOUT_MS);
+    expect(cut.result).toEqual({ ok: false, error: `HTTP 500, but the answer did not end within ${TIMEOUT_MS} ms` });
+    expect(cut.tookMs).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+  });
+
+  it("ends an answer whose headers trickle at the timeout", async () => {
+    answer = trickling("HTTP/1.1 200 OK\r\n", "x-slow: 1\r\n");
+    const cut = await timedAttempt(TIMEOUT_MS);
+    expect(cut.result).toEqual({ ok: false, error: `no answer within ${TIMEOUT_MS} ms` });
+    expect(cut.tookMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 5);
+    expect(cut.tookMs).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
   });
 });
