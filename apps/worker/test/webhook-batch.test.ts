@@ -1,6 +1,7 @@
 // The batch delivery job's processor on a real store, to a real HTTP receiver: a batch whose
 // failed attempts could not be handed on to jobs of their own (their queueing failed) is retried,
-// and its run again delivers those events.
+// and its run again delivers those events; a batch to a receiver whose answers trickle ends its
+// attempts at the timeout and hands its events on.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
@@ -14,7 +15,7 @@ import {
 import { disconnect } from "@plant-store/store";
 import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { parseWebhookConfig, webhookSubscriptions } from "@plant-store/webhooks";
-import { Queue } from "bullmq";
+import { Job, Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { destinationSlots } from "../src/destination-slots.js";
 import { silentLogger } from "../src/logger.js";
@@ -38,6 +39,36 @@ async function startReceiver(answer: (eventId: string) => number) {
   const { port } = server.address() as AddressInfo;
   const close = () => new Promise<void>((resolve) => server.close(() => resolve()));
   return { url: `http://127.0.0.1:${port}/hook`, answered, close };
+}
+
+/**
+ * A receiver whose answers trickle (issue 51): a 200 with its headers at once, then a body byte
+ * every 200 ms, ending after 4 s. An idle timer of the 1 s timeout never fires on it.
+ */
+async function startTrickler() {
+  const requests: { eventId: string }[] = [];
+  const server = createServer((request, response) => {
+    request.resume().on("end", () => {
+      requests.push({ eventId: String(request.headers["webhook-id"]) });
+      response.writeHead(200, { "content-type": "text/plain" });
+      response.flushHeaders();
+      const started = Date.now();
+      const timer = setInterval(() => {
+        if (Date.now() - started < 4000) return void response.write(".");
+        clearInterval(timer);
+        response.end();
+      }, 200);
+      response.on("close", () => clearInterval(timer));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  const close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return { url: `http://127.0.0.1:${port}/hook`, requests, close };
 }
 
 describe.each(storeKinds)("webhook batch job on %s Redis", { timeout: 30_000 }, (kind: StoreKind) => {
@@ -115,6 +146,62 @@ describe.each(storeKinds)("webhook batch job on %s Redis", { timeout: 30_000 }, 
     } finally {
       await broken.close();
       await receiver.close();
+    }
+  });
+
+  it("ends attempts whose answer trickles at the timeout, as unanswered: the destination's quiet share tried, the rest handed on", async () => {
+    const timeoutMs = 1000;
+    const short = parseWebhookConfig({
+      WEBHOOK_ALLOW_INSECURE: "1",
+      WEBHOOK_ALLOW_PRIVATE: "1",
+      WEBHOOK_TIMEOUT_MS: String(timeoutMs),
+      WEBHOOK_RETRY_SCHEDULE: "1s",
+    });
+    const trickler = await startTrickler();
+    const subscriptions = webhookSubscriptions(t.client, short);
+    const { id: subscriptionId } = await subscriptions.create({ url: trickler.url, events: ["plant.created"] });
+    const events = Array.from({ length: 10 }, (_, i) => ({
+      eventId: `p0-1700000000000-${100 + i}`,
+      type: "plant.created" as const,
+      body: JSON.stringify({ type: "plant.created", data: { id: 100 + i, name: "trickled" } }),
+      queuedAt: Date.now(),
+    }));
+    const jobId = webhookBatchId(
+      subscriptionId,
+      events.map((event) => event.eventId),
+    );
+    const job = await deliveries.add(WEBHOOK_BATCH_JOB, { subscriptionId, events } satisfies WebhookBatchJob, {
+      jobId,
+    });
+    // Three slots while it does not answer, twelve once it answers.
+    const slots = destinationSlots({ quiet: 3, answering: 12, total: 15 }, timeoutMs);
+    try {
+      const started = performance.now();
+      const result = await deliverBatch(job, { ...contextWith(deliveries), config: short, slots });
+      const tookMs = performance.now() - started;
+      // Its three attempts were cut at the deadline and counted unanswered: the batch tried no
+      // more (an answer would have opened the destination's answering share) and handed all on.
+      expect(result).toEqual({ delivered: 0, handedOn: 10, notOwned: 0 });
+      expect(trickler.requests).toHaveLength(3);
+      expect(tookMs).toBeLessThan(timeoutMs + 1000);
+      expect(slots.inFlight(trickler.url)).toBe(0);
+
+      const handedOn = await Promise.all(
+        events.map((event) => Job.fromId(deliveries, webhookDeliveryId(subscriptionId, event.eventId))),
+      );
+      const tried = handedOn.filter((handed) => handed?.data.firstAttempt);
+      expect(tried).toHaveLength(3);
+      for (const handed of tried) {
+        // Its first attempt made, failed without a status; its retry after the schedule's 1 s (80–100 %).
+        expect(handed?.data.firstAttempt).toEqual({
+          error: `HTTP 200, but the answer did not end within ${timeoutMs} ms`,
+        });
+        expect(handed?.opts.delay).toBeGreaterThanOrEqual(800);
+        expect(handed?.opts.delay).toBeLessThanOrEqual(1000);
+      }
+      for (const handed of handedOn.filter((h) => !h?.data.firstAttempt)) expect(handed?.opts.delay).toBe(1000);
+    } finally {
+      await trickler.close();
     }
   });
 });
