@@ -1,22 +1,29 @@
-import { createServer, type IncomingMessage, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { ADMIN_TOKEN, call } from "./stack.js";
 
 /**
- * What a receiver got: the raw body (ids exact), its headers, whether its signature verified, and
- * when it arrived (epoch ms, as the body was read).
+ * What a receiver got: the raw body (ids exact), its headers, whether its signature verified, when
+ * it arrived (epoch ms, as the body was read) and when its answer ended (sent in full, or its
+ * connection closed), once it has.
  */
-type Received = { body: string; headers: Record<string, string>; verified: boolean; at: number };
+type Received = { body: string; headers: Record<string, string>; verified: boolean; at: number; endedAt?: number };
+
+/** A 200 whose headers go out at once and whose body never ends: a byte every `TRICKLE_MS`. */
+const TRICKLE_MS = 2000;
 
 /**
  * A real webhook receiver: verifies every request with the standardwebhooks library against the
- * secrets it is given, and answers what `answer` says (200 by default).
+ * secrets it is given, and answers what `answer` says (200 by default; "hang": never; "trickle":
+ * a 200 with its headers flushed, then a body byte every 2 s, as issue 51's receiver did).
  */
 export async function startReceiver(port = 0) {
   const received: Received[] = [];
   let secrets: string[] = [];
-  let answer: (request: IncomingMessage, body: string) => number | "hang" = () => 200;
+  let answer: (request: IncomingMessage, body: string) => number | "hang" | "trickle" = () => 200;
+  /** Requests whose answer has not ended, and the most there were at once. */
+  const open = { now: 0, most: 0 };
   const server: Server = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on("data", (chunk: Buffer) => chunks.push(chunk));
@@ -31,9 +38,16 @@ export async function startReceiver(port = 0) {
           return false;
         }
       });
-      received.push({ body, headers, verified, at: Date.now() });
+      const got: Received = { body, headers, verified, at: Date.now() };
+      received.push(got);
+      open.most = Math.max(open.most, ++open.now);
+      response.on("close", () => {
+        got.endedAt = Date.now();
+        open.now--;
+      });
       const status = answer(request, body);
       if (status === "hang") return; // never answers: the worker's timeout ends the attempt
+      if (status === "trickle") return trickle(response);
       response.writeHead(status).end(status >= 300 ? "receiver says no" : "ok");
     });
   });
@@ -48,6 +62,7 @@ export async function startReceiver(port = 0) {
   return {
     url: `http://127.0.0.1:${bound}/hook`,
     received,
+    open,
     setSecrets: (list: string[]) => {
       secrets = list;
     },
@@ -61,6 +76,14 @@ export async function startReceiver(port = 0) {
     down: close,
     up: () => listen(bound),
   };
+}
+
+/** Flushes a 200's headers, then writes a byte of body every TRICKLE_MS until the connection closes. */
+function trickle(response: ServerResponse) {
+  response.writeHead(200, { "content-type": "text/plain" });
+  response.flushHeaders();
+  const timer = setInterval(() => response.write("."), TRICKLE_MS);
+  response.on("close", () => clearInterval(timer));
 }
 
 export type Receiver = Awaited<ReturnType<typeof startReceiver>>;
