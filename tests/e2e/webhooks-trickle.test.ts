@@ -99,7 +99,30 @@ describe("webhook deliveries to receivers that trickle their answer", () => {
     await call(stack.url, { method: "DELETE", path: `/admin/webhooks/${id}`, token: ADMIN_TOKEN });
   }, 90_000);
 
-  it("lets a healthy receiver beside six trickling ones receive every event within 30 s", async () => {
+  /**
+   * Creates 60 plants from `firstId` on and gives, for each event `receiver` got of them within
+   * 30 s, its lag: from the event's `timestamp` (when the api accepted the create) to its receipt.
+   */
+  async function lagsOf60(target: Receiver, firstId: number): Promise<number[]> {
+    const ids = new Set(Array.from({ length: 60 }, (_, i) => firstId + i));
+    for (const id of ids) expect((await call(stack.url, { body: { id, name: `h${id}` } })).status).toBe(200);
+    const body = (text: string) => JSON.parse(text) as { timestamp: string; data: { id: number } };
+    const got = () => target.received.filter((request) => request.verified && ids.has(body(request.body).data.id));
+    // The caller asserts on what arrived (before the deadline: nothing).
+    await eventually(async () => new Set(got().map((r) => r.headers["webhook-id"])).size === 60, 30_000).catch(
+      () => undefined,
+    );
+    const firstReceipt = new Map<string, number>();
+    for (const request of got()) {
+      const eventId = request.headers["webhook-id"] ?? "";
+      if (!firstReceipt.has(eventId)) firstReceipt.set(eventId, request.at - Date.parse(body(request.body).timestamp));
+    }
+    return [...firstReceipt.values()];
+  }
+  const summary = (lags: number[]) =>
+    `${lags.length} events, lag p50 ${quantile(lags, 0.5)} ms, p90 ${quantile(lags, 0.9)} ms, max ${Math.max(...lags)} ms`;
+
+  it("lets a healthy receiver beside six trickling ones receive every event within 30 s, before and after they are known to time out", async () => {
     const loopLag = watchLoopLag();
     const tricklers = await Promise.all(Array.from({ length: 6 }, () => receiver()));
     for (const trickler of tricklers) {
@@ -113,39 +136,33 @@ describe("webhook deliveries to receivers that trickle their answer", () => {
     const arrived = () => tricklers.reduce((sum, trickler) => sum + trickler.received.length, 0);
     await eventually(async () => arrived() >= SLOTS, 30_000);
 
+    // Their first attempts hold every slot (none is known to time out yet) until the deadline.
     const healthy = await receiver();
     await subscribe(stack.url, healthy, { events: ["plant.created"] });
-    for (let id = 53000; id < 53060; id++)
-      expect((await call(stack.url, { body: { id, name: `h${id}` } })).status).toBe(200);
-    // Asserted below with the count it got (it got none before the deadline).
-    await eventually(async () => healthy.eventsById().size === 60, 30_000).catch(() => undefined);
+    const first = await lagsOf60(healthy, 53000);
+    // Known to time out now, the six hold all but a fifth of the slots between them, and a healthy
+    // receiver's events need not wait for their attempts to end. (Its lag is printed, not held to
+    // a bound: p90 0.5–1 s with this file alone on a busy machine, 5–8 s with a share each alone,
+    // but 4–9 s either way when CPU is short: beside two CPU burners, or the other test files.)
+    await eventually(async () => arrived() >= 2 * SLOTS, 30_000);
+    const later = await lagsOf60(healthy, 54000);
 
-    // Lag: from the event's `timestamp` (when the api accepted the create) to its first receipt.
-    const firstReceipt = new Map<string, number>();
-    for (const request of healthy.received) {
-      const eventId = request.headers["webhook-id"] ?? "";
-      if (request.verified && !firstReceipt.has(eventId)) {
-        firstReceipt.set(
-          eventId,
-          request.at - Date.parse((JSON.parse(request.body) as { timestamp: string }).timestamp),
-        );
-      }
-    }
-    const lags = [...firstReceipt.values()];
     const durations = tricklers.flatMap((trickler) => answerMs(trickler));
     const lagMs = loopLag();
     console.log(
-      `healthy receiver beside six trickling ones: ${lags.length} events, lag p50 ${quantile(lags, 0.5)} ms, ` +
-        `p90 ${quantile(lags, 0.9)} ms, max ${Math.max(...lags)} ms; the trickling ones got ${arrived()} requests, ` +
-        `answered for p50 ${quantile(durations, 0.5)} ms, p99 ${quantile(durations, 0.99)} ms, max ${Math.max(...durations)} ms ` +
+      `healthy receiver beside six trickling ones: ${summary(first)}; once they time out: ${summary(later)}; ` +
+        `the trickling ones got ${arrived()} requests, answered for p50 ${quantile(durations, 0.5)} ms, ` +
+        `p99 ${quantile(durations, 0.99)} ms, max ${Math.max(...durations)} ms ` +
         `(${durations.filter((ms) => ms > TIMEOUT_MS).length} over ${TIMEOUT_MS}), ` +
         `at most ${tricklers.map((t) => t.open.most).join("/")} at once; loop lag ≤ ${lagMs} ms`,
     );
-    expect(lags, "events the healthy receiver got").toHaveLength(60);
-    for (const lag of lags) expect(lag).toBeLessThanOrEqual(30_000);
+    for (const lags of [first, later]) {
+      expect(lags, "events the healthy receiver got").toHaveLength(60);
+      for (const lag of lags) expect(lag).toBeLessThanOrEqual(30_000);
+    }
     // No attempt outlived the deadline. (How many each had at once is printed, not asserted: a
     // receiver sees a connection close a little after the worker freed its slot; the worker's
-    // test, webhook-batch, checks the share.)
+    // tests, destination-slots and webhook-batch, check the shares.)
     for (const ms of durations) expect(ms).toBeLessThanOrEqual(TIMEOUT_MS + MARGIN_MS + 2 * lagMs);
-  }, 120_000);
+  }, 180_000);
 });

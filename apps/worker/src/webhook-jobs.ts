@@ -199,8 +199,9 @@ export interface BatchResult {
  * kept-alive connections, as many at once as its destination's slots allow (see
  * `destinationSlots`). Turned away by a destination that answers, the batch waits for a slot. Once
  * one of its attempts gets no answer (a timeout, a refused connection), or its destination has
- * been silent too long (WAIT_IN_PLACE_MS), the events left hand on to jobs of their own, delayed,
- * so a hanging receiver cannot hold a batch (nor its place in the worker) for long. An event whose
+ * been silent too long (WAIT_IN_PLACE_MS) or is timing out (its latest attempt got none), the
+ * events left hand on to jobs of their own, delayed, so a hanging receiver cannot hold a batch
+ * (nor its place in the worker) for long. An event whose
  * attempt failed hands on to its own job, which retries it on the schedule (the attempt counts as
  * its first); a 410 disables the subscription and fails that delivery for good.
  * What succeeded is recorded in one write at the end: a crash before it delivers those again
@@ -294,13 +295,14 @@ export async function deliverBatch(job: Job, context: DeliveryContext): Promise<
         .finally(() => inFlight.delete(running));
       inFlight.add(running);
       i++;
-    } else if (!unanswered && (inFlight.size > 0 || slot.waitMs <= WAIT_IN_PLACE_MS)) {
+    } else if (!unanswered && !slots.timingOut(url) && (inFlight.size > 0 || slot.waitMs <= WAIT_IN_PLACE_MS)) {
       // Busy: its own attempts are under way, or it answered lately (or was just tried). Waits in
       // line for a slot, the longest-waiting batch first.
       await slots.freed(url, slot.waitMs);
     } else {
       // Not answering: the rest go to the delayed set, as attempts turned away do, and this
-      // batch's place in the worker serves other subscriptions.
+      // batch's place in the worker serves other subscriptions (batches of destinations timing
+      // out waiting in place took every place: issue 51).
       for (const rest of events.slice(i)) handOn(rest, Math.max(slot.waitMs, WAIT_IN_PLACE_MS));
       break;
     }
@@ -388,6 +390,8 @@ const USER_AGENT = "PlantStore-Webhooks/1";
  * (the failed attempt notes its delay). One destination has at most a fifth of the slots in flight
  * (40 of the default 200), or all but a fifth while it answers (see `destinationSlots`): a receiver
  * that never answers holds its fifth until the timeout, and the other destinations keep the rest.
+ * Destinations timing out hold all but a fifth between them, however many they are: the last
+ * fifth (and as many of the worker's jobs) stays for those that answer.
  */
 export function startDeliveries(options: {
   connection: RedisClient;
@@ -403,13 +407,14 @@ export function startDeliveries(options: {
   queue.on("error", (error) => logError(`queue ${name}`, error));
   const { concurrency, timeoutMs } = config.webhooks;
   const fifth = Math.max(1, Math.floor(concurrency / 5));
+  const allButAFifth = Math.max(fifth, concurrency - fifth);
   const context: DeliveryContext = {
     queue,
     logger,
     subscriptions,
     config: config.webhooks,
     slots: destinationSlots(
-      { quiet: fifth, answering: Math.max(fifth, concurrency - fifth), total: concurrency },
+      { quiet: fifth, answering: allButAFifth, total: concurrency, timingOut: allButAFifth },
       timeoutMs,
     ),
     userAgent: USER_AGENT,

@@ -78,4 +78,31 @@ describe("destinationSlots", () => {
     slotOf(slots.take(url));
     expect(slots.take(url)).toHaveProperty("waitMs");
   });
+
+  it("lets destinations timing out hold at most `timingOut` slots between them, until one answers again", () => {
+    const slots = destinationSlots({ quiet: 3, answering: 6, total: 20, timingOut: 3 }, 10_000, noJitter);
+    const [a, b, c] = ["https://a.example/hook", "https://b.example/hook", "https://c.example/hook"];
+    const t = 1_000_000;
+    // Their first attempts: each its quiet share, none timing out yet; none gets an answer.
+    const first = [a, a, a, b, b, b].map((url) => slotOf(slots.take(url, t)));
+    for (const slot of first) slot.release(false, t + 3000);
+    expect([a, b, c].map((url) => slots.timingOut(url))).toEqual([true, true, false]);
+
+    // Timing out now: three slots between the two, though each has a share of three.
+    const held = [slotOf(slots.take(a, t + 3000)), slotOf(slots.take(a, t + 3000)), slotOf(slots.take(b, t + 3000))];
+    // Turned away for as long as it has gone without an answer (2 s here), as a silent destination is.
+    expect(slots.take(b, t + 5000)).toEqual({ waitMs: 2000 });
+    // A destination that is not timing out keeps its share.
+    for (let i = 0; i < 3; i++) slotOf(slots.take(c, t + 5000));
+
+    // One of a's is answered: a no longer times out, and its attempts count beside the pool, not in it.
+    held[0]?.release(true, t + 5000);
+    expect(slots.timingOut(a)).toBe(false);
+    slotOf(slots.take(a, t + 5000));
+    slotOf(slots.take(b, t + 5000));
+    expect(slots.take(b, t + 5000)).toEqual({ waitMs: 2000 }); // a's one begun before, and b's two
+    held[1]?.release(false, t + 6000); // begun while a timed out: frees a slot of the pool
+    expect(slots.timingOut(a)).toBe(true); // its latest attempt got no answer: timing out again
+    slotOf(slots.take(b, t + 6000));
+  });
 });

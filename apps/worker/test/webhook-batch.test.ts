@@ -1,7 +1,8 @@
 // The batch delivery job's processor on a real store, to a real HTTP receiver: a batch whose
 // failed attempts could not be handed on to jobs of their own (their queueing failed) is retried,
 // and its run again delivers those events; a batch to a receiver whose answers trickle ends its
-// attempts at the timeout and hands its events on.
+// attempts at the timeout and hands its events on, as does at once one to a destination timing
+// out when those timing out have all the slots they may.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
@@ -202,6 +203,50 @@ describe.each(storeKinds)("webhook batch job on %s Redis", { timeout: 30_000 }, 
       for (const handed of handedOn.filter((h) => !h?.data.firstAttempt)) expect(handed?.opts.delay).toBe(1000);
     } finally {
       await trickler.close();
+    }
+  });
+
+  it("hands a batch of a destination timing out on at once when the slots of those timing out are taken", async () => {
+    const receiver = await startReceiver(() => 200);
+    const subscriptions = webhookSubscriptions(t.client, config);
+    const { id: subscriptionId } = await subscriptions.create({ url: receiver.url, events: ["plant.created"] });
+    const events = Array.from({ length: 4 }, (_, i) => ({
+      eventId: `p0-1700000000000-${200 + i}`,
+      type: "plant.created" as const,
+      body: JSON.stringify({ type: "plant.created", data: { id: 200 + i, name: "waits" } }),
+      queuedAt: Date.now(),
+    }));
+    const jobId = webhookBatchId(
+      subscriptionId,
+      events.map((event) => event.eventId),
+    );
+    const job = await deliveries.add(WEBHOOK_BATCH_JOB, { subscriptionId, events } satisfies WebhookBatchJob, {
+      jobId,
+    });
+    // Waits of at most 500 ms: were it to wait in place (it did), it would wait for good.
+    const slots = destinationSlots({ quiet: 3, answering: 12, total: 15, timingOut: 2 }, 500);
+    const elsewhere = "http://192.0.2.1/hook";
+    // The receiver's latest attempt and another destination's got no answer: both are timing out,
+    // and the other one's two attempts now in flight take the slots of those timing out.
+    for (const url of [receiver.url, elsewhere]) (slots.take(url) as { release: (a: boolean) => void }).release(false);
+    const held = [slots.take(elsewhere), slots.take(elsewhere)] as { release: (a: boolean) => void }[];
+    // Were the batch to wait in place, these end after 3 s, and it delivers: caught by the assertions below.
+    const ending = setTimeout(() => {
+      for (const slot of held) slot.release(true);
+    }, 3000);
+    try {
+      const result = await deliverBatch(job, { ...contextWith(deliveries), slots });
+      expect(result).toEqual({ delivered: 0, handedOn: 4, notOwned: 0 });
+      expect(receiver.answered.size).toBe(0);
+      const handedOn = await Promise.all(
+        events.map((event) => Job.fromId(deliveries, webhookDeliveryId(subscriptionId, event.eventId))),
+      );
+      // Untried, back after the least delay a batch hands on with.
+      for (const handed of handedOn) expect(handed?.opts.delay).toBe(1000);
+    } finally {
+      clearTimeout(ending);
+      for (const slot of held) slot.release(true);
+      await receiver.close();
     }
   });
 });
