@@ -629,6 +629,9 @@ describe("webhook destinations under the default policy (https only, no private 
       ["https://169.254.169.254/latest/meta-data", /169\.254\.169\.254/],
       ["https://[::1]/hook", /::1/],
       ["https://[::ffff:192.168.1.1]/hook", /ffff/],
+      // IPv6 forms that lead to an IPv4 address: 6to4 and NAT64 (issue 51).
+      ["https://[2002:7f00:1::]/hook", /2002:7f00:1::, which leads to 127\.0\.0\.1/],
+      ["https://[64:ff9b::a9fe:a9fe]/latest/meta-data", /which leads to 169\.254\.169\.254/],
       ["https://localhost/hook", /localhost resolves to/],
       ["https://user:pw@93.184.215.14/hook", /credentials/],
     ];

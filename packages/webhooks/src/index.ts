@@ -8,8 +8,10 @@ export {
   checkDestination,
   DestinationError,
   type DestinationPolicy,
+  guardedLookup,
   isAllowedAddress,
   parseDestination,
+  type Resolve,
 } from "./destination.js";
 export { importFinishedBody, webhookBody } from "./payload.js";
 export { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, retryDelay } from "./schedule.js";

@@ -101,6 +101,13 @@ describe("one delivery attempt", () => {
     const named = await deliver(request({ url: `http://localhost:${port}/hook`, policy: strict }));
     expect(named).toMatchObject({ ok: false });
     expect(named.error).toMatch(/localhost resolves to/);
+    // A subscription stored before the check knew 6to4 (issue 51): refused when it is delivered.
+    const sixToFour = await deliver(request({ url: `http://[2002:7f00:1::]:${port}/hook`, policy: strict }));
+    expect(sixToFour).toEqual({
+      ok: false,
+      error:
+        "url points to 2002:7f00:1::, which leads to 127.0.0.1, a loopback, private, link-local or reserved address",
+    });
     expect(seen).toEqual([]);
   });
 });

@@ -49,6 +49,32 @@ describe("the destination policy", () => {
     expect(isAllowedAddress("127.0.0.1", { ...strict, allowPrivate: true })).toBe(true);
   });
 
+  it("refuses IPv6 addresses that lead to a refused IPv4 one, and Teredo and local-use NAT64 outright", () => {
+    const refused = [
+      "::ffff:0:7f00:1", // IPv4-translated (RFC 2765) 127.0.0.1
+      "::ffff:0:a00:1", // … 10.0.0.1
+      "64:ff9b::7f00:1", // NAT64 (RFC 6052) 127.0.0.1
+      "64:ff9b::a9fe:a9fe", // … 169.254.169.254, the metadata service
+      "2002:7f00:1::1", // 6to4 (RFC 3056) 127.0.0.1
+      "2002:c0a8:101::", // … 192.168.1.1
+      "2002:a9fe:a9fe:1::1", // … 169.254.169.254
+      "64:ff9b:1::808:808", // local-use NAT64 (RFC 8215), even of a public address
+      "2001:0:4136:e378:8000:63bf:80ff:fffe", // Teredo (RFC 4380): its client 127.0.0.1, bits inverted
+      "2001::1",
+    ];
+    for (const address of refused) expect(isAllowedAddress(address, strict), address).toBe(false);
+    // What they lead to is public: as that address is.
+    for (const address of ["::ffff:0:808:808", "64:ff9b::808:808", "2002:808:808::1", "2001:4860:4860::8888"]) {
+      expect(isAllowedAddress(address, strict), address).toBe(true);
+    }
+    expect(() => parseDestination("https://[2002:7f00:1::]/hook", strict)).toThrow(
+      "url points to 2002:7f00:1::, which leads to 127.0.0.1, a loopback, private, link-local or reserved address",
+    );
+    expect(() => parseDestination("https://[2001:0:4136:e378:8000:63bf:80ff:fffe]/hook", strict)).toThrow(
+      /a Teredo or local-use NAT64 address/,
+    );
+  });
+
   it("checks a URL's scheme, credentials, fragment and literal address", () => {
     const refusal = (url: string) => {
       try {
