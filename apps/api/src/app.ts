@@ -195,7 +195,13 @@ export async function buildApp(options: AppOptions) {
   app.addHook("preClose", async () => hub.close());
   eventsRoute(app, { guard, hub, partitions: options.layout.partitions });
   await app.register(restApi, { router: appRouter, createContext, routes: restRoutes, matchRoute, guard });
-  await app.register(trpcApi, { router: appRouter, createContext, guard });
+  await app.register(trpcApi, {
+    router: appRouter,
+    createContext,
+    guard,
+    hub,
+    partitions: options.layout.partitions,
+  });
   if (options.dashboardConnection) await queueDashboard(app, { connection: options.dashboardConnection, guard });
   return app;
 }

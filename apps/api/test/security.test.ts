@@ -20,6 +20,7 @@ const ROUTE_POLICIES: [RegExp, "public" | "rest" | "trpc" | "dashboard" | "metri
   [/^(GET|HEAD|POST|PUT|PATCH|DELETE) \/\*$/, "rest"], // the REST operations below, via trpc-to-openapi
   [/^POST \/plants\/imports$/, "rest"], // the upload, a route of its own (it streams its body): below too
   [/^[A-Z]+ \/trpc\/:path$/, "trpc"], // the procedures below
+  [/^GET \/trpc\/plants\.events$/, "trpc"], // the subscription's own route (http/trpc-events.ts): with the procedures below
   [/^[A-Z]+ \/admin\/queues(\/.*)?$/, "dashboard"], // probed one by one below
   [/^(GET|HEAD) \/metrics$/, "metrics"], // probed below
   [/^GET \/plants\/events$/, "events"], // the live event stream: GET /plants/events below

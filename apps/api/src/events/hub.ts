@@ -18,6 +18,7 @@ import {
   type RedisClient,
 } from "@plant-store/store";
 import type { FastifyBaseLogger } from "fastify";
+import { History, HistoryReads } from "./history.js";
 
 /**
  * The live event streams of one api process (`GET /plants/events` and the tRPC subscription
@@ -85,8 +86,10 @@ export interface HubOptions {
   maxStreams: number;
   /** Bytes a stream may have waiting for its reader before it is closed as too slow. */
   maxBufferedBytes: number;
-  /** Entries read per partition per history page (catching up from a cursor). */
+  /** Events a catching-up stream takes from the log at a time (per partition: a fraction, see History). */
   historyPageSize?: number;
+  /** History reads (catch-ups) in flight at once for the whole process; the others wait their turn. */
+  historyConcurrency?: number;
   observer?: HubObserver | undefined;
 }
 
@@ -110,6 +113,11 @@ export class StreamRefused extends Error {
   }
 }
 
+/**
+ * One stream, from `open` until its connection closes. The hub serves it (events, heartbeats) until
+ * it ends it or the client goes; its place in the limits is held until the opener releases it (the
+ * connection closed), so a connection whose end has not reached the client still counts.
+ */
 interface Stream {
   readonly principal: string;
   readonly transport: Transport;
@@ -120,7 +128,10 @@ interface Stream {
   catchingUp: boolean;
   lastWriteAt: number;
   sink: StreamSink;
+  /** No longer served: the hub ended it, or its client went away. */
   closed: boolean;
+  /** Its place in the limits was given back (its connection closed). */
+  released: boolean;
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref?.());
@@ -138,8 +149,12 @@ export class EventHub {
   /** The store's clock at the last read (ms): a cursor beyond it (and a second) is no cursor of ours. */
   private nowMs = 0;
   private waiting: LogEntry[] = [];
+  /** Streams served now. */
   private readonly streams = new Set<Stream>();
+  /** Connections of streams not released yet, in all and per token: what the limits count. */
+  private connections = 0;
   private readonly perPrincipal = new Map<string, number>();
+  private readonly historyReads: HistoryReads;
   private closing = false;
   private started: Promise<void> | undefined;
   private ready = false;
@@ -148,13 +163,14 @@ export class EventHub {
   private wake = () => {};
 
   constructor(options: HubOptions) {
-    this.options = { batchSize: 500, blockMs: 5000, historyPageSize: 500, ...options };
+    this.options = { batchSize: 500, blockMs: 5000, historyPageSize: 500, historyConcurrency: 4, ...options };
     this.log = options.log;
+    this.historyReads = new HistoryReads(this.options.historyConcurrency);
   }
 
-  /** Streams open now. */
+  /** Stream connections open now (served, or ended and not yet closed). */
   get size(): number {
-    return this.streams.size;
+    return this.connections;
   }
 
   /**
@@ -223,7 +239,7 @@ export class EventHub {
         `This token has ${maxStreamsPerToken} live event streams open already (the most it may): close one first`,
       );
     }
-    if (this.streams.size >= maxStreams) {
+    if (this.connections >= maxStreams) {
       throw new StreamRefused(429, "This instance serves as many live event streams as it may; retry later");
     }
   }
@@ -256,27 +272,39 @@ export class EventHub {
       lastWriteAt: Date.now(),
       sink,
       closed: false,
+      released: false,
     };
     this.streams.add(stream);
+    this.connections++;
     this.perPrincipal.set(principal, (this.perPrincipal.get(principal) ?? 0) + 1);
     this.options.observer?.opened(transport);
     if (catchUp) void this.catchUp(stream);
-    return () => this.forget(stream);
+    return () => this.release(stream);
   }
 
-  private forget(stream: Stream): boolean {
+  /** Stops serving the stream; true if it was served. */
+  private stopServing(stream: Stream): boolean {
     if (stream.closed) return false;
     stream.closed = true;
     this.streams.delete(stream);
+    return true;
+  }
+
+  /** The stream's connection closed: it is served no more and its place in the limits is free. */
+  private release(stream: Stream): void {
+    this.stopServing(stream);
+    if (stream.released) return;
+    stream.released = true;
+    this.connections--;
     const left = (this.perPrincipal.get(stream.principal) ?? 1) - 1;
     if (left > 0) this.perPrincipal.set(stream.principal, left);
     else this.perPrincipal.delete(stream.principal);
     this.options.observer?.closed(stream.transport);
-    return true;
   }
 
+  /** Ends the stream on the hub's side (slow, expired, shutdown): the sink closes its connection. */
   private end(stream: Stream, reason: StreamEnd): void {
-    if (this.forget(stream)) stream.sink.end(reason);
+    if (this.stopServing(stream)) stream.sink.end(reason);
   }
 
   /** Writes the events of `batch` the stream wants (after its position, its tag); false: it was closed. */
@@ -304,19 +332,19 @@ export class EventHub {
   }
 
   /**
-   * Sends a stream the log's events after its cursor, page by page and at its reader's pace, until
-   * it has read everything below the hub's watermark; then, in the same tick, it is live. Live
-   * batches pass it by meanwhile: it reads them from the log as well, so a stream catching up holds
-   * nothing in memory and is never closed for events its reader was not yet sent. (Holding them once
-   * closed a resumed stream as slow before it got a single event, while the hub was still behind.)
-   * Should the trim have removed any of them before they were read, the stream ends as expired.
+   * Sends a stream the log's events after its cursor, at its reader's pace, until it has read
+   * everything below the hub's watermark; then, in the same tick, it is live. Live batches pass it
+   * by meanwhile: it reads them from the log as well, so a stream catching up holds nothing of
+   * theirs and is never closed for events its reader was not yet sent. Should the trim have removed
+   * any of them before they were read, the stream ends as expired.
    */
   private async catchUp(stream: Stream): Promise<void> {
     const start = stream.after;
-    const from = Array.from({ length: this.log.partitions }, (_, p) => lastIdAtOrBefore(start, p));
+    const history = new History(this.log, this.historyReads, start, this.partitionPageSize());
     try {
       for (let below = this.watermark; ; below = this.watermark) {
-        await this.sendHistory(stream, from, below);
+        history.extendTo(below);
+        await this.sendHistory(stream, history);
         if (stream.closed) return;
         // Whatever the trim removed after the cursor before it was read: expired after all.
         if (this.isExpired(start, await this.log.trimmedUpTo())) {
@@ -338,44 +366,26 @@ export class EventHub {
   }
 
   /**
-   * Sends the log's entries after `from` (per partition, advanced as read) and below `below` ms, in
-   * the log's order: pages from every partition are merged up to the lowest last entry of a
-   * partition with more to read.
+   * Entries read from one partition at a time: the page shared out between the partitions (the
+   * log's order needs the next entry of each), at least 16 so that a read brings a few.
    */
-  private async sendHistory(stream: Stream, from: string[], below: number): Promise<void> {
-    const { historyPageSize: pageSize, maxBufferedBytes } = this.options;
-    const upTo = `${below - 1}-${MAX_SEQ}`;
-    const open = new Set(from.keys());
-    let buffer: LogEntry[] = [];
-    while (open.size > 0 || buffer.length > 0) {
+  private partitionPageSize(): number {
+    const { historyPageSize } = this.options;
+    return Math.min(historyPageSize, Math.max(16, Math.ceil((2 * historyPageSize) / this.log.partitions)));
+  }
+
+  /**
+   * Sends the history's entries (up to its bound) a page at a time, each once the reader has taken
+   * what it was sent down to a quarter of its limit: an idle reader costs its limit and a page.
+   */
+  private async sendHistory(stream: Stream, history: History): Promise<void> {
+    const { historyPageSize, maxBufferedBytes } = this.options;
+    for (;;) {
+      if (stream.sink.buffered() > maxBufferedBytes / 2) await stream.sink.drained(maxBufferedBytes / 4);
       if (stream.closed) return;
-      const reading = [...open];
-      const pages = await Promise.all(
-        reading.map((p) => this.log.range(p, from[p] as string, upTo, pageSize).then((page) => [p, page] as const)),
-      );
-      let bound: EventPosition | undefined;
-      for (const [p, page] of pages) {
-        buffer.push(...page);
-        const last = page.at(-1);
-        if (last) from[p] = last.id;
-        if (page.length < pageSize) open.delete(p);
-        else if (last && (bound === undefined || comparePositions(last, bound) < 0)) bound = last;
-      }
-      buffer.sort(comparePositions);
-      const ready = bound === undefined ? buffer : buffer.filter((entry) => comparePositions(entry, bound) <= 0);
-      buffer = bound === undefined ? [] : buffer.filter((entry) => comparePositions(entry, bound) > 0);
-      // In slices of half the reader's limit, each once the reader took the last: a stream catching
-      // up holds no more than a live one may.
-      const events = this.eventsOf(ready);
-      for (let first = 0; first < events.length; ) {
-        let end = first + 1;
-        let bytes = events[first]?.frame.length ?? 0;
-        while (end < events.length && bytes < maxBufferedBytes / 2) bytes += events[end++]?.frame.length ?? 0;
-        if (stream.closed) return;
-        this.send(stream, events.slice(first, end));
-        first = end;
-        if (stream.sink.buffered() > maxBufferedBytes / 2) await stream.sink.drained(maxBufferedBytes / 4);
-      }
+      const entries = await history.take(historyPageSize);
+      if (entries.length === 0 || stream.closed) return;
+      this.send(stream, this.eventsOf(entries));
     }
   }
 

@@ -1,10 +1,9 @@
-import type { ServerResponse } from "node:http";
-import { Readable } from "node:stream";
 import { PlantTag } from "@plant-store/contracts";
 import { type EventPosition, parseEventCursor } from "@plant-store/store";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { apiError, describeIssues } from "../errors.js";
-import { type EventHub, type HubEvent, type StreamEnd, StreamRefused, type StreamSink } from "../events/hub.js";
+import { type EventHub, StreamRefused } from "../events/hub.js";
+import { EventResponse, type EventWire } from "./event-response.js";
 import type { Guard } from "./guard.js";
 
 /** The live event stream's path (a plain route: trpc-to-openapi cannot stream). */
@@ -13,63 +12,13 @@ export const EVENTS_PATH = "/plants/events";
 /** What a reconnecting EventSource waits before it tries again (ms): the stream's `retry:` field. */
 export const EVENTS_RETRY_MS = 1000;
 
-/** How long a stream closed as too slow may take to flush its last bytes before its socket is dropped. */
-const FLUSH_GRACE_MS = 5000;
-
-/**
- * One SSE response as a stream sink: a Readable Fastify pipes to the socket. Its events are written
- * whole (one push per batch); what the reader has not taken yet (this buffer and the socket's) is
- * what the hub's slow-reader check measures.
- */
-class SseResponse extends Readable implements StreamSink {
-  private finished = false;
-
-  constructor(private readonly response: ServerResponse) {
-    super({ highWaterMark: 64 * 1024 });
-  }
-
-  override _read(): void {}
-
-  write(events: readonly HubEvent[]): void {
-    if (this.finished) return;
-    let text = "";
-    for (const event of events) text += event.frame;
-    this.push(text);
-  }
-
-  buffered(): number {
-    return this.readableLength + this.response.writableLength;
-  }
-
-  async drained(bytes: number): Promise<void> {
-    while (!this.finished && !this.response.destroyed && this.buffered() >= bytes) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
-  }
-
-  heartbeat(): void {
-    if (!this.finished) this.push(": keep-alive\n\n");
-  }
-
-  end(reason: StreamEnd): void {
-    if (this.finished) return;
-    this.finished = true;
-    this.push(`: ${reason.message}\n\n`);
-    this.push(null);
-    if (reason.kind === "slow") {
-      // A reader that takes nothing never lets the end through: drop its connection then.
-      const timer = setTimeout(() => this.response.destroy(), FLUSH_GRACE_MS);
-      timer.unref();
-      this.response.once("close", () => clearTimeout(timer));
-    }
-  }
-
-  /** The client went away: nothing more is pushed. */
-  abandon(): void {
-    this.finished = true;
-    this.destroy();
-  }
-}
+/** Server-sent events as the HTML standard has them: an event's cursor, type and body; comments. */
+const sseWire: EventWire = {
+  opening: `retry: ${EVENTS_RETRY_MS}\n: connected\n\n`,
+  frame: (event) => event.frame,
+  heartbeat: ": keep-alive\n\n",
+  ending: (reason) => `: ${reason.message}\n\n`,
+};
 
 const refuse = (reply: FastifyReply, status: number, message: string) => {
   if (status === 429) reply.header("retry-after", 5);
@@ -120,13 +69,12 @@ export function eventsRoute(app: FastifyInstance, options: { guard: Guard; hub: 
       if (error instanceof StreamRefused) return refuse(reply, error.status, error.message);
       throw error;
     }
-    const response = new SseResponse(reply.raw);
+    const response = new EventResponse(reply.raw, sseWire);
     const close = hub.open({ principal, transport: "sse", tag, cursor, sink: response });
     reply.raw.once("close", () => {
       close();
       response.abandon();
     });
-    response.push(`retry: ${EVENTS_RETRY_MS}\n: connected\n\n`);
     return reply
       .header("content-type", "text/event-stream")
       .header("cache-control", "no-store")

@@ -1,9 +1,11 @@
 import { type FastifyTRPCPluginOptions, fastifyTRPCPlugin } from "@trpc/server/adapters/fastify";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { apiError, RETRY_AFTER_503_SECONDS } from "../errors.js";
+import type { EventHub } from "../events/hub.js";
 import type { AppRouter } from "../router.js";
 import type { Context } from "../trpc.js";
 import type { Guard } from "./guard.js";
+import { trpcEventsRoute } from "./trpc-events.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -18,7 +20,13 @@ export const TRPC_METHODS: readonly string[] = ["GET", "POST"];
 /** The router as native tRPC (superjson wire format) for TypeScript clients, at /trpc. */
 export async function trpcApi(
   scope: FastifyInstance,
-  options: { router: AppRouter; createContext: (opts: { req: FastifyRequest }) => Promise<Context>; guard: Guard },
+  options: {
+    router: AppRouter;
+    createContext: (opts: { req: FastifyRequest }) => Promise<Context>;
+    guard: Guard;
+    hub: EventHub;
+    partitions: number;
+  },
 ) {
   // Throttling and per-token limits at the HTTP layer; the token and scope are checked per
   // procedure by the middleware, which answers in tRPC's own error envelope.
@@ -40,6 +48,8 @@ export async function trpcApi(
     }
     if (!(await options.guard.check(request, reply, { rejectFailures: false }))) return reply;
   });
+  // The subscription's HTTP side, before tRPC's own handler of every path (a static route wins).
+  trpcEventsRoute(scope, options);
   await scope.register(fastifyTRPCPlugin, {
     prefix: "/trpc",
     trpcOptions: {
@@ -52,8 +62,6 @@ export async function trpcApi(
           : (ctx?.responseHeaders ?? {}),
       }),
       onError: ({ error, req, path }) => {
-        // A live event stream ended (shutdown, slow reader): no outage, the client resumes.
-        if (error.cause?.name === "StreamClosed") return;
         if (error.code === "SERVICE_UNAVAILABLE") req.server.outage.report(req, error.cause, path);
         else if (error.code === "INTERNAL_SERVER_ERROR")
           req.log.error({ err: error.cause ?? error }, "tRPC call failed");

@@ -11,7 +11,7 @@ import {
 } from "@plant-store/contracts";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
-import { plantEvents } from "../events/subscription.js";
+import { PlantEventsInput, servedOverHttpOnly } from "../events/subscription.js";
 import { etagOf, ifMatchCondition, ifNoneMatchVersions, noneMatchHolds } from "../plants/conditional.js";
 import { type PlantChange, storedPlant, toPlantResponse } from "../plants/store.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
@@ -285,27 +285,7 @@ export const plantsRouter = router({
    * tRPC only (REST: GET /plants/events, a plain route): the live plant events as a subscription
    * over SSE, each `tracked` by its cursor, so the client resumes after the last one it got.
    */
-  events: authorizedProcedure
-    .meta({ scope: "plants:read" })
-    .input(
-      z
-        .object({
-          tag: PlantTag.optional(),
-          /** The cursor to resume after (tRPC's client sends the last event's id itself when it reconnects). */
-          lastEventId: z.string().max(64).nullish(),
-        })
-        .optional(),
-    )
-    .subscription(({ input, ctx, signal }) =>
-      plantEvents({
-        hub: ctx.events,
-        partitions: ctx.partitions,
-        principal: ctx.principal.id,
-        tag: input?.tag,
-        lastEventId: input?.lastEventId,
-        signal,
-      }),
-    ),
+  events: authorizedProcedure.meta({ scope: "plants:read" }).input(PlantEventsInput).subscription(servedOverHttpOnly),
 
   delete: authorizedProcedure
     .meta({
