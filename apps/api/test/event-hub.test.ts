@@ -4,6 +4,7 @@
 import { createLogger } from "@plant-store/logging";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import {
+  comparePositions,
   connect,
   disconnect,
   type EventPosition,
@@ -155,5 +156,107 @@ describe("a stream catching up from a cursor", () => {
     await until(() => stalled.ended !== undefined);
     expect(stalled.ended?.kind).toBe("slow");
     close();
+  });
+});
+
+describe("catching up, whatever the cursor", () => {
+  /** A hub of its own over a log whose history reads the test counts: in flight, and entries read. */
+  async function countingHub(options: { historyConcurrency: number; historyPageSize: number }) {
+    const log = eventLog(client, PARTITIONS);
+    const reads = { inFlight: 0, mostInFlight: 0, entries: 0 };
+    const counted = {
+      ...log,
+      async range(...args: Parameters<typeof log.range>) {
+        reads.inFlight++;
+        reads.mostInFlight = Math.max(reads.mostInFlight, reads.inFlight);
+        try {
+          const page = await log.range(...args);
+          reads.entries += page.length;
+          return page;
+        } finally {
+          reads.inFlight--;
+        }
+      },
+    };
+    const own = new EventHub({
+      log: counted,
+      blocking: undefined,
+      logger: createLogger("hub-test", "silent"),
+      lingerMs: 5,
+      pollMs: 5,
+      heartbeatMs: 15_000,
+      maxStreamsPerToken: 20,
+      maxStreams: 20,
+      maxBufferedBytes: MAX_BUFFERED,
+      ...options,
+    });
+    await own.start();
+    const openOn = async (sink: StreamSink, cursor: EventPosition) => {
+      await own.admit("token-test", cursor);
+      return own.open({ principal: "token-test", transport: "sse", tag: undefined, cursor, sink });
+    };
+    return { hub: own, reads, openOn };
+  }
+
+  /** A cursor before `count` new events, which it creates. */
+  async function history(firstId: number, count: number): Promise<EventPosition> {
+    const watcher = new HeldReader();
+    watcher.read();
+    const close = await open(watcher);
+    await create(firstId);
+    // (A watcher opened now may get an earlier test's last events too.)
+    const first = () => watcher.events.find((event) => plantIdOf(event) === String(firstId));
+    await until(() => first() !== undefined);
+    close();
+    await Promise.all(Array.from({ length: count }, (_, i) => create(firstId + 1 + i)));
+    return parseEventCursor(first()?.cursor as string, PARTITIONS) as EventPosition;
+  }
+
+  it("reads the log as its reader takes the events: a reader that takes nothing costs its limit and a page", async () => {
+    const cursor = await history(9_002_000, 600);
+    const { hub: own, reads } = await countingHub({ historyConcurrency: 4, historyPageSize: 20 });
+    const idle = new HeldReader();
+    await own.admit("token-test", cursor);
+    const close = own.open({ principal: "token-test", transport: "sse", tag: undefined, cursor, sink: idle });
+    await until(() => idle.events.length > 0);
+    await new Promise((resolve) => setTimeout(resolve, 300)); // what it would read ahead, it has by now
+    // Sent: until its reader holds half its limit (a page beyond at most). Read: that, and a page of
+    // each partition (16 entries: the merge needs each partition's next one).
+    expect(idle.buffered()).toBeLessThanOrEqual(MAX_BUFFERED / 2 + 20 * 600);
+    expect(reads.entries - idle.events.length).toBeLessThanOrEqual(PARTITIONS * 16);
+    expect(reads.entries).toBeLessThan(200);
+
+    idle.read();
+    await until(() => idle.events.length >= 600);
+    // Every event once, in the log's order.
+    expect(new Set(idle.events.map(plantIdOf)).size).toBe(600);
+    const positions = idle.events.map((event) => parseEventCursor(event.cursor, PARTITIONS) as EventPosition);
+    for (let i = 1; i < positions.length; i++) {
+      expect(comparePositions(positions[i - 1] as EventPosition, positions[i] as EventPosition)).toBeLessThan(0);
+    }
+    close();
+    await own.close();
+  });
+
+  it("shares a few history reads between every stream catching up, which take turns", async () => {
+    const cursor = await history(9_003_000, 400);
+    const { hub: own, reads } = await countingHub({ historyConcurrency: 1, historyPageSize: 20 });
+    const readers = Array.from({ length: 6 }, () => new HeldReader());
+    const closes = await Promise.all(
+      readers.map(async (reader) => {
+        reader.read();
+        await own.admit("token-test", cursor);
+        return own.open({ principal: "token-test", transport: "sse", tag: undefined, cursor, sink: reader });
+      }),
+    );
+    // While the first is still catching up, every other one has had events: turns, not one after another.
+    await until(() => readers.every((reader) => reader.events.length > 0));
+    expect(readers.some((reader) => reader.events.length < 400)).toBe(true);
+    await until(() => readers.every((reader) => reader.events.length >= 400), 30_000);
+    // One round trip at a time for all six (of a page per partition at most), where each read alone.
+    expect(reads.mostInFlight).toBeLessThanOrEqual(PARTITIONS);
+    for (const reader of readers) expect(reader.events.map(plantIdOf)).toEqual(readers[0]?.events.map(plantIdOf));
+    for (const close of closes) close();
+    await own.close();
   });
 });
