@@ -5,7 +5,9 @@
  *   create's 200 (read in full) to its event on the stream, p50/p90/p99 (target: p99 ≤ 250 ms at
  *   1,000 creates/s);
  * - idle cost: the api's CPU (from /proc) over `--idle-seconds` with `--streams` idle open streams,
- *   against the same interval with none (target: ≤ 10 % of a core for 1,000).
+ *   against the same interval with none (target: ≤ 10 % of a core for 1,000);
+ * - fan-out: the api's CPU per event and reader, `--readers` reading streams of each transport
+ *   (GET /plants/events, tRPC's plants.events) during `--burst` creates, less the same burst unread.
  * Run `node tools/bench/dist/events.js --help` for the options.
  */
 import { Agent, request as httpRequest } from "node:http";
@@ -23,6 +25,8 @@ const { values: args } = parseArgs({
     concurrency: { type: "string", default: "64" },
     streams: { type: "string", default: "1000" },
     "idle-seconds": { type: "string", default: "30" },
+    readers: { type: "string", default: "20" },
+    burst: { type: "string", default: "5000" },
     help: { type: "boolean", default: false },
   },
 });
@@ -32,7 +36,9 @@ if (args.help) {
   --duration 10        seconds of creates
   --concurrency 64     most creates in flight
   --streams 1000       idle streams held open for the idle cost
-  --idle-seconds 30    seconds the api's CPU is measured, with and without them`);
+  --idle-seconds 30    seconds the api's CPU is measured, with and without them
+  --readers 20         reading streams per transport for the fan-out cost
+  --burst 5000         creates of each fan-out burst`);
   process.exit(0);
 }
 const rate = integerOption("rate", args.rate, 1, 10_000);
@@ -40,15 +46,21 @@ const durationS = integerOption("duration", args.duration, 1, 120);
 const concurrency = integerOption("concurrency", args.concurrency, 1, 1000);
 const streamCount = integerOption("streams", args.streams, 1, 20_000);
 const idleS = integerOption("idle-seconds", args["idle-seconds"], 1, 600);
+const readerCount = integerOption("readers", args.readers, 1, 100);
+const burst = integerOption("burst", args.burst, 100, 100_000);
 
 /** Safe integers: the bodies can be plain JSON, and the stream's ids read back as numbers. */
 const ID_BASE = 3_000_000_000_000;
 
 /** One stream, its own connection (an EventSource per page, as browsers open them). */
-function openStream(url: string, onData: (text: string) => void): Promise<{ close(): void; status: number }> {
+function openStream(
+  url: string,
+  onData: (text: string) => void,
+  path = "/plants/events",
+): Promise<{ close(): void; status: number }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(
-      `${url}/plants/events`,
+      `${url}${path}`,
       { headers: { authorization: `Bearer ${TOKEN}`, accept: "text/event-stream" }, agent: new Agent() },
       (res) => {
         res.setEncoding("utf8");
@@ -155,6 +167,43 @@ await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
   const open = /^plant_store_event_streams_open\{transport="sse"\} (\d+)$/m.exec(check.text)?.[1];
   for (const stream of streams) stream.close();
 
+  // Fan-out: the api's CPU for a burst of creates unread, then read by `readerCount` streams of each transport.
+  let nextId = ID_BASE + sent;
+  const createBurst = async () => {
+    const from = cpuSecondsOf(pid) ?? Number.NaN;
+    for (let done = 0; done < burst; done += concurrency) {
+      await Promise.all(
+        Array.from({ length: Math.min(concurrency, burst - done) }, () => {
+          const id = nextId++;
+          return request(`${api.url}/plants`, { method: "POST", body: `{"id":${id},"name":"bench ${id}"}` });
+        }),
+      );
+    }
+    await sleep(1000); // the last events reach the readers
+    return (cpuSecondsOf(pid) ?? Number.NaN) - from;
+  };
+  await sleep(2000);
+  const unreadBefore = await createBurst();
+  const spent: Record<string, number> = {};
+  for (const [transport, path] of [
+    ["sse", "/plants/events"],
+    ["trpc", "/trpc/plants.events"],
+  ] as const) {
+    let bytes = 0;
+    const readers = await Promise.all(
+      Array.from({ length: readerCount }, () => openStream(api.url, (text) => void (bytes += text.length), path)),
+    );
+    spent[transport] = await createBurst();
+    for (const reader of readers) reader.close();
+    if (bytes < burst * readerCount * 50) errors.push(`${transport} readers got ${bytes} bytes for ${burst} events`);
+    await sleep(1000);
+  }
+  // The bursts' own cost drifts (JIT, Redis's memory): the unread one before and after, averaged.
+  const unread = (unreadBefore + (await createBurst())) / 2;
+  const fanOut = Object.fromEntries(
+    Object.entries(spent).map(([transport, cpu]) => [transport, ((cpu - unread) / (burst * readerCount)) * 1e6]),
+  );
+
   console.log(
     `\nlive events: one stream, ${rate} creates/s offered for ${durationS} s (${(sent / offeredS).toFixed(0)}/s sent)`,
   );
@@ -191,13 +240,23 @@ await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
       ],
     ),
   );
+  console.log(
+    `\nfan-out: the api's CPU per event and reader, ${readerCount} readers of each transport, ${burst} creates (less the burst unread: ${unread.toFixed(2)} s)`,
+  );
+  console.log(
+    table(
+      ["transport", "µs per event and reader"],
+      Object.entries(fanOut).map(([transport, us]) => [transport, us.toFixed(1)]),
+    ),
+  );
   if (errors.length > 0) console.log(`errors: ${errors.join("; ")}`);
   const file = writeResult("events", {
     before,
     after: environment(),
-    options: { rate, durationS, concurrency, streamCount, idleS },
+    options: { rate, durationS, concurrency, streamCount, idleS, readerCount, burst },
     latency: { creates: okAt.size, seen: lags.length, missing, ...roundSummary(latency) },
     idle: { streams: streamCount, open: Number(open), refused, cpu: withStreams, cpuWithout: withoutStreams, received },
+    fanOut: { unreadCpuS: unread, microsecondsPerEventAndReader: fanOut },
     errors,
   });
   console.log(`\nresults: ${file}`);
