@@ -74,6 +74,48 @@ function openStream(
   });
 }
 
+/**
+ * The api's CPU per event and reader: a burst of creates unread (before and after, averaged: the
+ * bursts' own cost drifts with JIT and Redis's memory), and the same burst read by `readerCount`
+ * streams of each transport.
+ */
+async function measureFanOut(url: string, pid: number | undefined, firstId: number, errors: string[]) {
+  let nextId = firstId;
+  const createBurst = async () => {
+    const from = cpuSecondsOf(pid) ?? Number.NaN;
+    for (let done = 0; done < burst; done += concurrency) {
+      await Promise.all(
+        Array.from({ length: Math.min(concurrency, burst - done) }, () => {
+          const id = nextId++;
+          return request(`${url}/plants`, { method: "POST", body: `{"id":${id},"name":"bench ${id}"}` });
+        }),
+      );
+    }
+    await sleep(1000); // the last events reach the readers
+    return (cpuSecondsOf(pid) ?? Number.NaN) - from;
+  };
+  const unreadBefore = await createBurst();
+  const spent: Record<string, number> = {};
+  for (const [transport, path] of [
+    ["sse", "/plants/events"],
+    ["trpc", "/trpc/plants.events"],
+  ] as const) {
+    let bytes = 0;
+    const readers = await Promise.all(
+      Array.from({ length: readerCount }, () => openStream(url, (text) => void (bytes += text.length), path)),
+    );
+    spent[transport] = await createBurst();
+    for (const reader of readers) reader.close();
+    if (bytes < burst * readerCount * 50) errors.push(`${transport} readers got ${bytes} bytes for ${burst} events`);
+    await sleep(1000);
+  }
+  const unread = (unreadBefore + (await createBurst())) / 2;
+  const fanOut = Object.fromEntries(
+    Object.entries(spent).map(([transport, cpu]) => [transport, ((cpu - unread) / (burst * readerCount)) * 1e6]),
+  );
+  return { unread, fanOut };
+}
+
 await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
   const before = environment();
   console.log(machineLine());
@@ -167,42 +209,8 @@ await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
   const open = /^plant_store_event_streams_open\{transport="sse"\} (\d+)$/m.exec(check.text)?.[1];
   for (const stream of streams) stream.close();
 
-  // Fan-out: the api's CPU for a burst of creates unread, then read by `readerCount` streams of each transport.
-  let nextId = ID_BASE + sent;
-  const createBurst = async () => {
-    const from = cpuSecondsOf(pid) ?? Number.NaN;
-    for (let done = 0; done < burst; done += concurrency) {
-      await Promise.all(
-        Array.from({ length: Math.min(concurrency, burst - done) }, () => {
-          const id = nextId++;
-          return request(`${api.url}/plants`, { method: "POST", body: `{"id":${id},"name":"bench ${id}"}` });
-        }),
-      );
-    }
-    await sleep(1000); // the last events reach the readers
-    return (cpuSecondsOf(pid) ?? Number.NaN) - from;
-  };
   await sleep(2000);
-  const unreadBefore = await createBurst();
-  const spent: Record<string, number> = {};
-  for (const [transport, path] of [
-    ["sse", "/plants/events"],
-    ["trpc", "/trpc/plants.events"],
-  ] as const) {
-    let bytes = 0;
-    const readers = await Promise.all(
-      Array.from({ length: readerCount }, () => openStream(api.url, (text) => void (bytes += text.length), path)),
-    );
-    spent[transport] = await createBurst();
-    for (const reader of readers) reader.close();
-    if (bytes < burst * readerCount * 50) errors.push(`${transport} readers got ${bytes} bytes for ${burst} events`);
-    await sleep(1000);
-  }
-  // The bursts' own cost drifts (JIT, Redis's memory): the unread one before and after, averaged.
-  const unread = (unreadBefore + (await createBurst())) / 2;
-  const fanOut = Object.fromEntries(
-    Object.entries(spent).map(([transport, cpu]) => [transport, ((cpu - unread) / (burst * readerCount)) * 1e6]),
-  );
+  const { unread, fanOut } = await measureFanOut(api.url, pid, ID_BASE + sent, errors);
 
   console.log(
     `\nlive events: one stream, ${rate} creates/s offered for ${durationS} s (${(sent / offeredS).toFixed(0)}/s sent)`,
