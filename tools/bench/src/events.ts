@@ -102,7 +102,15 @@ async function measureFanOut(url: string, pid: number | undefined, firstId: numb
   ] as const) {
     let bytes = 0;
     const readers = await Promise.all(
-      Array.from({ length: readerCount }, () => openStream(url, (text) => void (bytes += text.length), path)),
+      Array.from({ length: readerCount }, () =>
+        openStream(
+          url,
+          (text) => {
+            bytes += text.length;
+          },
+          path,
+        ),
+      ),
     );
     spent[transport] = await createBurst();
     for (const reader of readers) reader.close();
