@@ -51,7 +51,7 @@ export type StreamEnd =
 
 /** Where a stream's events go: the SSE response, or the tRPC subscription's queue. */
 export interface StreamSink {
-  /** Takes the events (in order): never blocks. */
+  /** Takes the events (in order): never blocks. The same array may go to several sinks (never changed). */
   write(events: readonly HubEvent[]): void;
   /** Bytes written and not yet taken by the client (the slow-reader check). */
   buffered(): number;
@@ -309,11 +309,16 @@ export class EventHub {
 
   /** Writes the events of `batch` the stream wants (after its position, its tag); false: it was closed. */
   private send(stream: Stream, batch: readonly HubEvent[]): void {
-    const wanted = batch.filter(
-      (event) =>
-        comparePositions(event.position, stream.after) > 0 &&
-        (stream.tag === undefined || event.tags.includes(stream.tag)),
-    );
+    const first = batch[0];
+    // The whole batch, as is, to every stream that takes all of it: its sink writes it once for all.
+    const wanted =
+      first && stream.tag === undefined && comparePositions(first.position, stream.after) > 0
+        ? batch
+        : batch.filter(
+            (event) =>
+              comparePositions(event.position, stream.after) > 0 &&
+              (stream.tag === undefined || event.tags.includes(stream.tag)),
+          );
     const last = batch.at(-1);
     if (last && comparePositions(last.position, stream.after) > 0) stream.after = last.position;
     if (wanted.length === 0) return;

@@ -16,14 +16,38 @@ export interface EventWire {
 
 /**
  * How long the end of a stream the hub ended may take to reach its client before the connection is
- * dropped: a reader that takes nothing never lets it through, and its connection still counts
- * against its token's streams until it closes.
+ * closed: the connection counts against its token's streams until then. (Waiting for the response's
+ * `finish` is not enough: it fires once the end is in the kernel's socket buffer, ~2 MB of which a
+ * reader that takes nothing leaves unread, and the connection would stay open for the next request.)
  */
 const END_GRACE_MS = 1000;
 
 /**
+ * A batch's bytes in a wire, made once: the hub hands the same batch to every live stream that takes
+ * all of it, and each of their sockets is written the same Buffer (a string pushed is encoded anew
+ * for each; with 100 subscribers that was most of the api's work per event).
+ */
+const batches = new WeakMap<readonly HubEvent[], Map<EventWire, Buffer>>();
+
+function bytesOf(wire: EventWire, events: readonly HubEvent[]): Buffer {
+  let byWire = batches.get(events);
+  if (byWire === undefined) {
+    byWire = new Map();
+    batches.set(events, byWire);
+  }
+  let bytes = byWire.get(wire);
+  if (bytes === undefined) {
+    let text = "";
+    for (const event of events) text += wire.frame(event);
+    bytes = Buffer.from(text);
+    byWire.set(wire, bytes);
+  }
+  return bytes;
+}
+
+/**
  * One event-stream response as a hub sink: a Readable Fastify pipes to the socket. A batch of
- * events is one push (what a transport costs per event is a string concatenation); what the reader
+ * events is one push of bytes shared with the other streams; what the reader
  * has not taken yet (this buffer and the socket's) is what the hub's slow-reader check measures.
  */
 export class EventResponse extends Readable implements StreamSink {
@@ -37,13 +61,24 @@ export class EventResponse extends Readable implements StreamSink {
     this.push(wire.opening);
   }
 
+  /**
+   * Calls `closed` once the connection has closed (the client went away, or the end of a stream
+   * the hub ended was delivered): the stream's place in the limits is free from then on.
+   */
+  onConnectionClosed(closed: () => void): void {
+    const socket = this.response.socket;
+    const gone = () => {
+      this.abandon();
+      closed();
+    };
+    if (!socket || socket.destroyed) gone();
+    else socket.once("close", gone);
+  }
+
   override _read(): void {}
 
   write(events: readonly HubEvent[]): void {
-    if (this.finished) return;
-    let text = "";
-    for (const event of events) text += this.wire.frame(event);
-    this.push(text);
+    if (!this.finished) this.push(bytesOf(this.wire, events));
   }
 
   buffered(): number {
@@ -65,14 +100,15 @@ export class EventResponse extends Readable implements StreamSink {
     this.finished = true;
     this.push(this.wire.ending(reason));
     this.push(null);
-    const timer = setTimeout(() => this.response.destroy(), END_GRACE_MS);
+    const socket = this.response.socket;
+    if (!socket) return;
+    const timer = setTimeout(() => socket.destroy(), END_GRACE_MS);
     timer.unref();
-    this.response.once("finish", () => clearTimeout(timer));
-    this.response.once("close", () => clearTimeout(timer));
+    socket.once("close", () => clearTimeout(timer));
   }
 
-  /** The client went away: nothing more is pushed. */
-  abandon(): void {
+  /** The connection closed: nothing more is pushed. */
+  private abandon(): void {
     this.finished = true;
     this.destroy();
   }

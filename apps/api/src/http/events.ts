@@ -71,10 +71,7 @@ export function eventsRoute(app: FastifyInstance, options: { guard: Guard; hub: 
     }
     const response = new EventResponse(reply.raw, sseWire);
     const close = hub.open({ principal, transport: "sse", tag, cursor, sink: response });
-    reply.raw.once("close", () => {
-      close();
-      response.abandon();
-    });
+    response.onConnectionClosed(close);
     return reply
       .header("content-type", "text/event-stream")
       .header("cache-control", "no-store")

@@ -87,10 +87,7 @@ export function trpcEventsRoute(
     }
     const response = new EventResponse(reply.raw, wire);
     const close = hub.open({ principal: auth.principal.id, transport: "trpc", tag: input.tag, cursor, sink: response });
-    reply.raw.once("close", () => {
-      close();
-      response.abandon();
-    });
+    response.onConnectionClosed(close);
     return sseReply(reply).send(response);
   });
 }
