@@ -49,7 +49,7 @@ export type StreamEnd =
   | { kind: "expired"; message: string }
   | { kind: "failed"; message: string };
 
-/** Where a stream's events go: the SSE response, or the tRPC subscription's queue. */
+/** Where a stream's events go: its response (http/event-response.ts), in its transport's dialect. */
 export interface StreamSink {
   /** Takes the events (in order): never blocks. The same array may go to several sinks (never changed). */
   write(events: readonly HubEvent[]): void;
