@@ -1,7 +1,12 @@
 import { loadApiConfig, startApi } from "@plant-store/api";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { coveredOperations, createPlantStoreRestClient, PlantStoreApiError } from "../src/index.js";
+import {
+  coveredOperations,
+  createPlantStoreRestClient,
+  PlantStoreApiError,
+  type PlantStoreEvent,
+} from "../src/index.js";
 
 const TOKEN = "rest-client-token-0123456789";
 const ADMIN = "rest-client-admin-0123456789";
@@ -35,6 +40,17 @@ function recorded() {
     return response;
   };
   return { statuses, fetch: recordingFetch };
+}
+
+/** Waits until the api at `url` has `count` SSE streams open (its metrics), so events from now on reach them. */
+async function streamsOpen(url: string, count: number) {
+  const pattern = new RegExp(`^plant_store_event_streams_open\\{transport="sse"\\} ${count}$`, "m");
+  for (let tries = 0; tries < 400; tries++) {
+    const metrics = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    if (pattern.test(await metrics.text())) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`${url} never had ${count} event streams open`);
 }
 
 const INT64_MAX = 2n ** 63n - 1n;
@@ -87,25 +103,68 @@ describe("createPlantStoreRestClient", () => {
     expect((refused as PlantStoreApiError).headers.get("www-authenticate")).toMatch(/^Bearer/);
   });
 
-  it("follows the live events with exact ids, and resumes after an event's id", async () => {
+  it("follows the live events with exact ids, resumes after a cursor, and ends quietly on abort or break", async () => {
     const rest = client();
     const stop = new AbortController();
     const events = rest.plants.events({ signal: stop.signal });
     const first = events.next(); // opens the stream
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await streamsOpen(api.url, 1);
     await rest.plants.create({ id: 9007199254740997n, name: "live-a" });
     await rest.plants.create({ id: 9223372036854775806n, name: "live-b", tag: "t" });
-    const a = (await first).value;
-    const b = (await events.next()).value;
-    expect(a).toMatchObject({ type: "plant.created", data: { id: 9007199254740997n, name: "live-a" } });
-    expect(b).toMatchObject({ type: "plant.created", data: { id: 9223372036854775806n, name: "live-b", tag: "t" } });
+    const a = (await first).value as PlantStoreEvent;
+    const b = (await events.next()).value as PlantStoreEvent;
+    expect(a).toMatchObject({ type: "plant.created", plant: { id: 9007199254740997n, name: "live-a" } });
+    expect(b).toMatchObject({ type: "plant.created", plant: { id: 9223372036854775806n, name: "live-b", tag: "t" } });
+    expect(b.cursor).toMatch(/^\d+-\d+-\d+$/);
+    // Aborting ends the iteration: the pending next() resolves done, nothing is thrown.
+    const pending = events.next();
     stop.abort();
-    await events.return(undefined).catch(() => {});
-    const resumed = rest.plants.events({ after: a?.id as string });
-    expect((await resumed.next()).value).toEqual(b);
-    await resumed.return(undefined);
+    expect(await pending).toEqual({ done: true, value: undefined });
+
+    const seen: PlantStoreEvent[] = [];
+    for await (const event of rest.plants.events({ after: a.cursor })) {
+      seen.push(event);
+      break; // closes the connection
+    }
+    expect(seen).toEqual([b]);
     await expect(rest.plants.events({ after: "nonsense" }).next()).rejects.toMatchObject({ status: 400 });
+    const stranger = createPlantStoreRestClient({ url: api.url, token: "wrong-token-0123456789" });
+    await expect(stranger.plants.events().next()).rejects.toBeInstanceOf(PlantStoreApiError);
   });
+
+  it("follows across a restart of its api without a gap or a duplicate; `reconnect: false` ends with the stream", async () => {
+    const env = { REDIS_URL: redisServer.url, API_TOKENS: TOKEN, LOG_LEVEL: "silent" };
+    let followed = await startApi(loadApiConfig({ ...env, PORT: "0" }));
+    const port = new URL(followed.url).port;
+    const rest = createPlantStoreRestClient({ url: followed.url, token: TOKEN, reconnectDelayMs: 100 });
+    const writer = client().plants;
+    const stop = new AbortController();
+    const got: bigint[] = [];
+    const following = (async () => {
+      for await (const event of rest.plants.events({ tag: "restart", signal: stop.signal })) got.push(event.plant.id);
+    })();
+    const once = rest.plants.events({ tag: "restart", reconnect: false });
+    const onceNext = once.next();
+    try {
+      await streamsOpen(followed.url, 2);
+      await writer.create({ id: 7300001n, name: "before", tag: "restart" });
+      expect(await onceNext).toMatchObject({ value: { plant: { id: 7300001n } } });
+      while (got.length < 1) await new Promise((resolve) => setTimeout(resolve, 20));
+      const onceEnds = once.next();
+      await followed.close(); // a SIGTERM's shutdown: the streams end with its reason
+      expect(await onceEnds).toEqual({ done: true, value: undefined });
+      for (const id of [7300002n, 7300003n]) await writer.create({ id, name: "while down", tag: "restart" });
+      followed = await startApi(loadApiConfig({ ...env, PORT: port }));
+      await writer.create({ id: 7300004n, name: "after", tag: "restart" });
+      for (let tries = 0; tries < 200 && got.length < 4; tries++) await new Promise((r) => setTimeout(r, 25));
+      await new Promise((resolve) => setTimeout(resolve, 200)); // nothing more comes
+      expect(got).toEqual([7300001n, 7300002n, 7300003n, 7300004n]);
+    } finally {
+      stop.abort();
+      await following; // ends quietly: a rejection would fail the test here
+      await followed.close();
+    }
+  }, 30_000);
 
   it("follows the Link pages as an async iterator", async () => {
     const plants = client().plants;
