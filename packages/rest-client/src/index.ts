@@ -155,6 +155,19 @@ async function ok<T>(
   return { data: data as T, response };
 }
 
+/** How `plants.events` follows: the client's fetch and token, its waits, lossless events, refusals as PlantStoreApiError. */
+function followContext(options: PlantStoreRestClientOptions, url: string): FollowContext {
+  return {
+    url,
+    token: options.token,
+    fetch: options.fetch ?? fetch,
+    reconnectDelayMs: options.reconnectDelayMs ?? 1000,
+    maxReconnectDelayMs: options.maxRetryDelayMs ?? 30_000,
+    parseEvent: (data) => parseJson(data) as ReturnType<FollowContext["parseEvent"]>,
+    refused: ({ status, text, headers }) => new PlantStoreApiError(status, errorBody(text), headers),
+  };
+}
+
 type ListQuery = { limit?: number; tag?: string };
 type Conditional = { ifMatch?: string };
 
@@ -174,15 +187,7 @@ export function createPlantStoreRestClient(options: PlantStoreRestClientOptions)
   const ifMatch = (condition?: Conditional) => (condition?.ifMatch ? { "If-Match": condition.ifMatch } : {});
 
   const baseUrl = options.url.replace(/\/$/, "");
-  const follow: FollowContext = {
-    url: baseUrl,
-    token: options.token,
-    fetch: options.fetch ?? fetch,
-    reconnectDelayMs: options.reconnectDelayMs ?? 1000,
-    maxReconnectDelayMs: options.maxRetryDelayMs ?? 30_000,
-    parseEvent: (data) => parseJson(data) as ReturnType<FollowContext["parseEvent"]>,
-    refused: ({ status, text, headers }) => new PlantStoreApiError(status, errorBody(text), headers),
-  };
+  const follow = followContext(options, baseUrl);
   const plants = {
     /**
      * Follows the live plant events (`GET /plants/events`) from now, or right after the event whose

@@ -1,3 +1,4 @@
+import { Readable } from "node:stream";
 import { loadApiConfig, startApi } from "@plant-store/api";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -215,6 +216,9 @@ describe("createPlantStoreRestClient", () => {
       },
     });
     const fromStream = await imports.create(stream);
+    // A Node stream as it is (an async iterable of bytes), as `fs.createReadStream(path)` gives one.
+    const fromNode = await imports.create(Readable.from([Buffer.from(text.slice(0, 9)), Buffer.from(text.slice(9))]));
+    expect(await imports.get(fromNode.id)).toMatchObject({ status: "queued", totalLines: 2 });
     expect(await imports.get(fromStream.id)).toMatchObject({
       id: fromStream.id,
       status: "queued",
@@ -228,7 +232,7 @@ describe("createPlantStoreRestClient", () => {
     expect(first.next).toBe(fromFile.id);
     const walked: string[] = [];
     for await (const each of imports.all()) walked.push(each.id);
-    expect(walked).toEqual([fromFile.id, fromStream.id]);
+    expect(walked).toEqual([fromFile.id, fromStream.id, fromNode.id]);
     expect(await imports.cancel(fromFile.id)).toMatchObject({ id: fromFile.id, status: "cancelled" });
     const refused = await imports.create("").catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(PlantStoreApiError);
