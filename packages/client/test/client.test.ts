@@ -287,28 +287,65 @@ describe("plants.events (a subscription over server-sent events)", () => {
     expect((error as TRPCClientError<AppRouter>).data?.apiError).toEqual({ error: 400, message: expect.any(String) });
   });
 
+  it("is an async iterator of PlantStoreEvents too, which `signal` ends quietly", async () => {
+    const live = follow(client, { tag: "iterated" });
+    await live.started();
+    await client.plants.create.mutate({ id: 7100001n, name: "first", tag: "iterated" });
+    await live.received(1);
+    live.stop();
+    await client.plants.create.mutate({ id: 7100002n, name: "second", tag: "iterated" });
+    // From the first one's cursor: the second comes from the log, whenever the stream opens.
+    const stop = new AbortController();
+    const seen: PlantStoreEvent[] = [];
+    const input = { tag: "iterated", lastEventId: live.got[0]?.cursor as string };
+    const iterating = (async () => {
+      for await (const event of client.plants.events.subscribe(input, { signal: stop.signal })) seen.push(event);
+    })();
+    for (let tries = 0; tries < 400 && seen.length < 1; tries++) await new Promise((r) => setTimeout(r, 25));
+    stop.abort();
+    await iterating; // a rejection would fail the test here
+    expect(seen).toEqual([
+      {
+        type: "plant.created",
+        cursor: expect.stringMatching(/^\d+-\d+-\d+$/),
+        timestamp: expect.any(String),
+        plant: { id: 7100002n, name: "second", tag: "iterated" },
+      },
+    ]);
+  });
+
   it("reconnects by itself when its api restarts, and resumes without a gap or a duplicate", async () => {
     const env = { REDIS_URL: redisServer.url, API_TOKENS: TOKEN, LOG_LEVEL: "silent" };
     let followed = await startApi(loadApiConfig({ ...env, PORT: "0" }));
     const port = new URL(followed.url).port;
-    const live = follow(createPlantStoreClient({ url: followed.url, token: TOKEN }));
+    const onFollowed = createPlantStoreClient({ url: followed.url, token: TOKEN, reconnectDelayMs: 200 });
+    const live = follow(onFollowed);
+    let resumed: ReturnType<typeof follow> | undefined;
     try {
       await live.started();
       await client.plants.create.mutate({ id: 7200001n, name: "before" });
       await live.received(1);
+      // Started from a cursor: when it reconnects, its last event (Last-Event-ID) wins over that first cursor.
+      resumed = follow(onFollowed, { lastEventId: live.got[0]?.cursor as string });
+      await client.plants.create.mutate({ id: 7200005n, name: "before too" });
+      await resumed.received(1);
       await followed.close();
       for (const id of [7200002n, 7200003n]) await client.plants.create.mutate({ id, name: "while down" });
       followed = await startApi(loadApiConfig({ ...env, PORT: port }));
       await client.plants.create.mutate({ id: 7200004n, name: "after" });
-      await live.received(4);
+      await live.received(5);
+      await resumed.received(4);
       await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(live.got.map((event) => event.plant)).toEqual([7200001n, 7200002n, 7200003n, 7200004n]);
-      expect(live.errors).toEqual([]);
+      const all = [7200001n, 7200005n, 7200002n, 7200003n, 7200004n];
+      expect(live.got.map((event) => event.plant)).toEqual(all);
+      expect(resumed.got.map((event) => event.plant)).toEqual(all.slice(1));
+      expect([...live.errors, ...resumed.errors]).toEqual([]);
       // The shutdown's reason, then the refused connections' network error: nothing without a message.
       expect(live.reconnects[0]).toMatch(/shutting down/);
-      expect(live.reconnects).not.toContain("Unknown error");
+      expect([...live.reconnects, ...resumed.reconnects]).not.toContain("Unknown error");
     } finally {
       live.stop();
+      resumed?.stop();
       await followed.close();
     }
   }, 60_000);
