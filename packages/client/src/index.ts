@@ -62,10 +62,17 @@ export type PlantEventsObserver = Omit<CallbackOptions, "onData"> & { onData?: (
 export type PlantStoreClient = Omit<RouterClient, "plants"> & {
   plants: Omit<RouterClient["plants"], "events"> & {
     events: {
+      /** An async iterator of the events (no callbacks given); `signal`, or leaving the loop, ends it quietly. */
+      subscribe(
+        input?: EventsInput,
+        options?: {
+          [Key in keyof PlantEventsObserver]?: Key extends keyof TRPCProcedureOptions
+            ? TRPCProcedureOptions[Key]
+            : never;
+        },
+      ): AsyncIterableIterator<PlantStoreEvent>;
       /** Calls the observer's callbacks until `unsubscribe()` (or its `signal` aborts). */
       subscribe(input: EventsInput, observer: PlantEventsObserver): Unsubscribable;
-      /** An async iterator of the events; `signal` (or leaving the loop) ends it. */
-      subscribe(input?: EventsInput, options?: TRPCProcedureOptions): AsyncIterableIterator<PlantStoreEvent>;
     };
   };
 };
