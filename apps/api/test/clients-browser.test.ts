@@ -15,7 +15,7 @@ import { loadApiConfig } from "../src/config.js";
 import { startApi } from "../src/server.js";
 import { ADMIN_TOKEN, call, type Stack, startStack, TOKEN } from "./stack.js";
 
-// `eventsource`: the EventSource the tRPC client ships with (fetch-based: a browser's own cannot send
+// `eventsource`: the fetch-based EventSource docs/api.md shows for following GET /plants/events (a browser's own cannot send
 // the bearer token), imported by the page as an app following the live events would.
 const CLIENTS = ["@plant-store/client", "@plant-store/rest-client", "eventsource"];
 const HERE = dirname(fileURLToPath(import.meta.url));

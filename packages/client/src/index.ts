@@ -1,9 +1,19 @@
-import { createTRPCClient, httpLink, httpSubscriptionLink, splitLink, type TRPCClient } from "@trpc/client";
-import { EventSource } from "eventsource";
+import {
+  createTRPCClient,
+  httpLink,
+  httpSubscriptionLink,
+  splitLink,
+  type TRPCClient,
+  type TRPCProcedureOptions,
+} from "@trpc/client";
+import type { Unsubscribable } from "@trpc/server/observable";
 import superjson from "superjson";
+import { ReconnectingEventSource } from "./event-source.js";
+import { type PlantStoreEvent, plantEventsLink } from "./events.js";
 import type { AppRouter } from "./generated/app-router.js";
 
 export { TRPCClientError } from "@trpc/client";
+export type { PlantStoreEvent, PlantStoreEventPlant, PlantStoreEventType } from "./events.js";
 export type { AppRouter };
 
 export type PlantStoreClientOptions = {
@@ -13,6 +23,13 @@ export type PlantStoreClientOptions = {
   token: string;
   /** Optional fetch, e.g. for tests or custom agents (subscriptions use it too). */
   fetch?: typeof fetch;
+  /**
+   * How long a subscription waits before it reconnects, in ms (default 1000): each wait is
+   * jittered ±50 %, and doubles while the api cannot be reached, up to `maxReconnectDelayMs`
+   * (default 30 000).
+   */
+  reconnectDelayMs?: number;
+  maxReconnectDelayMs?: number;
 };
 
 /**
@@ -22,11 +39,42 @@ export type PlantStoreClientOptions = {
  */
 export type PlantStoreCallContext = { ifMatch?: string };
 
-/** A live event of `plants.events`: the webhook body's `{type, timestamp, data}`, its id a bigint. */
-export type PlantStoreEvent = {
-  type: "plant.created" | "plant.updated" | "plant.deleted";
-  timestamp: string;
-  data: { id: bigint; name: string; tag?: string };
+type RouterClient = TRPCClient<AppRouter>;
+type EventsSubscribe = RouterClient["plants"]["events"]["subscribe"];
+type EventsInput = Parameters<EventsSubscribe>[0];
+/** The options of tRPC's callback form of `subscribe` (its first overload). */
+type CallbackOptions = EventsSubscribe extends {
+  (input: EventsInput, opts: infer Options): Unsubscribable;
+  (...args: never[]): unknown;
+}
+  ? Options
+  : never;
+
+/**
+ * The callbacks of a `plants.events` subscription: tRPC's — `onStarted`, `onError` for a refusal
+ * (`data.apiError` 400, 401, 403, 410, 429: the subscription has ended), `onConnectionStateChange`
+ * (`connecting` with the server's reason or the network's error while it reconnects, `pending` once
+ * it streams again), `signal`… — with each event handed to `onData` as a PlantStoreEvent.
+ */
+export type PlantEventsObserver = Omit<CallbackOptions, "onData"> & { onData?: (event: PlantStoreEvent) => void };
+
+/** The typed client: every procedure of the api, `plants.events` handing over PlantStoreEvents. */
+export type PlantStoreClient = Omit<RouterClient, "plants"> & {
+  plants: Omit<RouterClient["plants"], "events"> & {
+    events: {
+      /** An async iterator of the events (no callbacks given); `signal`, or leaving the loop, ends it quietly. */
+      subscribe(
+        input?: EventsInput,
+        options?: {
+          [Key in keyof PlantEventsObserver]?: Key extends keyof TRPCProcedureOptions
+            ? TRPCProcedureOptions[Key]
+            : never;
+        },
+      ): AsyncIterableIterator<PlantStoreEvent>;
+      /** Calls the observer's callbacks until `unsubscribe()` (or its `signal` aborts). */
+      subscribe(input: EventsInput, observer: PlantEventsObserver): Unsubscribable;
+    };
+  };
 };
 
 /**
@@ -35,26 +83,33 @@ export type PlantStoreEvent = {
  * `data.apiError` is the specification's `Error` object.
  *
  * Queries and mutations go over HTTP (`httpLink`); the subscription `plants.events` over
- * server-sent events (`httpSubscriptionLink`, chosen by `splitLink`), with an EventSource that
- * sends the bearer token (the `eventsource` package: fetch-based, in Node and browsers alike; the
- * browsers' own EventSource cannot send headers). Each event comes with its id
- * (`onData: ({ id, data }) => …`); when the connection drops the client reconnects and the server
- * resumes right after the last event received (or pass `lastEventId` to resume from a stored one).
+ * server-sent events (`httpSubscriptionLink`, chosen by `splitLink`) with an EventSource that
+ * sends the bearer token (fetch-based: Node and browsers alike; the browsers' own EventSource
+ * cannot send headers). Each event is a PlantStoreEvent (`onData: (event) => …`); when the
+ * connection drops the client reconnects after `reconnectDelayMs` and the server resumes right
+ * after the last event received (or pass `lastEventId` to resume from a stored cursor).
  */
-export function createPlantStoreClient({ url, token, fetch: customFetch }: PlantStoreClientOptions): PlantStoreClient {
+export function createPlantStoreClient(options: PlantStoreClientOptions): PlantStoreClient {
+  const { url, token, fetch: customFetch } = options;
   const base = `${url.replace(/\/$/, "")}/trpc`;
   const authorization = `Bearer ${token}`;
   const fetchWithToken: typeof fetch = (input, init) =>
     (customFetch ?? fetch)(input, { ...init, headers: { ...(init?.headers as object), authorization } });
-  return createTRPCClient<AppRouter>({
+  const eventSourceInit = {
+    fetch: fetchWithToken,
+    reconnectDelayMs: options.reconnectDelayMs ?? 1000,
+    maxReconnectDelayMs: options.maxReconnectDelayMs ?? 30_000,
+  };
+  const client = createTRPCClient<AppRouter>({
     links: [
+      plantEventsLink(),
       splitLink({
         condition: (op) => op.type === "subscription",
         true: httpSubscriptionLink({
           url: base,
           transformer: superjson,
-          EventSource,
-          eventSourceOptions: () => ({ fetch: fetchWithToken }),
+          EventSource: ReconnectingEventSource,
+          eventSourceOptions: () => eventSourceInit,
         }),
         false: httpLink({
           url: base,
@@ -68,6 +123,6 @@ export function createPlantStoreClient({ url, token, fetch: customFetch }: Plant
       }),
     ],
   });
+  // The events link changed what `plants.events` hands over; its type says so.
+  return client as unknown as PlantStoreClient;
 }
-
-export type PlantStoreClient = TRPCClient<AppRouter>;

@@ -9,8 +9,15 @@ import {
   type RedisClient,
 } from "@plant-store/store";
 import type { TRPCClient } from "@trpc/client";
+import type { inferRouterInputs } from "@trpc/server";
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
-import { type AppRouter, createPlantStoreClient, type PlantStoreClient, TRPCClientError } from "../src/index.js";
+import {
+  type AppRouter,
+  createPlantStoreClient,
+  type PlantStoreClient,
+  type PlantStoreEvent,
+  TRPCClientError,
+} from "../src/index.js";
 
 const TOKEN = "client-test-token-0123456789";
 let redisServer: Awaited<ReturnType<typeof startRedisServer>>;
@@ -55,6 +62,41 @@ describe("createPlantStoreClient", () => {
     expectTypeOf<Client["plants"]>().toEqualTypeOf<ServerClient["plants"]>();
     expectTypeOf<Client["admin"]>().toEqualTypeOf<ServerClient["admin"]>();
     expectTypeOf<keyof Client>().toEqualTypeOf<keyof ServerClient>();
+  });
+
+  it("takes inputs as exact as the API: plant ids bigint | number, numbers for numeric parameters", () => {
+    type Inputs = inferRouterInputs<AppRouter>;
+    type PlantId = bigint | number;
+    expectTypeOf<Inputs["plants"]["create"]["id"]>().toEqualTypeOf<PlantId>();
+    for (const procedure of ["get", "getVersioned", "update", "patch", "delete"] as const)
+      expectTypeOf<Inputs["plants"][typeof procedure]["id"]>().toEqualTypeOf<PlantId>();
+    expectTypeOf<NonNullable<Inputs["plants"]["page"]["limit"]>>().toEqualTypeOf<number>();
+    expectTypeOf<NonNullable<Inputs["plants"]["list"]["limit"]>>().toEqualTypeOf<number>();
+    expectTypeOf<NonNullable<Inputs["imports"]["page"]["limit"]>>().toEqualTypeOf<number>();
+    expectTypeOf<NonNullable<Inputs["admin"]["tokens"]["page"]["limit"]>>().toEqualTypeOf<number>();
+    expectTypeOf<NonNullable<Inputs["admin"]["webhooks"]["deliveries"]["limit"]>>().toEqualTypeOf<number>();
+    // What a client may no longer write (the REST adapter's text stays the REST side's concern):
+    // @ts-expect-error a plant id is never a string
+    const textId: Inputs["plants"]["get"] = { id: "5" };
+    // @ts-expect-error a page's limit is a number
+    const textLimit: Inputs["plants"]["page"] = { limit: "5" };
+    expect([textId, textLimit]).toHaveLength(2);
+  });
+
+  it("hands each live event over as a union on `type`, the cursor and the plant under their own names", () => {
+    const describe = (event: PlantStoreEvent) => {
+      switch (event.type) {
+        case "plant.deleted":
+          return `gone: ${event.plant.name} (${event.cursor})`;
+        default:
+          return `${event.type === "plant.created" ? "new" : "now"}: ${event.plant.name}`;
+      }
+    };
+    expectTypeOf<PlantStoreEvent["plant"]["id"]>().toEqualTypeOf<bigint>();
+    expectTypeOf<PlantStoreEvent["cursor"]>().toEqualTypeOf<string>();
+    expectTypeOf<PlantStoreEvent["type"]>().toEqualTypeOf<"plant.created" | "plant.updated" | "plant.deleted">();
+    const plant = { id: 1n, name: "Fern" };
+    expect(describe({ type: "plant.deleted", cursor: "1-0-0", timestamp: "", plant })).toBe("gone: Fern (1-0-0)");
   });
 
   it("creates a plant and gets the Plant back, typed", async () => {
@@ -189,16 +231,21 @@ describe("reading and deleting through the client", () => {
 });
 
 describe("plants.events (a subscription over server-sent events)", () => {
-  type Got = { id: string; type: string; plant: bigint; name: string };
-  /** Follows the events until `stop()`; each one with its id, as the client hands them over. */
+  type Got = { cursor: string; type: string; plant: bigint; name: string };
+  /** Follows the events until `stop()`, as the client hands them over; each connection state's error too. */
   function follow(on: PlantStoreClient, input: { lastEventId?: string; tag?: string } = {}) {
     const got: Got[] = [];
     const errors: unknown[] = [];
+    const reconnects: string[] = [];
     let started = 0;
     const subscription = on.plants.events.subscribe(input, {
       onStarted: () => started++,
-      onData: ({ id, data }) => got.push({ id, type: data.type, plant: data.data.id, name: data.data.name }),
+      onData: (event) =>
+        got.push({ cursor: event.cursor, type: event.type, plant: event.plant.id, name: event.plant.name }),
       onError: (error) => errors.push(error),
+      onConnectionStateChange: (state) => {
+        if (state.state === "connecting" && state.error) reconnects.push(state.error.message);
+      },
     });
     const until = async (what: () => boolean, label: string) => {
       for (let tries = 0; tries < 400 && !what(); tries++) await new Promise((resolve) => setTimeout(resolve, 25));
@@ -208,6 +255,7 @@ describe("plants.events (a subscription over server-sent events)", () => {
     return {
       got,
       errors,
+      reconnects,
       started: () => until(() => started > 0, "not started"),
       received: (count: number) => until(() => got.length >= count, `fewer than ${count} events`),
       stop: () => subscription.unsubscribe(),
@@ -225,7 +273,7 @@ describe("plants.events (a subscription over server-sent events)", () => {
       { type: "plant.created", plant: 9007199254740999n, name: "sub-a" },
       { type: "plant.created", plant: 9223372036854775701n, name: "sub-b" },
     ]);
-    const resumed = follow(client, { lastEventId: live.got[0]?.id as string });
+    const resumed = follow(client, { lastEventId: live.got[0]?.cursor as string });
     await resumed.received(1);
     expect(resumed.got).toEqual([live.got[1]]);
     resumed.stop();
@@ -239,25 +287,65 @@ describe("plants.events (a subscription over server-sent events)", () => {
     expect((error as TRPCClientError<AppRouter>).data?.apiError).toEqual({ error: 400, message: expect.any(String) });
   });
 
+  it("is an async iterator of PlantStoreEvents too, which `signal` ends quietly", async () => {
+    const live = follow(client, { tag: "iterated" });
+    await live.started();
+    await client.plants.create.mutate({ id: 7100001n, name: "first", tag: "iterated" });
+    await live.received(1);
+    live.stop();
+    await client.plants.create.mutate({ id: 7100002n, name: "second", tag: "iterated" });
+    // From the first one's cursor: the second comes from the log, whenever the stream opens.
+    const stop = new AbortController();
+    const seen: PlantStoreEvent[] = [];
+    const input = { tag: "iterated", lastEventId: live.got[0]?.cursor as string };
+    const iterating = (async () => {
+      for await (const event of client.plants.events.subscribe(input, { signal: stop.signal })) seen.push(event);
+    })();
+    for (let tries = 0; tries < 400 && seen.length < 1; tries++) await new Promise((r) => setTimeout(r, 25));
+    stop.abort();
+    await iterating; // a rejection would fail the test here
+    expect(seen).toEqual([
+      {
+        type: "plant.created",
+        cursor: expect.stringMatching(/^\d+-\d+-\d+$/),
+        timestamp: expect.any(String),
+        plant: { id: 7100002n, name: "second", tag: "iterated" },
+      },
+    ]);
+  });
+
   it("reconnects by itself when its api restarts, and resumes without a gap or a duplicate", async () => {
     const env = { REDIS_URL: redisServer.url, API_TOKENS: TOKEN, LOG_LEVEL: "silent" };
     let followed = await startApi(loadApiConfig({ ...env, PORT: "0" }));
     const port = new URL(followed.url).port;
-    const live = follow(createPlantStoreClient({ url: followed.url, token: TOKEN }));
+    const onFollowed = createPlantStoreClient({ url: followed.url, token: TOKEN, reconnectDelayMs: 200 });
+    const live = follow(onFollowed);
+    let resumed: ReturnType<typeof follow> | undefined;
     try {
       await live.started();
       await client.plants.create.mutate({ id: 7200001n, name: "before" });
       await live.received(1);
+      // Started from a cursor: when it reconnects, its last event (Last-Event-ID) wins over that first cursor.
+      resumed = follow(onFollowed, { lastEventId: live.got[0]?.cursor as string });
+      await client.plants.create.mutate({ id: 7200005n, name: "before too" });
+      await resumed.received(1);
       await followed.close();
       for (const id of [7200002n, 7200003n]) await client.plants.create.mutate({ id, name: "while down" });
       followed = await startApi(loadApiConfig({ ...env, PORT: port }));
       await client.plants.create.mutate({ id: 7200004n, name: "after" });
-      await live.received(4);
+      await live.received(5);
+      await resumed.received(4);
       await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(live.got.map((event) => event.plant)).toEqual([7200001n, 7200002n, 7200003n, 7200004n]);
-      expect(live.errors).toEqual([]);
+      const all = [7200001n, 7200005n, 7200002n, 7200003n, 7200004n];
+      expect(live.got.map((event) => event.plant)).toEqual(all);
+      expect(resumed.got.map((event) => event.plant)).toEqual(all.slice(1));
+      expect([...live.errors, ...resumed.errors]).toEqual([]);
+      // The shutdown's reason, then the refused connections' network error: nothing without a message.
+      expect(live.reconnects[0]).toMatch(/shutting down/);
+      expect([...live.reconnects, ...resumed.reconnects]).not.toContain("Unknown error");
     } finally {
       live.stop();
+      resumed?.stop();
       await followed.close();
     }
   }, 60_000);

@@ -1,7 +1,7 @@
 // An app outside this repository installs both clients from their packed tarballs, type-checks a small
 // program against them under `strict`, and runs it against the running service. The tarballs must carry
 // everything the program needs (the tRPC router's types included) and pull in no server code.
-import { execFile } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { loadApiConfig, startApi } from "@plant-store/api";
-import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
+import { freePort, type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const run = promisify(execFile);
@@ -24,6 +24,8 @@ const NODE_TYPES = versionOf("@types/node");
 /** The `lib` docs/api.md tells a TypeScript app using the clients to compile with. */
 const API_DOC = readFileSync(fileURLToPath(new URL("../../../docs/api.md", import.meta.url)), "utf8");
 const DOCUMENTED_LIB: unknown = JSON.parse(/`"lib": (\[[^\]`]*\])`/.exec(API_DOC)?.[1] ?? "null");
+/** The api's entry point as deployed. */
+const API_MAIN = fileURLToPath(new URL("../../../apps/api/dist/main.js", import.meta.url));
 /** Server code a client app must never have to install. */
 const SERVER_PACKAGES = ["@plant-store/api", "@plant-store/store", "fastify", "bullmq", "ioredis", "trpc-to-openapi"];
 
@@ -139,8 +141,8 @@ function follow(lastEventId: string | undefined, count: number, started?: () => 
     const got: Followed[] = [];
     const subscription = trpc.plants.events.subscribe(lastEventId === undefined ? {} : { lastEventId }, {
       onStarted: () => started?.(),
-      onData: ({ id, data }) => {
-        got.push({ id, plant: data.data.id, type: data.type });
+      onData: (event) => {
+        got.push({ id: event.cursor, plant: event.plant.id, type: event.type });
         if (got.length === count) {
           subscription.unsubscribe();
           resolve(got);
@@ -171,6 +173,139 @@ console.log(JSON.stringify({
 }));
 process.exit(0);
 `;
+
+/**
+ * A program that follows one tag with both clients as an app would write it, each in its shortest
+ * form: the REST SDK's iterator, the tRPC subscription. It prints `rest <id>` / `trpc <id>` per
+ * event and, on "stop" (stdin), aborts both and prints what it saw: every event, every exception,
+ * every reconnect's reason.
+ */
+const follower = (url: string) => `
+import { createPlantStoreClient, type PlantStoreEvent } from "@plant-store/client";
+import { createPlantStoreRestClient } from "@plant-store/rest-client";
+
+const url = ${JSON.stringify(url)};
+const token = ${JSON.stringify(TOKEN)};
+const options = { url, token, reconnectDelayMs: 200 };
+const rest = createPlantStoreRestClient({ ...options, maxRetryDelayMs: 2000 });
+const trpc = createPlantStoreClient({ ...options, maxReconnectDelayMs: 2000 });
+const stop = new AbortController();
+const seen = { rest: [] as string[], trpc: [] as string[], exceptions: [] as string[], reconnects: [] as string[] };
+const describe = (event: PlantStoreEvent) => {
+  switch (event.type) {
+    case "plant.created":
+    case "plant.updated":
+    case "plant.deleted":
+      return \`\${event.type} \${event.plant.id}\`;
+  }
+};
+
+const following = (async () => {
+  try {
+    for await (const event of rest.plants.events({ tag: "followed", signal: stop.signal })) {
+      seen.rest.push(describe(event));
+      console.log("rest", event.plant.id);
+    }
+    return "ended quietly";
+  } catch (error) {
+    seen.exceptions.push(\`rest: \${error}\`);
+    return "threw";
+  }
+})();
+
+trpc.plants.events.subscribe({ tag: "followed" }, {
+  signal: stop.signal,
+  onData: (event) => {
+    seen.trpc.push(describe(event));
+    console.log("trpc", event.plant.id);
+  },
+  onError: (error) => seen.exceptions.push(\`trpc: \${error.message}\`),
+  onConnectionStateChange: (state) => {
+    if (state.state === "connecting" && state.error) seen.reconnects.push(state.error.message);
+  },
+});
+
+process.on("uncaughtException", (error) => seen.exceptions.push(\`uncaught: \${error}\`));
+process.on("unhandledRejection", (error) => seen.exceptions.push(\`unhandled: \${error}\`));
+process.stdin.once("data", async () => {
+  stop.abort();
+  const restEnd = await following;
+  console.log(JSON.stringify({ ...seen, restEnd }));
+  process.exit(0);
+});
+`;
+
+/** Lines an app may no longer write: each must be a type error (an unused @ts-expect-error is one too). */
+const refusedTypes = `
+import { createReadStream } from "node:fs";
+import { Readable } from "node:stream";
+import { createPlantStoreClient } from "@plant-store/client";
+import { createPlantStoreRestClient } from "@plant-store/rest-client";
+const trpc = createPlantStoreClient({ url: "http://127.0.0.1:1", token: "t" });
+const rest = createPlantStoreRestClient({ url: "http://127.0.0.1:1", token: "t" });
+export const calls = () => [
+  // @ts-expect-error a plant id is never a string
+  trpc.plants.get.query({ id: "5" }),
+  // @ts-expect-error
+  trpc.plants.getVersioned.query({ id: "5" }),
+  // @ts-expect-error
+  trpc.plants.update.mutate({ id: "5", name: "x" }),
+  // @ts-expect-error
+  trpc.plants.patch.mutate({ id: "5", name: "x" }),
+  // @ts-expect-error
+  trpc.plants.delete.mutate({ id: "5" }),
+  // @ts-expect-error
+  trpc.plants.create.mutate({ id: "5", name: "x" }),
+  // @ts-expect-error a limit is a number
+  trpc.plants.page.query({ limit: "5" }),
+  // @ts-expect-error
+  trpc.plants.list.query({ limit: "5" }),
+  // @ts-expect-error
+  trpc.imports.page.query({ limit: "5" }),
+  // @ts-expect-error
+  trpc.admin.tokens.page.query({ limit: "5" }),
+  // @ts-expect-error
+  trpc.admin.webhooks.deliveries.query({ id: "wh_1", limit: "5" }),
+  // Node streams upload with the DOM lib on, no cast: a Readable, and Readable.toWeb's stream.
+  rest.imports.create(createReadStream("plants.ndjson")),
+  rest.imports.create(Readable.toWeb(createReadStream("plants.ndjson"))),
+];
+`;
+
+/** The api as deployed (dist/main.js), on `port`: a process the test can kill. */
+async function startApiProcess(port: number): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [API_MAIN], {
+    env: { PATH: process.env.PATH ?? "", PORT: String(port), REDIS_URL: redisServer.url, API_TOKENS: TOKEN },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  for (let attempt = 0; ; attempt++) {
+    const ready = await fetch(`http://127.0.0.1:${port}/readyz`).then(
+      (response) => response.ok,
+      () => false,
+    );
+    if (ready) return child;
+    if (attempt > 400 || child.exitCode !== null) throw new Error("the api process did not start");
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** Stops the api process with `signal` and waits until it has exited. */
+async function stopApiProcess(child: ChildProcess, signal: "SIGKILL" | "SIGTERM") {
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill(signal);
+  await exited;
+}
+
+/** Waits until the api on `port` has the follower's two streams open (so events from now on reach them). */
+async function bothStreamsOpen(port: number) {
+  for (let tries = 0; tries < 400; tries++) {
+    const metrics = await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    const text = await metrics.text();
+    if (/streams_open\{transport="sse"\} 1$/m.test(text) && /streams_open\{transport="trpc"\} 1$/m.test(text)) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error("the follower's streams did not open");
+}
 
 describe("both clients, packed and installed into an app outside the workspace", () => {
   it("install without any server package", async () => {
@@ -231,4 +366,80 @@ export const c: string = (await rest.plants.get(1n)).plant.id;
     expect(failure).toMatch(/wrong\.ts\(6,\d+\): error TS2353/);
     expect(failure).toMatch(/wrong\.ts\(7,14\): error TS2322/);
   });
+
+  it("refuse the types the API refuses, and take Node streams as uploads", async () => {
+    await writeFile(join(app, "refused.ts"), refusedTypes);
+    const outcome = await compile(["--noEmit"]);
+    await rm(join(app, "refused.ts"));
+    expect(outcome).toBe("compiled");
+  });
+
+  it("follow a tag across a kill -9 and a SIGTERM of their api: every event once, in order, no exception", async () => {
+    const port = await freePort();
+    let followed = await startApiProcess(port);
+    await writeFile(join(app, "follow.ts"), follower(`http://127.0.0.1:${port}`));
+    expect(await compile()).toBe("compiled");
+    const child = spawn(process.execPath, ["follow.js"], {
+      cwd: app,
+      env: appEnv(),
+      stdio: ["pipe", "pipe", "inherit"],
+    });
+    let output = "";
+    child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    const expected: string[] = [];
+    let next = 7_400_000;
+    /** Five plants of the tag, and one of another the follower must not see, through the test's own api. */
+    const createSome = async () => {
+      for (let i = 0; i < 5; i++) {
+        const id = next++;
+        const body = JSON.stringify({ id, name: `followed ${id}`, tag: i === 2 ? "other" : "followed" });
+        const answer = await fetch(`${api.url}/plants`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+          body,
+        });
+        expect(answer.status).toBe(200);
+        if (i !== 2) expected.push(`plant.created ${id}`);
+      }
+    };
+    const counted = (client: string) => output.split("\n").filter((line) => line.startsWith(`${client} `)).length;
+    /** Until both clients have had every event so far: connected and following when the api is stopped. */
+    const caughtUp = async () => {
+      for (let tries = 0; tries < 600; tries++) {
+        if (counted("rest") >= expected.length && counted("trpc") >= expected.length) return;
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+    };
+    try {
+      await bothStreamsOpen(port);
+      await createSome();
+      await caughtUp();
+      await stopApiProcess(followed, "SIGKILL");
+      await createSome();
+      followed = await startApiProcess(port);
+      await createSome();
+      await caughtUp();
+      await stopApiProcess(followed, "SIGTERM");
+      await createSome();
+      followed = await startApiProcess(port);
+      await createSome();
+      await caughtUp();
+      await new Promise((resolve) => setTimeout(resolve, 300)); // nothing more may come
+      const ended = new Promise((resolve) => child.once("exit", resolve));
+      child.stdin?.write("stop\n");
+      await ended;
+      const summary = JSON.parse(output.trim().split("\n").at(-1) ?? "{}");
+      expect(summary.rest).toEqual(expected);
+      expect(summary.trpc).toEqual(expected);
+      expect(summary.exceptions).toEqual([]);
+      expect(summary.restEnd).toBe("ended quietly");
+      // The tRPC client said why it reconnected each time: the network's error, the shutdown's reason.
+      expect(summary.reconnects.length).toBeGreaterThanOrEqual(2);
+      expect(summary.reconnects).not.toContain("Unknown error");
+      expect(summary.reconnects.join("\n")).toMatch(/shutting down/);
+    } finally {
+      child.kill();
+      await stopApiProcess(followed, "SIGTERM").catch(() => {});
+    }
+  }, 90_000);
 });

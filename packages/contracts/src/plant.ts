@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { pageCursor, pageLimit } from "./paging.js";
+import { withRestText } from "./rest-text.js";
 import { openObject, replaceWith } from "./schema-meta.js";
 
 /** Limits the specification leaves open ("not shown"); served as minLength/maxLength in the document. */
@@ -113,39 +114,28 @@ export const StoredPlant = z
   })
   .meta({ id: "StoredPlant", override: openObject });
 
+/** Decimal text, as a path carries an id, read exactly (any length: the range check then names int64). */
+const idFromText = (text: string) => (/^-?[0-9]+$/.test(text) ? BigInt(text) : undefined);
+
 /**
- * An id in a path (`/plants/{id}`): decimal text, parsed exactly. tRPC clients may pass a
- * bigint or a safe-integer number instead. A union, so the REST adapter never coerces it.
+ * A plant id as a path names it (`/plants/{id}`) and as the procedures that read, change or delete
+ * a plant take it: `bigint | number` (a safe integer), as PlantId; the REST path's decimal text is
+ * read exactly first (withRestText), so a tRPC client's type never offers a string.
  */
-export const PlantIdParam = z
-  .union([z.string(), z.number(), z.bigint()], {
-    error: (issue) => (isMissing(issue.input) ? "id is required" : "id must be an integer"),
-  })
-  .transform((value, ctx) => {
-    const text = String(value);
-    const exact = typeof value === "number" ? Number.isSafeInteger(value) : /^-?[0-9]{1,19}$/.test(text);
-    const id = exact ? BigInt(text) : undefined;
-    if (id === undefined || id < INT64_MIN || id > INT64_MAX) {
-      ctx.issues.push({
-        code: "custom",
-        input: text,
-        message: `id must be an integer from ${INT64_MIN} to ${INT64_MAX} (int64)`,
-      });
-      return z.NEVER;
-    }
-    return id;
-  })
-  .meta({
-    description: "Identification number of the plant",
-    override: replaceWith({ type: "integer", format: "int64" }),
-  });
+export const PlantIdParam = withRestText(idFromText, PlantId).meta({
+  description: "Identification number of the plant",
+  override: replaceWith({ type: "integer", format: "int64" }),
+  // Required as a path parameter: said here, as the document reads requiredness from whether the
+  // schema takes undefined, and the text-reading step in front of PlantId does (PlantId then refuses it).
+  param: { required: true },
+});
 
 const plantsPageLimit = pageLimit("plants", limits.listMaxLimit, limits.listDefaultLimit);
 
 /** Opaque position in a listing; the `Link: rel="next"` URL carries it. */
 export const PageCursor = pageCursor(/^[A-Za-z0-9_-]{22}$/);
 
-/** Query of GET /plants (strings on REST; numbers allowed from tRPC). */
+/** Query of GET /plants (`limit` a number; REST's text read by pageLimit). */
 export const ListPlantsQuery = z.object({
   limit: plantsPageLimit.optional(),
   tag: text("tag", limits.tagMaxLength).meta({ description: "Only plants with this tag" }).optional(),

@@ -1,7 +1,10 @@
 import { z } from "zod";
 import { PLANT_EVENT_TYPES, type PlantEventType } from "./events.js";
 import { IMPORT_FINISHED_EVENT } from "./imports.js";
+import { digitsFromText } from "./paging.js";
 import { jobIdFor } from "./queues.js";
+import { withRestText } from "./rest-text.js";
+import { replaceWith } from "./schema-meta.js";
 
 /**
  * The events a webhook subscription can receive (Standard Webhooks `type`): every plant event the
@@ -30,6 +33,20 @@ export const webhookLimits = {
   keepSucceededDays: 7,
   keepFailedDays: 30,
 } as const;
+
+/**
+ * How many of a subscription's deliveries to list: a number from tRPC, the query's digits on REST
+ * (withRestText), 100 when absent.
+ */
+export const DeliveriesLimit = withRestText(
+  digitsFromText(String(webhookLimits.deliveriesListed).length),
+  z.number().int().min(1).max(webhookLimits.deliveriesListed),
+)
+  .default(100)
+  .meta({
+    description: `At most this many (1 to ${webhookLimits.deliveriesListed}, default 100)`,
+    override: replaceWith({ default: 100, type: "integer", minimum: 1, maximum: webhookLimits.deliveriesListed }),
+  });
 
 /** Every signing secret starts with this (Standard Webhooks), then base64 of 32 random bytes. */
 export const WEBHOOK_SECRET_PREFIX = "whsec_";

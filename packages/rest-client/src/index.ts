@@ -1,7 +1,9 @@
 import { isLosslessNumber, parse, stringify } from "lossless-json";
 import createClient from "openapi-fetch";
+import { type FollowContext, type FollowOptions, followEvents, type PlantStoreEvent } from "./events.js";
 import type { components, paths } from "./generated/openapi.js";
 
+export type { FollowOptions, PlantStoreEvent, PlantStoreEventPlant, PlantStoreEventType } from "./events.js";
 export type { components, paths };
 export type NewPlant = components["schemas"]["NewPlant"];
 export type Plant = components["schemas"]["Plant"];
@@ -11,8 +13,30 @@ export type Import = components["schemas"]["Import"];
 export type ImportSummary = components["schemas"]["ImportSummary"];
 export type ImportAccepted = components["schemas"]["ImportAccepted"];
 
-/** What `imports.create` uploads: a file (Blob, File; in Node `fs.openAsBlob(path)`), a stream of its bytes, or the text. */
-export type ImportUpload = Blob | ReadableStream<Uint8Array> | string;
+/**
+ * What `imports.create` uploads: a file (Blob, File; in Node `fs.openAsBlob(path)`), the text, or a
+ * stream of its bytes — a web `ReadableStream`, or any async iterable of bytes such as a Node
+ * `Readable` (`fs.createReadStream(path)`) or `Readable.toWeb(…)`. The iterable spares a cast where
+ * the DOM lib's `ReadableStream` and Node's `stream/web` one are different types.
+ */
+export type ImportUpload = Blob | string | ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>;
+
+/** An upload as a fetch body: a stream of bytes is sent as it is read. */
+function uploadBody(upload: ImportUpload): Blob | string | ReadableStream<Uint8Array> {
+  if (typeof upload === "string" || upload instanceof Blob) return upload;
+  if (typeof ReadableStream !== "undefined" && upload instanceof ReadableStream) return upload;
+  const iterator = (upload as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const next = await iterator.next();
+      if (next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+    async cancel(reason) {
+      await iterator.return?.(reason);
+    },
+  });
+}
 
 /** An `Error` answer of the service: its status, its message, the whole body and headers. */
 export class PlantStoreApiError extends Error {
@@ -33,8 +57,13 @@ export interface PlantStoreRestClientOptions {
   token: string;
   /** Retries of a 503 or 429 (idempotent calls and creates only), waiting Retry-After; default 3. */
   retries?: number;
-  /** The longest single wait before a retry, in ms; default 30 000. */
+  /** The longest single wait before a retry or a reconnect, in ms; default 30 000. */
   maxRetryDelayMs?: number;
+  /**
+   * How long `plants.events` waits before it reconnects, in ms (default 1000): jittered ±50 %,
+   * doubled while the api cannot be reached, up to `maxRetryDelayMs`.
+   */
+  reconnectDelayMs?: number;
   fetch?: typeof fetch;
 }
 
@@ -47,6 +76,15 @@ const parseJson = (text: string): unknown =>
     isLosslessNumber(value) ? (key === "id" ? BigInt(value.toString()) : value.valueOf()) : value,
   );
 const stringifyJson = (value: unknown): string => stringify(value) ?? "";
+
+/** An answer's `Error` body, when its text is JSON. */
+function errorBody(text: string): ApiError | undefined {
+  try {
+    return text === "" ? undefined : (parseJson(text) as ApiError);
+  } catch {
+    return undefined;
+  }
+}
 
 /** Whether a request may be sent again: it changes nothing more the second time. */
 function isRepeatable(request: Request): boolean {
@@ -117,48 +155,17 @@ async function ok<T>(
   return { data: data as T, response };
 }
 
-/** A live event of `GET /plants/events`: its cursor (`id`), and the webhook body with a bigint id. */
-export type LiveEvent = {
-  id: string;
-  type: "plant.created" | "plant.updated" | "plant.deleted";
-  timestamp: string;
-  data: { id: bigint; name: string; tag?: string };
-};
-
-/**
- * The events of a server-sent event stream (HTML standard), as they arrive: `id`, `event` and the
- * `data` lines; comments and `retry` are skipped. Web streams only (runs in browsers too).
- */
-async function* serverSentEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<{ id?: string; data: string }> {
-  const reader = body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = "";
-  let id: string | undefined;
-  let data: string[] = [];
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
-      for (let end = buffer.search(/\r\n|\r|\n/); end !== -1; end = buffer.search(/\r\n|\r|\n/)) {
-        const line = buffer.slice(0, end);
-        buffer = buffer.slice(end + (buffer.startsWith("\r\n", end) ? 2 : 1));
-        if (line === "") {
-          if (data.length > 0) yield id === undefined ? { data: data.join("\n") } : { id, data: data.join("\n") };
-          data = [];
-          continue;
-        }
-        if (line.startsWith(":")) continue;
-        const colon = line.indexOf(":");
-        const field = colon === -1 ? line : line.slice(0, colon);
-        const text = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
-        if (field === "id") id = text;
-        else if (field === "data") data.push(text);
-      }
-    }
-  } finally {
-    await reader.cancel().catch(() => {});
-  }
+/** How `plants.events` follows: the client's fetch and token, its waits, lossless events, refusals as PlantStoreApiError. */
+function followContext(options: PlantStoreRestClientOptions, url: string): FollowContext {
+  return {
+    url,
+    token: options.token,
+    fetch: options.fetch ?? fetch,
+    reconnectDelayMs: options.reconnectDelayMs ?? 1000,
+    maxReconnectDelayMs: options.maxRetryDelayMs ?? 30_000,
+    parseEvent: (data) => parseJson(data) as ReturnType<FollowContext["parseEvent"]>,
+    refused: ({ status, text, headers }) => new PlantStoreApiError(status, errorBody(text), headers),
+  };
 }
 
 type ListQuery = { limit?: number; tag?: string };
@@ -180,38 +187,19 @@ export function createPlantStoreRestClient(options: PlantStoreRestClientOptions)
   const ifMatch = (condition?: Conditional) => (condition?.ifMatch ? { "If-Match": condition.ifMatch } : {});
 
   const baseUrl = options.url.replace(/\/$/, "");
+  const follow = followContext(options, baseUrl);
   const plants = {
     /**
-     * Follows the live plant events (`GET /plants/events`) from now, or right after the event
-     * whose id is `after`, as an async iterator: each event with its `id` and exact ids. It ends
-     * when the server ends the stream (a shutdown, a reader too slow): follow again with
-     * `after` = the last id received to resume without a gap. Refusals (an expired cursor: 410;
-     * too many streams: 429) are thrown as PlantStoreApiError. `signal` stops it.
+     * Follows the live plant events (`GET /plants/events`) from now, or right after the event whose
+     * cursor is `after`, as an async iterator of PlantStoreEvents (exact bigint plant ids). It
+     * follows for as long as the caller iterates: when the connection drops or the server ends the
+     * stream (a restart, a reader too slow), it reconnects after a short jittered back-off and
+     * resumes right after the last event it yielded — each event once, in order. It ends quietly
+     * when `signal` aborts or the loop breaks, and throws only a refusal no retry changes
+     * (PlantStoreApiError: 400, 401, 403, 410 — an expired cursor). `reconnect: false`: one
+     * connection, ending quietly however it ends.
      */
-    async *events(query: { tag?: string; after?: string; signal?: AbortSignal } = {}): AsyncGenerator<LiveEvent> {
-      const search = new URLSearchParams();
-      if (query.tag !== undefined) search.set("tag", query.tag);
-      if (query.after !== undefined) search.set("after", query.after);
-      const response = await (options.fetch ?? fetch)(
-        `${baseUrl}/plants/events${search.size > 0 ? `?${search}` : ""}`,
-        {
-          headers: { authorization: `Bearer ${options.token}`, accept: "text/event-stream" },
-          ...(query.signal ? { signal: query.signal } : {}),
-        },
-      );
-      if (!response.ok || response.body === null) {
-        const text = await response.text();
-        let body: ApiError | undefined;
-        try {
-          body = parseJson(text) as ApiError;
-        } catch {}
-        throw new PlantStoreApiError(response.status, body, response.headers);
-      }
-      for await (const event of serverSentEvents(response.body)) {
-        const message = parseJson(event.data) as Omit<LiveEvent, "id">;
-        yield { id: event.id ?? "", ...message };
-      }
-    },
+    events: (query: FollowOptions = {}): AsyncGenerator<PlantStoreEvent> => followEvents(follow, query),
     /** Creates a plant (an identical repeat is a 200 too). Returns the plant and its ETag. */
     async create(plant: NewPlant): Promise<{ plant: Plant; etag: string | null }> {
       const { data, response } = await ok(client.POST("/plants", { body: plant }));
@@ -330,13 +318,14 @@ export function createPlantStoreRestClient(options: PlantStoreRestClientOptions)
      * retried: each upload is a new import (list the imports after an error to see whether it came).
      */
     async create(upload: ImportUpload): Promise<ImportAccepted> {
+      const sent = uploadBody(upload);
       const init: RequestInit & { duplex?: "half" } = {
         method: "POST",
         headers: { authorization: `Bearer ${options.token}`, "content-type": "application/x-ndjson" },
-        body: upload,
+        body: sent,
       };
       // fetch sends a stream body only in half-duplex mode (its answer is read once it is sent).
-      if (typeof ReadableStream !== "undefined" && upload instanceof ReadableStream) init.duplex = "half";
+      if (typeof sent !== "string" && !(sent instanceof Blob)) init.duplex = "half";
       const response = await baseFetch(`${baseUrl}/plants/imports`, init);
       const text = await response.text();
       const body = text === "" ? undefined : parseJson(text);

@@ -1,7 +1,13 @@
+import { Readable } from "node:stream";
 import { loadApiConfig, startApi } from "@plant-store/api";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { coveredOperations, createPlantStoreRestClient, PlantStoreApiError } from "../src/index.js";
+import {
+  coveredOperations,
+  createPlantStoreRestClient,
+  PlantStoreApiError,
+  type PlantStoreEvent,
+} from "../src/index.js";
 
 const TOKEN = "rest-client-token-0123456789";
 const ADMIN = "rest-client-admin-0123456789";
@@ -35,6 +41,17 @@ function recorded() {
     return response;
   };
   return { statuses, fetch: recordingFetch };
+}
+
+/** Waits until the api at `url` has `count` SSE streams open (its metrics), so events from now on reach them. */
+async function streamsOpen(url: string, count: number) {
+  const pattern = new RegExp(`^plant_store_event_streams_open\\{transport="sse"\\} ${count}$`, "m");
+  for (let tries = 0; tries < 400; tries++) {
+    const metrics = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    if (pattern.test(await metrics.text())) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`${url} never had ${count} event streams open`);
 }
 
 const INT64_MAX = 2n ** 63n - 1n;
@@ -87,24 +104,58 @@ describe("createPlantStoreRestClient", () => {
     expect((refused as PlantStoreApiError).headers.get("www-authenticate")).toMatch(/^Bearer/);
   });
 
-  it("follows the live events with exact ids, and resumes after an event's id", async () => {
+  it("follows the live events with exact ids, resumes after a cursor, and ends quietly on abort or break", async () => {
     const rest = client();
     const stop = new AbortController();
     const events = rest.plants.events({ signal: stop.signal });
     const first = events.next(); // opens the stream
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await streamsOpen(api.url, 1);
     await rest.plants.create({ id: 9007199254740997n, name: "live-a" });
     await rest.plants.create({ id: 9223372036854775806n, name: "live-b", tag: "t" });
-    const a = (await first).value;
-    const b = (await events.next()).value;
-    expect(a).toMatchObject({ type: "plant.created", data: { id: 9007199254740997n, name: "live-a" } });
-    expect(b).toMatchObject({ type: "plant.created", data: { id: 9223372036854775806n, name: "live-b", tag: "t" } });
+    const a = (await first).value as PlantStoreEvent;
+    const b = (await events.next()).value as PlantStoreEvent;
+    expect(a).toMatchObject({ type: "plant.created", plant: { id: 9007199254740997n, name: "live-a" } });
+    expect(b).toMatchObject({ type: "plant.created", plant: { id: 9223372036854775806n, name: "live-b", tag: "t" } });
+    expect(b.cursor).toMatch(/^\d+-\d+-\d+$/);
+    // Aborting ends the iteration: the pending next() resolves done, nothing is thrown.
+    const pending = events.next();
     stop.abort();
-    await events.return(undefined).catch(() => {});
-    const resumed = rest.plants.events({ after: a?.id as string });
-    expect((await resumed.next()).value).toEqual(b);
-    await resumed.return(undefined);
+    expect(await pending).toEqual({ done: true, value: undefined });
+
+    const seen: PlantStoreEvent[] = [];
+    for await (const event of rest.plants.events({ after: a.cursor })) {
+      seen.push(event);
+      break; // closes the connection
+    }
+    expect(seen).toEqual([b]);
     await expect(rest.plants.events({ after: "nonsense" }).next()).rejects.toMatchObject({ status: 400 });
+    const stranger = createPlantStoreRestClient({ url: api.url, token: "wrong-token-0123456789" });
+    await expect(stranger.plants.events().next()).rejects.toBeInstanceOf(PlantStoreApiError);
+  });
+
+  // Following across restarts (kill -9, SIGTERM) of an api process: packages/client/test/outside-app.test.ts.
+  it("`reconnect: false` ends quietly with its one stream when the api shuts down; the default waits for the api", async () => {
+    const followed = await startApi(
+      loadApiConfig({ PORT: "0", REDIS_URL: redisServer.url, API_TOKENS: TOKEN, LOG_LEVEL: "silent" }),
+    );
+    const rest = createPlantStoreRestClient({ url: followed.url, token: TOKEN, reconnectDelayMs: 100 });
+    const once = rest.plants.events({ tag: "shutdown", reconnect: false });
+    const stop = new AbortController();
+    const following = rest.plants.events({ tag: "shutdown", signal: stop.signal });
+    const onceNext = once.next();
+    const followingNext = following.next();
+    await streamsOpen(followed.url, 2);
+    await client().plants.create({ id: 7300001n, name: "before", tag: "shutdown" });
+    expect(await onceNext).toMatchObject({ value: { type: "plant.created", plant: { id: 7300001n } } });
+    expect(await followingNext).toMatchObject({ value: { plant: { id: 7300001n } } });
+    const onceEnds = once.next();
+    const waiting = following.next();
+    await followed.close(); // a SIGTERM's shutdown: the streams end with its reason
+    expect(await onceEnds).toEqual({ done: true, value: undefined });
+    // The default follows on: reconnecting while the api is away, until aborted (then done, quietly).
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    stop.abort();
+    expect(await waiting).toEqual({ done: true, value: undefined });
   });
 
   it("follows the Link pages as an async iterator", async () => {
@@ -156,6 +207,9 @@ describe("createPlantStoreRestClient", () => {
       },
     });
     const fromStream = await imports.create(stream);
+    // A Node stream as it is (an async iterable of bytes), as `fs.createReadStream(path)` gives one.
+    const fromNode = await imports.create(Readable.from([Buffer.from(text.slice(0, 9)), Buffer.from(text.slice(9))]));
+    expect(await imports.get(fromNode.id)).toMatchObject({ status: "queued", totalLines: 2 });
     expect(await imports.get(fromStream.id)).toMatchObject({
       id: fromStream.id,
       status: "queued",
@@ -169,7 +223,7 @@ describe("createPlantStoreRestClient", () => {
     expect(first.next).toBe(fromFile.id);
     const walked: string[] = [];
     for await (const each of imports.all()) walked.push(each.id);
-    expect(walked).toEqual([fromFile.id, fromStream.id]);
+    expect(walked).toEqual([fromFile.id, fromStream.id, fromNode.id]);
     expect(await imports.cancel(fromFile.id)).toMatchObject({ id: fromFile.id, status: "cancelled" });
     const refused = await imports.create("").catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(PlantStoreApiError);

@@ -99,8 +99,8 @@ function sseReply(reply: FastifyReply, headers: Record<string, string> = {}): Fa
 }
 
 /**
- * The subscription's input as tRPC reads it: `?input=` (the transformer's JSON), with the cursor
- * from `Last-Event-ID` or `?lastEventId=` where the input has none; a TRPCError when invalid.
+ * The subscription's input as tRPC reads it: `?input=` (the transformer's JSON), its cursor replaced
+ * by `Last-Event-ID` or `?lastEventId=` when the request has one; a TRPCError when invalid.
  */
 function inputOf(
   request: FastifyRequest,
@@ -120,5 +120,7 @@ function inputOf(
     (typeof header === "string" ? header : undefined) ??
     (typeof query.lastEventId === "string" ? query.lastEventId : undefined) ??
     (typeof query["Last-Event-Id"] === "string" ? query["Last-Event-Id"] : undefined);
-  return { ...parsed.data, lastEventId: parsed.data?.lastEventId || fromRequest };
+  // The request's cursor wins, as tRPC reads it: an EventSource reconnecting sends the last event
+  // it got as Last-Event-ID, with the URL, and so the input, of its first request.
+  return { ...parsed.data, lastEventId: fromRequest || parsed.data?.lastEventId };
 }

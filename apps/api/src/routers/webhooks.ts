@@ -1,4 +1,5 @@
 import {
+  DeliveriesLimit,
   NewWebhook,
   Webhook,
   WebhookDelivery,
@@ -199,17 +200,7 @@ export const webhooksRouter = router({
         errorResponses: { ...errors, ...badId, ...notFound },
       },
     })
-    .input(
-      ById.extend({
-        limit: z.coerce
-          .number()
-          .int()
-          .min(1)
-          .max(webhookLimits.deliveriesListed)
-          .default(100)
-          .meta({ description: `At most this many (1 to ${webhookLimits.deliveriesListed}, default 100)` }),
-      }),
-    )
+    .input(ById.extend({ limit: DeliveriesLimit }))
     .output(z.array(WebhookDelivery))
     .query(async ({ input, ctx }) => {
       found(await reach(() => admin(ctx).subscriptions.get(input.id)));
