@@ -2,8 +2,8 @@
 // their dependencies' from a tiny local server, through an import map (no bundler, so a Node-only
 // API in any of them fails here as it would in an app), and calls the api, which lists that origin
 // in CORS_ORIGINS. Real Chromium (Debian's package, driven by playwright-core). And a page that
-// follows the live events (GET /plants/events) with an EventSource and resumes across a restart of
-// the api it listens to.
+// follows the live events (GET /plants/events) with an EventSource, and with the REST SDK's
+// iterator, each resuming across a restart of the api it listens to.
 import { existsSync, readFileSync, realpathSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { dirname, join, resolve } from "node:path";
@@ -96,10 +96,11 @@ function moduleGraph(entries: string[]) {
 
 /** What the page's module puts on `window`: the two clients' factories (typed as far as used here). */
 type Clients = {
-  createPlantStoreRestClient(options: { url: string; token: string }): {
+  createPlantStoreRestClient(options: { url: string; token: string; reconnectDelayMs?: number }): {
     plants: {
       create(plant: { id: bigint; name: string; tag?: string }): Promise<{ plant: object; etag: string | null }>;
       get(id: bigint): Promise<{ plant: { id: bigint; name: string; tag?: string } }>;
+      events(query: { after?: string }): AsyncIterable<{ plant: { id: bigint } }>;
     };
     tokens: {
       create(token: { name: string; scopes: string[] }): Promise<unknown>;
@@ -268,6 +269,24 @@ describe("a page following the live events with an EventSource", () => {
       const ids = ["9007199254740995", "7100002", "7100003"];
       for (const id of ids) await create(id);
       await received(3);
+      // The REST SDK follows too, from the first event on: its iterator reconnects by itself.
+      const after = (await live()).received[0]?.id as string;
+      await page.evaluate(
+        ({ url, token, after }) => {
+          const { createPlantStoreRestClient } = (globalThis as unknown as { clients: Clients }).clients;
+          const state = { ids: [] as string[], failed: undefined as string | undefined };
+          (globalThis as unknown as { rest: typeof state }).rest = state;
+          const rest = createPlantStoreRestClient({ url, token, reconnectDelayMs: 200 });
+          void (async () => {
+            try {
+              for await (const event of rest.plants.events({ after })) state.ids.push(String(event.plant.id));
+            } catch (error) {
+              state.failed = String(error);
+            }
+          })();
+        },
+        { url: followed.url, token: TOKEN, after },
+      );
       // The api goes away (its streams end: the page's EventSource tries again and again), events
       // are committed meanwhile through the other api, and the api comes back on the same port.
       await followed.close();
@@ -286,6 +305,12 @@ describe("a page following the live events with an EventSource", () => {
       ]);
       expect(new Set(final.received.map((event) => event.id)).size).toBe(7);
       expect(state.opened).toBeGreaterThanOrEqual(2); // it reconnected
+      const restState = () =>
+        page.evaluate(() => (globalThis as unknown as { rest: { ids: string[]; failed?: string } }).rest);
+      for (let tries = 0; tries < 300 && (await restState()).ids.length < 6; tries++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(await restState()).toEqual({ ids: [...ids.slice(1), ...whileDown, "7100007"] });
     } finally {
       await page.close();
       await followed.close();

@@ -108,9 +108,11 @@ async function open(
   if (tag !== undefined) search.set("tag", tag);
   if (after !== undefined) search.set("after", after);
   const query = search.size > 0 ? `?${search}` : "";
+  // Called without a receiver: a browser's fetch called as `context.fetch(…)` throws "Illegal invocation".
+  const send = context.fetch;
   let response: Response;
   try {
-    response = await context.fetch(`${context.url}/plants/events${query}`, {
+    response = await send(`${context.url}/plants/events${query}`, {
       headers: { authorization: `Bearer ${context.token}`, accept: "text/event-stream" },
       ...(signal ? { signal } : {}),
     });
