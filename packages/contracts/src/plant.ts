@@ -114,8 +114,15 @@ export const StoredPlant = z
   })
   .meta({ id: "StoredPlant", override: openObject });
 
-/** Decimal text, as a path carries an id, read exactly (any length: the range check then names int64). */
-const idFromText = (text: string) => (/^-?[0-9]+$/.test(text) ? BigInt(text) : undefined);
+/**
+ * Decimal text, as a path carries an id, read exactly: 1 to 19 digits (leading zeros count), as the
+ * path rule reads. More digits are read as beyond int64, so the range check names int64 (they were
+ * read as their value: `/plants/08297860912993318795` found plant 8297860912993318795).
+ */
+const idFromText = (text: string) => {
+  if (!/^-?[0-9]+$/.test(text)) return undefined;
+  return text.replace(/^-/, "").length <= 19 ? BigInt(text) : INT64_MAX + 1n;
+};
 
 /**
  * A plant id as a path names it (`/plants/{id}`) and as the procedures that read, change or delete
