@@ -337,7 +337,7 @@ describe("a reader too slow for its stream", () => {
   });
   afterAll(() => stack?.stop());
 
-  it("is closed with a final comment instead of being buffered for, and resumes from its last event", async () => {
+  it("is closed instead of being buffered for, its connection dropped, and resumes from its last event", async () => {
     const slow = await openStream(stack.url);
     const first = await call(stack.url, { body: { id: 5570000, name: "first" } });
     expect(first.status).toBe(200);
@@ -352,14 +352,15 @@ describe("a reader too slow for its stream", () => {
       );
       expect(results.every((result) => result.status === 200)).toBe(true);
     }
-    // The server let it go: no stream open any more, though the client never closed it.
+    // The server let it go: its connection closed (the gauge counts connections), though the client
+    // never closed it. (The final comment reaches a reader that takes it within a second; this one
+    // took nothing, and what the api still held for it went with the connection.)
     await eventually(async () => {
       const metrics = await call(stack.url, { method: "GET", path: "/metrics" });
       return /^plant_store_event_streams_open\{transport="sse"\} 0$/m.test(metrics.text);
     }, 20_000);
     slow.resume();
     await slow.ended;
-    expect(slow.comments.at(-1)).toMatch(/fell too far behind: reconnect with the last event's id/);
     expect(slow.events.length).toBeLessThan(ids.length + 1);
     // Resuming from the last event it got misses nothing.
     const last = slow.events.at(-1) ?? seen;
