@@ -15,6 +15,13 @@ export interface EventWire {
 }
 
 /**
+ * An event stream's connection is its own (`Connection: close`): once the stream ends, the server
+ * closes it and no client sends another request on it. Kept alive, a client's pool took it back
+ * after the end and sent its next request on it, which the drop below then cut ("socket hang up").
+ */
+export const EVENT_STREAM_CONNECTION = "close";
+
+/**
  * How long the end of a stream the hub ended may take to reach its client before the connection is
  * closed: the connection counts against its token's streams until then. (Waiting for the response's
  * `finish` is not enough: it fires once the end is in the kernel's socket buffer, ~2 MB of which a

@@ -3,7 +3,7 @@ import { type EventPosition, parseEventCursor } from "@plant-store/store";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { apiError, describeIssues } from "../errors.js";
 import { type EventHub, StreamRefused } from "../events/hub.js";
-import { EventResponse, type EventWire } from "./event-response.js";
+import { EVENT_STREAM_CONNECTION, EventResponse, type EventWire } from "./event-response.js";
 import type { Guard } from "./guard.js";
 
 /** The live event stream's path (a plain route: trpc-to-openapi cannot stream). */
@@ -76,6 +76,7 @@ export function eventsRoute(app: FastifyInstance, options: { guard: Guard; hub: 
       .header("content-type", "text/event-stream")
       .header("cache-control", "no-store")
       .header("x-accel-buffering", "no")
+      .header("connection", EVENT_STREAM_CONNECTION)
       .send(response);
   });
 }

@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { type EventHub, type HubEvent, StreamRefused } from "../events/hub.js";
 import { endError, PlantEventsInput, refusalError } from "../events/subscription.js";
 import type { AppRouter } from "../router.js";
-import { EventResponse, type EventWire } from "./event-response.js";
+import { EVENT_STREAM_CONNECTION, EventResponse, type EventWire } from "./event-response.js";
 import type { Guard } from "./guard.js";
 
 /**
@@ -95,7 +95,7 @@ export function trpcEventsRoute(
 const badRequest = (message: string) => new TRPCError({ code: "BAD_REQUEST", message });
 
 function sseReply(reply: FastifyReply, headers: Record<string, string> = {}): FastifyReply {
-  return reply.headers({ ...sseHeaders, ...headers });
+  return reply.headers({ ...sseHeaders, connection: EVENT_STREAM_CONNECTION, ...headers });
 }
 
 /**
