@@ -4,7 +4,7 @@
 // rest: Redis exits at its next write, and the launcher keeps restarting it. Once the files are
 // deleted, writes are back with no operator action, and nothing acknowledged is lost.
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, statfsSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statfsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -43,10 +43,21 @@ const freeBytes = (dir: string) => {
   return stats.bavail * stats.bsize;
 };
 
-/** A file of `bytes` in `dir` (fallocate: the blocks are taken at once). */
-function fill(dir: string, name: string, bytes: number) {
-  const result = spawnSync("fallocate", ["-l", String(Math.max(bytes, 4096)), join(dir, name)]);
-  if (result.status !== 0) throw new Error(`fallocate failed: ${result.stderr}`);
+/**
+ * A file in `dir` taking all but `leave` bytes of its free space (fallocate: the blocks are taken at
+ * once). Redis writes meanwhile: when the space it measured is gone by the time fallocate asks for
+ * it (ENOSPC), it measures again, up to ten times.
+ */
+function fill(dir: string, name: string, leave: number) {
+  let error = "";
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const bytes = freeBytes(dir) - leave;
+    if (bytes < 4096) return;
+    const result = spawnSync("fallocate", ["-l", String(bytes), join(dir, `${name}-${attempt}`)]);
+    if (result.status === 0) return;
+    error = String(result.stderr);
+  }
+  throw new Error(`fallocate failed: ${error}`);
 }
 
 let root: string;
@@ -147,7 +158,7 @@ describe.skipIf(!mountable)("npm start's data volume fills up under load", () =>
 
     // 1. Short of the reserve (half of it left): changes refused, Redis stays up, reads go on.
     const shortAt = Date.now();
-    fill(dataDir, "ballast-1", freeBytes(dataDir) - RESERVE / 2);
+    fill(dataDir, "ballast-1", RESERVE / 2);
     const refusedAt = await until(
       "a change refused as the disk being full",
       () => (load.attempts.some((a) => a.startedAt >= shortAt && refusedForDisk(a)) ? Date.now() : undefined),
@@ -167,7 +178,7 @@ describe.skipIf(!mountable)("npm start's data volume fills up under load", () =>
 
     // 2. A file takes the rest: Redis exits at its next write; the launcher restarts it, again and again.
     const fullAt = Date.now();
-    fill(dataDir, "ballast-2", freeBytes(dataDir));
+    fill(dataDir, "ballast-2", 0);
     await until(
       "the launcher restarting Redis for lack of space",
       () =>
@@ -187,8 +198,7 @@ describe.skipIf(!mountable)("npm start's data volume fills up under load", () =>
 
     // 3. Space freed: writes are back by themselves.
     const freedAt = Date.now();
-    rmSync(join(dataDir, "ballast-1"));
-    rmSync(join(dataDir, "ballast-2"));
+    for (const file of readdirSync(dataDir).filter((name) => name.startsWith("ballast-"))) rmSync(join(dataDir, file));
     const back = await writesBack(base, idBase + 900_000n, 30_000);
     expect(back.at, output).toBeDefined();
     const metricsAfter = await send(`${base}/metrics`);
