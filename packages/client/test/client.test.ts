@@ -8,6 +8,7 @@ import {
   partitionOf,
   type RedisClient,
 } from "@plant-store/store";
+import type { PlantStoreEvent as RestClientEvent } from "@plant-store/rest-client";
 import type { TRPCClient } from "@trpc/client";
 import type { inferRouterInputs } from "@trpc/server";
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
@@ -95,6 +96,8 @@ describe("createPlantStoreClient", () => {
     expectTypeOf<PlantStoreEvent["plant"]["id"]>().toEqualTypeOf<bigint>();
     expectTypeOf<PlantStoreEvent["cursor"]>().toEqualTypeOf<string>();
     expectTypeOf<PlantStoreEvent["type"]>().toEqualTypeOf<"plant.created" | "plant.updated" | "plant.deleted">();
+    // Written in each client (they install apart, neither depends on the other): the same type.
+    expectTypeOf<PlantStoreEvent>().toEqualTypeOf<RestClientEvent>();
     const plant = { id: 1n, name: "Fern" };
     expect(describe({ type: "plant.deleted", cursor: "1-0-0", timestamp: "", plant })).toBe("gone: Fern (1-0-0)");
   });
