@@ -1,6 +1,6 @@
 #!/bin/sh
-# Builds what an operator command runs (`npm run tokens`, `audit-log`, `dead-letters`, `migrate`,
-# `backup`, `move-to-cluster`): the package and its dependencies, through turbo like every build.
+# Builds what an operator command runs (`npm run tokens`, `audit-log`, `dead-letters`, `backup`,
+# `move-to-cluster`): the package and its dependencies, through turbo like every build.
 # Quietly: turbo's banner and summary would precede every command's own output, so they are kept
 # back and shown (on stderr, with the compiler's errors) only when the build fails.
 # Usage: sh scripts/build-quietly.sh <package name>

@@ -1,7 +1,5 @@
-import { loadApiConfig, startApi } from "@plant-store/api";
-import { legacyQueueNames, queueNames, queuePrefix } from "@plant-store/contracts";
+import { queueNames } from "@plant-store/contracts";
 import { storeKinds } from "@plant-store/testing";
-import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ADMIN_TOKEN, call, eventually, expectError, type Stack, startStack, TOKEN } from "./stack.js";
 
@@ -76,49 +74,6 @@ describe.each(storeKinds)("on %s Redis", (kind) => {
       expect(queues.map((queue) => queue.name).sort()).toEqual(Object.values(queueNames).sort());
       const sideWork = queues.find((queue) => queue.name === queueNames.sideWork);
       expect(sideWork?.jobs.some((job) => job.data.events.some((event) => event.plantId === "42"))).toBe(true);
-    });
-
-    it("lists an earlier version's queue while it holds jobs, so they can still be seen and retried", async () => {
-      // A job an earlier worker left in its index queue (the running worker checked those queues at
-      // its start, when they were empty, so nothing takes it); then an api starts.
-      const legacy = new Queue(legacyQueueNames.index, {
-        connection: stack.redis,
-        prefix: queuePrefix(legacyQueueNames.index),
-      });
-      try {
-        await legacy.add("plant-events", { events: [] }, { jobId: "left-by-an-earlier-version" });
-        const api = await startApi(
-          loadApiConfig({
-            ...stack.store.env,
-            PORT: "0",
-            HOST: "127.0.0.1",
-            API_TOKENS: TOKEN,
-            ADMIN_TOKEN,
-            LOG_LEVEL: "silent",
-          }),
-        );
-        try {
-          const queues = await eventually(async () => {
-            const result = await call(api.url, {
-              method: "GET",
-              path: `/admin/queues/api/queues?activeQueue=${legacyQueueNames.index}&status=waiting`,
-              token: ADMIN_TOKEN,
-            });
-            const body = result.json as { queues: { name: string; jobs: { id: string }[] }[] };
-            const index = body.queues.find((queue) => queue.name === legacyQueueNames.index);
-            return index?.jobs.some((job) => job.id === "left-by-an-earlier-version") ? body.queues : undefined;
-          });
-          // The earlier queues that hold nothing are not listed.
-          expect(queues.map((queue) => queue.name).sort()).toEqual(
-            [...Object.values(queueNames), legacyQueueNames.index].sort(),
-          );
-        } finally {
-          await api.close();
-        }
-      } finally {
-        await legacy.obliterate({ force: true });
-        await legacy.close();
-      }
     });
 
     it("serves its static assets under the same base path", async () => {

@@ -31,7 +31,7 @@ import { serviceState } from "./http/service-state.js";
 import { trpcApi } from "./http/trpc.js";
 import type { ImportService } from "./imports/service.js";
 import { outageMonitor } from "./outage.js";
-import { createPlantStore } from "./plants/store.js";
+import { createPlantService } from "./plants/service.js";
 import { appRouter } from "./router.js";
 import { type Supervision, unsupervised } from "./supervision.js";
 import type { Context } from "./trpc.js";
@@ -145,7 +145,7 @@ export async function buildApp(options: AppOptions) {
     dashboard: options.dashboardConnection !== undefined,
     checkForwardedFor,
   });
-  const store = createPlantStore(
+  const store = createPlantService(
     options.redis,
     options.layout,
     options.durability,

@@ -8,14 +8,14 @@ import { toApiError } from "./errors.js";
 import type { EventHub } from "./events/hub.js";
 import type { ImportService } from "./imports/service.js";
 import { StoreUnavailableError } from "./outage.js";
-import type { PlantStore } from "./plants/store.js";
+import type { PlantService } from "./plants/service.js";
 import type { WebhookAdmin } from "./webhooks/admin.js";
 
 /** Per-request context, built the same way for REST and native tRPC. */
 export type Context = {
   auth: AuthResult;
   requestId: string;
-  store: PlantStore;
+  store: PlantService;
   tokens: TokenStore | undefined;
   /** Webhook subscriptions and the deliveries queue; absent: this server has no webhooks. */
   webhooks: WebhookAdmin | undefined;

@@ -10,9 +10,9 @@ import {
   type EventPosition,
   eventLog,
   openLayout,
-  type PlantStore,
+  type PlantRecords,
   parseEventCursor,
-  plantStore,
+  plantRecords,
   type RedisClient,
 } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -23,14 +23,14 @@ const MAX_BUFFERED = 8192;
 
 let server: RedisServer;
 let client: RedisClient;
-let store: PlantStore;
+let store: PlantRecords;
 let hub: EventHub;
 
 beforeAll(async () => {
   server = await startRedisServer({ appendfsync: "no" });
   client = connect({ mode: "single", url: server.url }, { name: "hub-test" });
   const layout = await openLayout(client, { partitions: PARTITIONS });
-  store = plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+  store = plantRecords(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
   hub = new EventHub({
     log: eventLog(client, PARTITIONS),
     blocking: undefined, // polls, as on a cluster

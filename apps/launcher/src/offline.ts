@@ -1,5 +1,5 @@
-// What the launcher's offline commands share (`npm run migrate`, `npm run move-to-cluster`,
-// `npm run backup -- restore`): they work on the embedded store of `npm start` while it is
+// What the launcher's offline commands share (`npm run move-to-cluster`, `npm run backup --
+// restore`): they work on the embedded store of `npm start` while it is
 // stopped, and end with one sentence when they will not go on.
 import { existsSync } from "node:fs";
 import { join } from "node:path";

@@ -92,7 +92,7 @@ async function shutdown(exitCode: number): Promise<never> {
 
 /**
  * Checks (and on a new store records) the store's layout before the api and worker start, so a
- * store of an earlier version is refused once with the way out, instead of by both services in
+ * store this version cannot read is refused once with the reason, instead of by both services in
  * a crash loop. An unreachable store is left to the services, which wait for it.
  */
 async function layoutUsable(redisUrl: string | undefined): Promise<boolean> {

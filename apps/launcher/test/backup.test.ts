@@ -20,7 +20,7 @@ import {
   forgetEmbeddedStore,
   openLayout,
   parseStoreConfig,
-  plantStore,
+  plantRecords,
   type RedisClient,
   recordEmbeddedStore,
 } from "@plant-store/store";
@@ -55,7 +55,7 @@ async function openStore(url: string) {
     name: "backup-test",
     maxRetriesPerRequest: 1,
   });
-  const store = plantStore(client, await openLayout(client, { partitions: 16 }), DURABILITY);
+  const store = plantRecords(client, await openLayout(client, { partitions: 16 }), DURABILITY);
   return {
     client,
     create: async (from: number, to: number) => {

@@ -11,7 +11,7 @@ import {
   disconnect,
   openLayout,
   parseStoreConfig,
-  plantStore,
+  plantRecords,
   type RedisClient,
   recordEmbeddedStore,
 } from "@plant-store/store";
@@ -75,7 +75,7 @@ async function dataFolder(): Promise<string> {
   mkdirSync(join(dataDir, "redis"));
   const server = await startRedisServer({ dir: join(dataDir, "redis"), appendfsync: "always" });
   const client = connect(parseStoreConfig({ REDIS_URL: server.url }).redis, { name: "move-test" });
-  const store = plantStore(client, await openLayout(client), { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+  const store = plantRecords(client, await openLayout(client), { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
   for (const id of ids) await store.create({ id, name: `plant ${id}`, tag: "moved" }, meta, at);
   await disconnect(client);
   await server.stop();
@@ -96,7 +96,7 @@ describe("npm run move-to-cluster", { timeout: 120_000 }, () => {
 
     const client = clusterClient();
     try {
-      const store = plantStore(client, await openLayout(client), { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+      const store = plantRecords(client, await openLayout(client), { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
       for (const id of ids) expect((await store.get(id))?.name).toBe(`plant ${id}`);
       // Its outboxes came along: the creates' side work is still to do, on the cluster.
       const keys = Number(/done: (\d+) keys/.exec(moved.output)?.[1]);

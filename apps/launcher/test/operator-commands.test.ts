@@ -11,7 +11,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { repoRoot } from "./stack.js";
 
 const commands = {
-  migrate: "apps/launcher/dist/migrate.js",
   "move-to-cluster": "apps/launcher/dist/move-to-cluster.js",
   backup: "apps/launcher/dist/backup.js",
   tokens: "packages/tokens/dist/cli.js",
@@ -59,7 +58,6 @@ describe("operator commands' command lines", { timeout: 60_000 }, () => {
   });
 
   it.each([
-    ["migrate", ["extra"], 'unexpected argument "extra"'],
     ["move-to-cluster", ["--from"], "--from needs a value"],
     ["backup", ["one", "two"], "expected one folder"],
     ["backup", ["restore"], "restore needs one folder"],

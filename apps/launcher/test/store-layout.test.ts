@@ -1,18 +1,17 @@
-// The launcher and `npm run migrate` against real stores: a Redis Cluster (no embedded Redis), a
-// store of the single-node layout 1 (refused once, with the way out), and its migration.
+// The launcher against real stores: a Redis Cluster (no embedded Redis), and a store of a layout
+// this version does not read (refused once, with the reason; nothing started, nothing written).
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort, startRedisServer } from "@plant-store/redis-server";
-import { embeddedStoreFile, LAYOUT_VERSION, recordEmbeddedStore, storeKeys } from "@plant-store/store";
+import { embeddedStoreFile, LAYOUT_VERSION, storeKeys } from "@plant-store/store";
 import { startTestStore, type TestStore } from "@plant-store/testing";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const launcherMain = fileURLToPath(new URL("../dist/main.js", import.meta.url));
-const migrateMain = fileURLToPath(new URL("../dist/migrate.js", import.meta.url));
 
 // A stand-in api/worker: records the store settings it was given, serves the port (api), stops on SIGTERM.
 const STANDIN = `
@@ -82,14 +81,6 @@ async function until(condition: () => boolean, what: string, r: Run, timeoutMs =
   }
 }
 
-/** Writes a small store of layout 1 (as earlier versions did) through `redis`. */
-async function seedLayout1(redis: Redis) {
-  await redis.hset("plant:1", "name", "Aloe", "tag", "succulent", "seq", "1", "createdAt", "2026-01-01T00:00:00.000Z");
-  await redis.hset("plant:2", "name", "Fern", "seq", "2", "createdAt", "2026-01-01T00:00:01.000Z");
-  await redis.set("plants:seq", "2");
-  await redis.zadd("plants:index:created", 1, "1", 2, "2");
-}
-
 describe("launcher with REDIS_CLUSTER_NODES", { timeout: 60_000 }, () => {
   let cluster: TestStore;
   beforeAll(async () => {
@@ -133,80 +124,25 @@ describe("launcher with REDIS_CLUSTER_NODES", { timeout: 60_000 }, () => {
   });
 });
 
-describe("a store of the single-node layout of earlier versions", { timeout: 60_000 }, () => {
-  it("is refused by the launcher once, with the command that migrates it; no service starts", async () => {
+describe("a store of a layout this version does not read", { timeout: 60_000 }, () => {
+  it("is refused by the launcher once, naming its layout; no service starts and nothing is written", async () => {
     const server = await startRedisServer();
     const redis = new Redis(server.url);
     try {
-      await seedLayout1(redis);
+      const later = { layout: String(LAYOUT_VERSION + 1), partitions: "16" };
+      await redis.hset(storeKeys.meta, later);
       const r = await run(launcherMain, { REDIS_URL: server.url });
       expect(await r.exit).toBe(1);
-      expect(r.output()).toContain("npm run migrate");
-      expect(r.output().match(/npm run migrate/g)).toHaveLength(1);
+      const refusal = `this Redis holds a store of layout "${later.layout}" (plants:meta); this version reads layout ${LAYOUT_VERSION} only`;
+      expect(r.output()).toContain(refusal);
+      expect(r.output().split(refusal)).toHaveLength(2); // once, not by each service in a crash loop
       expect(existsSync(join(r.out, "api.env.json"))).toBe(false);
       expect(existsSync(join(r.out, "worker.env.json"))).toBe(false);
-      expect(await redis.exists(storeKeys.meta)).toBe(0);
+      expect(await redis.hgetall(storeKeys.meta)).toEqual(later);
+      expect(await redis.dbsize()).toBe(1);
     } finally {
       redis.disconnect();
       await server.stop();
     }
-  });
-
-  it("is migrated in place by npm run migrate (the embedded store of DATA_DIR), idempotently", async () => {
-    const dataDir = mkdtempSync(join(dir, "data-"));
-    const redisDir = join(dataDir, "redis");
-    mkdirSync(redisDir);
-    const before = await startRedisServer({ dir: redisDir });
-    const redis = new Redis(before.url);
-    await seedLayout1(redis);
-    redis.disconnect();
-    await before.stop(); // a folder we gave it is kept
-
-    const first = await run(migrateMain, { DATA_DIR: dataDir, STORE_PARTITIONS: "8" });
-    expect(await first.exit, first.output()).toBe(0);
-    expect(first.output()).toContain(
-      "done: layout 1 → 3: 2 plants and 0 tokens moved, 0 index entries rewritten (8 partitions)",
-    );
-    const again = await run(migrateMain, { DATA_DIR: dataDir });
-    expect(await again.exit, again.output()).toBe(0);
-    expect(again.output()).toContain("nothing to do");
-
-    const after = await startRedisServer({ dir: redisDir });
-    const check = new Redis(after.url);
-    try {
-      expect(await check.hgetall(storeKeys.meta)).toEqual({ layout: String(LAYOUT_VERSION), partitions: "8" });
-      expect(await check.keys("plant:[0-9]*")).toEqual([]);
-      expect((await check.keys("plant:{p*}:*")).sort()).toHaveLength(2);
-    } finally {
-      check.disconnect();
-      await after.stop();
-    }
-  });
-
-  it("npm run migrate says so when there is no store, and refuses while npm start runs on it", async () => {
-    const empty = await run(migrateMain, { DATA_DIR: join(dir, "nothing-here") });
-    expect(await empty.exit).toBe(1);
-    expect(empty.output()).toMatch(/no store to migrate/);
-
-    const dataDir = mkdtempSync(join(dir, "running-"));
-    mkdirSync(join(dataDir, "redis"));
-    const server = await startRedisServer({ dir: join(dataDir, "redis") });
-    try {
-      recordEmbeddedStore(dataDir, { url: server.url, pid: process.pid }); // as a running npm start does
-      const busy = await run(migrateMain, { DATA_DIR: dataDir });
-      expect(await busy.exit).toBe(1);
-      expect(busy.output()).toMatch(/npm start is running on this data folder/);
-    } finally {
-      await server.stop();
-    }
-  });
-
-  it("npm run migrate says in one sentence when the Redis it names does not answer", async () => {
-    const nobody = await run(migrateMain, { REDIS_URL: `redis://127.0.0.1:${await freePort()}` });
-    expect(await nobody.exit).toBe(1);
-    expect(nobody.output()).toMatch(
-      /\[migrate\] Redis redis:\/\/127\.0\.0\.1:\d+ does not answer \(connect ECONNREFUSED/,
-    );
-    expect(nobody.output()).not.toMatch(/^\s+at /m); // no stack trace
   });
 });

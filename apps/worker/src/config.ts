@@ -1,4 +1,4 @@
-import { parseStoreConfig, type StoreConfig } from "@plant-store/store";
+import { parseStoreConfig, type StoreConfig, unsetIfBlank } from "@plant-store/store";
 import { bootstrapTokens } from "@plant-store/tokens";
 import { parseWebhookConfig, type WebhookConfig } from "@plant-store/webhooks";
 import { z } from "zod";
@@ -6,12 +6,6 @@ import { z } from "zod";
 /** Log levels in increasing severity; `silent` turns logging off (useful in tests). */
 export const logLevels = ["debug", "info", "warn", "error", "silent"] as const;
 export type LogLevel = (typeof logLevels)[number];
-
-/**
- * An unset variable and an empty one (`FOO=` in an env file or compose file) both mean "use the
- * default"; without this, `z.coerce.number()` would turn "" into 0 and reject it.
- */
-const unsetIfEmpty = (value: unknown) => (typeof value === "string" && value.trim() === "" ? undefined : value);
 
 /**
  * Fault points for crash tests (test-only: never set this in production). A fault kills the
@@ -26,7 +20,7 @@ const unsetIfEmpty = (value: unknown) => (typeof value === "string" && value.tri
 export const workerFaults = ["relay-crash-before-enqueue", "import-crash-before-checkpoint"] as const;
 export type WorkerFault = (typeof workerFaults)[number];
 
-const faultSchema = z.preprocess(unsetIfEmpty, z.enum(workerFaults).optional());
+const faultSchema = z.preprocess(unsetIfBlank, z.enum(workerFaults).optional());
 
 /**
  * The fault point enabled by `PLANT_STORE_FAULT` (test-only), or undefined. Throws
@@ -43,11 +37,11 @@ export function loadWorkerFault(env: Record<string, string | undefined> = proces
 }
 
 const integer = (min: number, fallback: number) =>
-  z.preprocess(unsetIfEmpty, z.coerce.number().int().min(min).default(fallback));
+  z.preprocess(unsetIfBlank, z.coerce.number().int().min(min).default(fallback));
 
 /** A retention in whole days: at least one, at most a century (for "keep it all"). */
 const days = (fallback: number) =>
-  z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).max(36_500).default(fallback));
+  z.preprocess(unsetIfBlank, z.coerce.number().int().min(1).max(36_500).default(fallback));
 
 /**
  * Environment variables the worker reads besides the store's (REDIS_URL or REDIS_CLUSTER_NODES,
@@ -101,7 +95,7 @@ const WorkerEnv = z.object({
    * ~20 % off its CPU per event against 25 ms (BENCHMARKS.md), for a side-work lag p99 of
    * 73–78 ms at half rate on the slowest machine measured (53–63 at 25 ms; the target is 100).
    */
-  RELAY_LINGER_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(1000).default(40)),
+  RELAY_LINGER_MS: z.preprocess(unsetIfBlank, z.coerce.number().int().min(0).max(1000).default(40)),
   /**
    * How long the linger may grow while a backlog builds between reads (adaptive batching, see
    * relay.ts adaptLinger): rounds that come back with half a job's worth of entries or more make
@@ -110,7 +104,7 @@ const WorkerEnv = z.object({
    * side-work lag p99 at half the create rate (bursty) reached 291 ms against a target of 250
    * (BENCHMARKS.md). Below RELAY_LINGER_MS: the linger is fixed at RELAY_LINGER_MS.
    */
-  RELAY_MAX_LINGER_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(2000).default(100)),
+  RELAY_MAX_LINGER_MS: z.preprocess(unsetIfBlank, z.coerce.number().int().min(0).max(2000).default(100)),
   /**
    * How long a worker holds a job's lock (renewed every half of it while the job runs). A job of a
    * worker that died is taken up again once its lock has expired and a stalled check has run:
@@ -122,41 +116,38 @@ const WorkerEnv = z.object({
   /** How long a graceful shutdown may wait for active jobs before the process gives up. */
   SHUTDOWN_TIMEOUT_MS: integer(1, 30_000),
   LOG_LEVEL: z.preprocess(
-    (value) => (typeof value === "string" ? unsetIfEmpty(value.toLowerCase()) : value),
+    (value) => (typeof value === "string" ? unsetIfBlank(value.toLowerCase()) : value),
     z.enum(logLevels).default("info"),
   ),
   /**
    * A file the worker touches every few seconds while it reaches Redis (off when unset); the
    * image's health check (dist/healthcheck.js) reads its age.
    */
-  WORKER_HEARTBEAT_FILE: z.preprocess(unsetIfEmpty, z.string().optional()),
+  WORKER_HEARTBEAT_FILE: z.preprocess(unsetIfBlank, z.string().optional()),
   /** Test-only fault point (see `workerFaults`); unset in every real deployment. */
   PLANT_STORE_FAULT: faultSchema,
   /** `false` turns the worker's metrics endpoint off (the api reads the same switch). */
   METRICS_ENABLED: z.preprocess(
-    unsetIfEmpty,
+    unsetIfBlank,
     z
       .enum(["true", "false"])
       .default("true")
       .transform((value) => value === "true"),
   ),
   /** Port of the worker's `GET /metrics` (Prometheus text); 0: any free port (tests). */
-  WORKER_METRICS_PORT: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(65_535).default(9464)),
+  WORKER_METRICS_PORT: z.preprocess(unsetIfBlank, z.coerce.number().int().min(0).max(65_535).default(9464)),
   /** Address it listens on: loopback by default; `0.0.0.0` where Prometheus scrapes from elsewhere. */
-  WORKER_METRICS_HOST: z.preprocess(unsetIfEmpty, z.string().min(1).default("127.0.0.1")),
+  WORKER_METRICS_HOST: z.preprocess(unsetIfBlank, z.string().min(1).default("127.0.0.1")),
   /** The api's tokens, accepted for the metrics too (every scope); issued tokens need `metrics:read` or `admin`. */
   API_TOKENS: bootstrapTokens,
-  ADMIN_TOKEN: z.preprocess(unsetIfEmpty, z.string().optional()),
+  ADMIN_TOKEN: z.preprocess(unsetIfBlank, z.string().optional()),
   /** Failed authentications a minute per client address before its failures get 429 (the api's counter). */
   AUTH_FAILURES_PER_MINUTE: integer(1, 30),
   /**
    * Days the audit log keeps an entry: a plant event's outbox entry (which is also the live event
-   * streams' log, so a stream resumes from any cursor this young), an audit stream's entry (the
-   * worker's retention pass trims older ones) and, with a margin (a day + the jobs' retry
-   * schedule), an earlier relay's event's exactly-once record. 90: a quarter of history to
-   * investigate from the store itself (export the streams for longer-term records), and far
-   * beyond any redelivery of an event (retries take seconds; a failed job can be retried by hand
-   * for FAILED_JOB_RETENTION_DAYS, which may not exceed this). ~0.2 KB per event: see
+   * streams' log, so a stream resumes from any cursor this young) and an audit stream's entry (the
+   * worker's retention pass trims older ones). 90: a quarter of history to investigate from the
+   * store itself (export the streams for longer-term records). ~0.2 KB per event: see
    * docs/operations.md, Retention.
    */
   AUDIT_RETENTION_DAYS: days(90),
@@ -167,12 +158,10 @@ const WorkerEnv = z.object({
    */
   DEAD_LETTER_RETENTION_DAYS: days(30),
   /**
-   * Days a job of the index, audit or webhook fan-out queue that failed for good stays in the
-   * failed set (dashboard: look, retry). 14: two weeks to notice and fix the cause; each such job
-   * holds its batch (up to RELAY_BATCH_SIZE events), so a failure storm must not stay for months.
-   * At most AUDIT_RETENTION_DAYS: retrying one runs its audit appends again, which only the
-   * events' exactly-once records keep from appending twice. (Webhook deliveries keep their own
-   * documented policy: failed ones 30 days, delivered ones 7.)
+   * Days a side-work or import job that failed for good stays in the failed set (dashboard: look,
+   * retry). 14: two weeks to notice and fix the cause; each such job holds its batch (up to
+   * RELAY_BATCH_SIZE events), so a failure storm must not stay for months. (Webhook deliveries keep
+   * their own documented policy: failed ones 30 days, delivered ones 7.)
    */
   FAILED_JOB_RETENTION_DAYS: days(14),
 });
@@ -244,12 +233,6 @@ export function loadWorkerConfig(env: Record<string, string | undefined> = proce
   const parsed = WorkerEnv.safeParse(env);
   if (!parsed.success) {
     problems.push(...parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`));
-  } else if (parsed.data.FAILED_JOB_RETENTION_DAYS > parsed.data.AUDIT_RETENTION_DAYS) {
-    // A failed job retried by hand runs its audit appends again: their records must still be there.
-    problems.push(
-      `FAILED_JOB_RETENTION_DAYS: ${parsed.data.FAILED_JOB_RETENTION_DAYS} exceeds AUDIT_RETENTION_DAYS ` +
-        `(${parsed.data.AUDIT_RETENTION_DAYS}): a failed job retried after its events' exactly-once records expired could audit them twice`,
-    );
   }
   if (!parsed.success || !store || !webhooks || problems.length > 0)
     throw new WorkerConfigError(`invalid worker configuration: ${problems.join("; ")}`);

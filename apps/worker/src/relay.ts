@@ -53,7 +53,7 @@ export function plantEventJobs(events: readonly PlantEvent[], options: RelayJobO
     const batch = events.slice(start, start + Math.max(1, batchSize));
     jobs.push({
       name: PLANT_EVENTS_JOB,
-      data: { events: batch, auditInOutbox: true } satisfies PlantEventBatch,
+      data: { events: batch } satisfies PlantEventBatch,
       opts: {
         jobId: jobIdFor(batch.map((event) => event.eventId)),
         attempts: options.attempts,

@@ -1,13 +1,5 @@
 import { queueNames, webhookLimits } from "@plant-store/contracts";
-import {
-  auditRecordLifetimeMs,
-  DAY_MS,
-  type RedisClient,
-  sweepEarlierAuditRecords,
-  trimAudit,
-  trimAuditedOutbox,
-  trimDeadLetters,
-} from "@plant-store/store";
+import { DAY_MS, type RedisClient, trimAudit, trimAuditedOutbox, trimDeadLetters } from "@plant-store/store";
 import type { Queue } from "bullmq";
 import type { WorkerConfig } from "./config.js";
 import type { Logger } from "./logger.js";
@@ -16,27 +8,19 @@ import type { Logger } from "./logger.js";
  * Retention: what the store keeps besides its plants, and for how long (docs/operations.md, Retention).
  * - audit entries: `AUDIT_RETENTION_DAYS`, trimmed from each partition's outbox (its plant events,
  *   never one the relay has not acknowledged) and from its audit stream;
- * - the audit's exactly-once records: that + a day + the jobs' retry schedule (Redis expires them
- *   by day: see @plant-store/store's audit.ts; the pass only empties the pre-expiry hash);
  * - dead letters: `DEAD_LETTER_RETENTION_DAYS`;
  * - jobs that failed for good: `FAILED_JOB_RETENTION_DAYS` (webhook deliveries: their own 30 days).
  * Completed jobs are capped by BullMQ itself (an hour and 1,000 per queue; deliveries 7 days).
  */
 export interface RetentionPolicy {
   auditMs: number;
-  recordLifetimeMs: number;
   deadLetterMs: number;
   failedJobMs: number;
 }
 
 export function retentionPolicy(config: WorkerConfig): RetentionPolicy {
-  // Every retry an event's job may still make after its first run: the whole backoff schedule,
-  // and the relay's claim of an entry whose relay died.
-  const retries = config.jobBackoffMs * 2 ** config.jobAttempts + config.relayClaimIdleMs;
-  const auditMs = config.retention.auditDays * DAY_MS;
   return {
-    auditMs,
-    recordLifetimeMs: auditRecordLifetimeMs(auditMs, retries),
+    auditMs: config.retention.auditDays * DAY_MS,
     deadLetterMs: config.retention.deadLetterDays * DAY_MS,
     failedJobMs: config.retention.failedJobDays * DAY_MS,
   };
@@ -45,7 +29,6 @@ export function retentionPolicy(config: WorkerConfig): RetentionPolicy {
 export interface RetentionReport {
   /** Outbox entries (plant events) and audit stream entries removed. */
   auditEntries: number;
-  auditRecords: number;
   deadLetters: number;
   failedJobs: number;
 }
@@ -63,8 +46,7 @@ async function cleanFailed(queue: Queue, graceMs: number): Promise<number> {
 }
 
 /**
- * One retention pass: trims the given partitions' outboxes, audit and dead-letter streams, empties their
- * pre-expiry records of what is past the records' lifetime, and removes the queues' jobs that
+ * One retention pass: trims the given partitions' outboxes, audit and dead-letter streams, and removes the queues' jobs that
  * failed longer ago than their retention. Times are the store's clock (stream ids are its ms).
  * Idempotent: two workers running it at once remove nothing twice and nothing too early.
  */
@@ -75,12 +57,11 @@ export async function runRetentionPass(
   const { policy } = options;
   const [seconds, micros] = await client.time();
   const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-  const report: RetentionReport = { auditEntries: 0, auditRecords: 0, deadLetters: 0, failedJobs: 0 };
+  const report: RetentionReport = { auditEntries: 0, deadLetters: 0, failedJobs: 0 };
   for (const partition of options.partitions) {
     report.auditEntries += await trimAuditedOutbox(client, partition, now - policy.auditMs);
     report.auditEntries += await trimAudit(client, partition, now - policy.auditMs);
     report.deadLetters += await trimDeadLetters(client, partition, now - policy.deadLetterMs);
-    report.auditRecords += await sweepEarlierAuditRecords(client, partition, now - policy.recordLifetimeMs);
   }
   for (const queue of options.queues) {
     const graceMs =

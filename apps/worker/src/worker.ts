@@ -1,42 +1,17 @@
-import {
-  legacyQueueNames,
-  PLANT_CREATED_JOB,
-  PLANT_DELETED_JOB,
-  PLANT_EVENTS_JOB,
-  PlantCreatedEvent,
-  PlantDeletedEvent,
-  PlantEvent,
-  PlantEventBatch,
-  type QueueName,
-  queueNames,
-  queuePrefix,
-} from "@plant-store/contracts";
-import {
-  connect,
-  createRateLimiter,
-  disconnect,
-  isCluster,
-  type Layout,
-  openLayout,
-  outbox,
-  type RedisClient,
-} from "@plant-store/store";
+import { connect, createRateLimiter, disconnect, isCluster, type Layout, openLayout, outbox } from "@plant-store/store";
 import { cachedVerifier, createAuthenticator, createTokenStore } from "@plant-store/tokens";
 import { webhookSubscriptions } from "@plant-store/webhooks";
-import { type Job, Queue, UnrecoverableError, Worker } from "bullmq";
-import { z } from "zod";
-import { recordAudits } from "./audit-job.js";
+import type { Queue, Worker } from "bullmq";
 import type { WorkerConfig } from "./config.js";
 import { startHeartbeat } from "./heartbeat.js";
 import { startImports } from "./import-job.js";
-import { updateIndexes } from "./index-job.js";
 import { createLogger, type Logger } from "./logger.js";
-import { createWorkerMetrics, serveMetrics, willRetry } from "./metrics.js";
+import { createWorkerMetrics, serveMetrics } from "./metrics.js";
 import { outageLog } from "./outage.js";
 import { type Relay, startRelay } from "./relay.js";
 import { retentionPolicy, startRetention } from "./retention.js";
-import { doSideWork } from "./side-work.js";
-import { fanOutWebhooks, startDeliveries } from "./webhook-jobs.js";
+import { startSideWork } from "./side-work.js";
+import { startDeliveries } from "./webhook-jobs.js";
 
 export interface StartWorkerOptions {
   /** Default: JSON lines on stdout at `config.logLevel`. */
@@ -63,61 +38,9 @@ export interface RunningWorker {
   close(): Promise<void>;
 }
 
-/** The payload schema of each single-event job name (as earlier versions enqueued them). */
-const eventSchemaOfJob: Record<string, typeof PlantCreatedEvent | typeof PlantDeletedEvent> = {
-  [PLANT_CREATED_JOB]: PlantCreatedEvent,
-  [PLANT_DELETED_JOB]: PlantDeletedEvent,
-};
-
-const unrecoverable = (job: Job, error: z.ZodError) =>
-  new UnrecoverableError(`invalid ${job.name} payload: ${z.prettifyError(error)}`);
-
-/**
- * Validates a job's payload: a batch (`plant-events`), or one event in a job named after its type.
- * A malformed payload will be just as malformed on the next attempt, so it fails the job for good
- * (UnrecoverableError skips the retries) with a readable reason, and stays in the failed set for
- * someone to look at. So does a single-event job whose name is not its payload's event type:
- * guessing which of the two was meant could remove what should have been added.
- */
-export function plantEventsOf(job: Job): PlantEventBatch {
-  if (job.name === PLANT_EVENTS_JOB) {
-    const batch = PlantEventBatch.safeParse(job.data);
-    if (!batch.success) throw unrecoverable(job, batch.error);
-    return batch.data;
-  }
-  const schema = Object.hasOwn(eventSchemaOfJob, job.name) ? eventSchemaOfJob[job.name] : undefined;
-  if (schema === undefined) {
-    const expected = [PLANT_EVENTS_JOB, ...Object.keys(eventSchemaOfJob)].join(", ");
-    throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)} (expected one of ${expected})`);
-  }
-  const parsed = PlantEvent.safeParse(job.data);
-  if (!parsed.success) {
-    // The union only reports the bad discriminator when `type` is off; the job name's own
-    // schema names every offending field.
-    throw unrecoverable(job, schema.safeParse(job.data).error ?? parsed.error);
-  }
-  if (parsed.data.type !== job.name) {
-    throw new UnrecoverableError(
-      `job name ${JSON.stringify(job.name)} does not match its payload's type ${JSON.stringify(parsed.data.type)}`,
-    );
-  }
-  return { events: [parsed.data] };
-}
-
-/** Whether an earlier version's queue still holds jobs to process (finished ones do not count). */
-async function holdsJobs(client: RedisClient, name: QueueName): Promise<boolean> {
-  const queue = new Queue(name, { connection: client, prefix: queuePrefix(name) });
-  try {
-    const counts = await queue.getJobCounts("waiting", "active", "delayed", "prioritized", "waiting-children");
-    return Object.values(counts).some((count) => count > 0);
-  } finally {
-    await queue.close();
-  }
-}
-
 /**
  * Starts the outbox relay and one BullMQ worker per queue; resolves once all are connected.
- * Rejects with a StoreLayoutError when the store is of layout 1 (it must be migrated) or was
+ * Rejects with a StoreLayoutError when the store is of a layout this version does not read or was
  * created with another partition count than STORE_PARTITIONS.
  */
 export async function startWorker(config: WorkerConfig, options: StartWorkerOptions = {}): Promise<RunningWorker> {
@@ -202,67 +125,23 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     queues.push(imports.queue);
     workers.push(imports.worker);
     metrics?.watch(imports.worker, { events: false });
-    type Processor = (batch: PlantEventBatch, client: RedisClient) => Promise<unknown>;
-    /** A queue and its worker, watched by the metrics and cleaned by the retention pass. */
-    const serve = (name: QueueName, processEvents: Processor) => {
-      // A hash tag per queue: BullMQ's scripts touch several keys of a queue (one slot on a
-      // cluster), and different queues may live on different shards.
-      const prefix = queuePrefix(name);
-      const queue = new Queue(name, { connection: redis, prefix });
-      queue.on("error", (error) => logError(`queue ${name}`, error));
-      queues.push(queue);
-      const worker = new Worker(name, async (job) => processEvents(plantEventsOf(job), redis), {
-        connection: redis,
-        prefix,
-        concurrency: config.concurrency,
-        lockDuration: config.jobLockMs,
-        stalledInterval: config.stalledCheckMs,
-      });
-      worker.on("error", (error) => logError(`worker ${name}`, error));
-      worker.on("failed", (job, error) => {
-        const fields = {
-          queue: name,
-          jobId: job?.id,
-          attemptsMade: job?.attemptsMade ?? 0,
-          attempts: job?.opts.attempts ?? 1,
-          error: error.message,
-        };
-        if (willRetry(job, error)) logger.warn("job failed; will retry with backoff", fields);
-        else logger.error("job failed for good; left in the failed set", fields);
-      });
-      metrics?.watch(worker, { events: true });
-      workers.push(worker);
-      return queue;
-    };
-
-    const sideWork = {
-      client: redis,
-      layout,
-      recordLifetimeMs: policy.recordLifetimeMs,
-      subscriptions,
-      deliveries: deliveries.queue,
-    };
-    const sideWorkQueue = serve(queueNames.sideWork, (batch) => doSideWork(sideWork, batch));
-    // Jobs an earlier version queued, one queue per kind of side work: processed as they were.
-    const legacy: Record<(typeof legacyQueueNames)[keyof typeof legacyQueueNames], Processor> = {
-      [legacyQueueNames.index]: ({ events }, client) => updateIndexes(client, layout, events),
-      [legacyQueueNames.audit]: ({ events }, client) =>
-        recordAudits(client, events, { recordLifetimeMs: policy.recordLifetimeMs }),
-      [legacyQueueNames.webhooks]: ({ events }) => fanOutWebhooks(subscriptions, deliveries.queue, events),
-    };
-    for (const [name, processEvents] of Object.entries(legacy) as [QueueName, Processor][]) {
-      if (await holdsJobs(redis, name)) {
-        logger.info("processing the jobs an earlier version queued", { queue: name });
-        serve(name, processEvents);
-      }
-    }
+    const sideWork = startSideWork({
+      connection: redis,
+      deps: { client: redis, layout, subscriptions, deliveries: deliveries.queue },
+      config,
+      logger,
+      logError,
+    });
+    queues.push(sideWork.queue);
+    workers.push(sideWork.worker);
+    metrics?.watch(sideWork.worker, { events: true });
 
     await Promise.all([...queues, ...workers].map((client) => client.waitUntilReady()));
     relay = await startRelay({
       client: relayConnection,
       blockingClient: relayBlocking,
       partitions: layout.partitions,
-      queue: sideWorkQueue,
+      queue: sideWork.queue,
       batchSize: config.relayBatchSize,
       claimIdleMs: config.relayClaimIdleMs,
       leaseMs: config.relayLeaseMs,

@@ -2,7 +2,7 @@
 // the real worker: every change in the order it was recorded, filtered by plant, token, type and
 // time, across partitions and pages.
 
-import { partitionKeys, plantStore, readAuditLog } from "@plant-store/store";
+import { partitionKeys, plantRecords, readAuditLog } from "@plant-store/store";
 import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningWorker, startWorker } from "../src/worker.js";
@@ -40,7 +40,7 @@ describe.each(storeKinds)("the audit log read back on %s Redis", { timeout: 30_0
     await t.createPlant({ id: "2002", name: "palm" });
     await t.updatePlant("2001", { name: "fern II", tag: "green" });
     await t.deletePlant("2002");
-    const other = plantStore(t.client, t.layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+    const other = plantRecords(t.client, t.layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
     await other.create(
       { id: 2003n, name: "ivy" },
       { actor: OTHER_TOKEN, requestId: "req-other" },

@@ -1,10 +1,9 @@
-// The index and audit jobs' processors on a real store — a single redis-server and a 3+3 Redis
+// The index job's processor on a real store — a single redis-server and a 3+3 Redis
 // Cluster — fed with events exactly as the relay builds them from the store's outbox entries.
 import type { PlantCreatedEvent, PlantDeletedEvent, PlantEvent } from "@plant-store/contracts";
-import { auditRecordKey, DAY_MS, indexMember, partitionKeys, plantStore } from "@plant-store/store";
+import { indexMember, partitionKeys, plantRecords } from "@plant-store/store";
 import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { recordAudit, recordAudits } from "../src/audit-job.js";
 import { updateIndexes } from "../src/index-job.js";
 
 /** The index job for one event (a batch of one). */
@@ -61,7 +60,7 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
   /** What a client lists: the store's pages (the read index checked against the plants). */
   const listed = async (tag?: string) =>
     (
-      await plantStore(t.client, t.layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 }).page({ limit: 100, tag })
+      await plantRecords(t.client, t.layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 }).page({ limit: 100, tag })
     ).plants.map((plant) => indexMember(plant.id, plant.created, t.layout.partitions));
 
   describe("index job", () => {
@@ -251,167 +250,6 @@ describe.each(storeKinds)("jobs on %s Redis", { timeout: 20_000 }, (kind: StoreK
       expect(await listed()).toEqual(live);
       expect(await listed("odd")).toEqual(live.filter((_, i) => i < 9 && i % 2 === 1));
       expect(await t.inspect.indexedIds("old")).toEqual([]);
-    });
-  });
-
-  describe("audit job", () => {
-    it("appends one audit entry with the event's fields to its partition's stream and remembers its id", async () => {
-      const created = await t.createPlant({ id: "21", tag: "fern" });
-      const event = await eventOf(created.eventId);
-
-      const outcome = await recordAudit(t.client, event);
-      expect(outcome.appended).toBe(true);
-      const keys = partitionKeys(created.partition);
-      const entries = await t.client.xrange(keys.audit, "-", "+");
-      expect(entries).toHaveLength(1);
-      const [auditId, fields] = entries[0] as [string, string[]];
-      expect(auditId).toBe(outcome.auditEntryId);
-      expect(fields).toEqual([
-        "eventId",
-        created.eventId,
-        "type",
-        "plant.created",
-        "plantId",
-        "21",
-        "actor",
-        event.actor,
-        "requestId",
-        event.requestId,
-        "at",
-        event.at,
-      ]);
-      expect(await t.client.hget(auditRecordKey(created.eventId), created.eventId)).toBe(auditId);
-      expect(await t.audit()).toHaveLength(1);
-    });
-
-    it("records an update with the plant before and after, once", async () => {
-      await t.createPlant({ id: "23", name: "Fern", tag: "shade" });
-      const { eventId } = await t.updatePlant("23", { name: "Tree fern", tag: null });
-      const event = await outboxEvent(eventId);
-      await Promise.all([recordAudit(t.client, event), recordAudit(t.client, event)]);
-      const entries = (await t.audit()).filter((entry) => entry.type === "plant.updated");
-      expect(entries).toEqual([
-        expect.objectContaining({
-          eventId,
-          plantId: "23",
-          previousName: "Fern",
-          previousTag: "shade",
-          name: "Tree fern",
-          version: (event as { version: string }).version,
-        }),
-      ]);
-      expect(entries[0]).not.toHaveProperty("tag");
-    });
-
-    it("records an event exactly once however often it runs, also concurrently", async () => {
-      const created = await t.createPlant({ id: "22" });
-      const event = await eventOf(created.eventId);
-      const first = await recordAudit(t.client, event);
-      const again = await Promise.all([recordAudit(t.client, event), recordAudit(t.client, event)]);
-
-      expect(again.map((outcome) => outcome.appended)).toEqual([false, false]);
-      expect(again.map((outcome) => outcome.auditEntryId)).toEqual([first.auditEntryId, first.auditEntryId]);
-      expect(await t.audit()).toHaveLength(1);
-    });
-
-    it("leaves no 'recorded' marker when the append fails, so a retry still appends", async () => {
-      const created = await t.createPlant({ id: "23" });
-      const event = await eventOf(created.eventId);
-      const keys = partitionKeys(created.partition);
-      await t.client.set(keys.audit, "not a stream");
-
-      await expect(recordAudit(t.client, event)).rejects.toThrow(/WRONGTYPE/);
-      expect(await t.client.hexists(auditRecordKey(created.eventId), created.eventId)).toBe(0);
-
-      await t.client.del(keys.audit);
-      expect((await recordAudit(t.client, event)).appended).toBe(true);
-      expect(await t.client.xlen(keys.audit)).toBe(1);
-    });
-
-    it("records a batch of several partitions and days at once: each event once, outcomes in order", async () => {
-      const created = await Promise.all(["31", "32", "33", "34", "35", "36"].map((id) => t.createPlant({ id })));
-      expect(new Set(created.map((c) => c.partition)).size).toBeGreaterThan(1);
-      const events: PlantEvent[] = await Promise.all(created.map((c) => eventOf(c.eventId)));
-      // The same partition's event of a day earlier: its record goes to that day's hash.
-      const first = created[0] as (typeof created)[number];
-      const yesterday = { ...(events[0] as PlantEvent), eventId: `p${first.partition}-${Date.now() - DAY_MS}-0` };
-      const batch = [...events, yesterday, events[1] as PlantEvent]; // the last one repeats within the batch
-
-      const outcomes = await recordAudits(t.client, batch);
-      expect(outcomes.map((o) => o.appended)).toEqual([true, true, true, true, true, true, true, false]);
-      expect(outcomes[7]?.auditEntryId).toBe(outcomes[1]?.auditEntryId);
-      const again = await recordAudits(t.client, [...batch].reverse());
-      expect(again.map((o) => o.appended)).toEqual(batch.map(() => false));
-      expect(again.map((o) => o.auditEntryId)).toEqual(outcomes.map((o) => o.auditEntryId).reverse());
-
-      // The audit streams' own entries (the log shows an event still in its outbox by that entry).
-      const streams = await Promise.all(
-        [...new Set(created.map((c) => c.partition))].map((p) => t.client.xrange(partitionKeys(p).audit, "-", "+")),
-      );
-      const audited = streams.flat().map(([, fields]) => fields[fields.indexOf("eventId") + 1]);
-      expect(audited.sort()).toEqual([...events, yesterday].map((e) => e.eventId).sort());
-      expect(auditRecordKey(yesterday.eventId)).not.toBe(auditRecordKey(first.eventId));
-      for (const event of [...events, yesterday]) {
-        const key = auditRecordKey(event.eventId);
-        expect(await t.client.hget(key, event.eventId)).toBeTruthy();
-        expect(await t.client.pttl(key)).toBeGreaterThan(0);
-      }
-    });
-
-    it("a batch that fails half-way leaves each event appended and recorded, or neither; its retry completes it", async () => {
-      const created = await Promise.all(Array.from({ length: 12 }, (_, i) => t.createPlant({ id: String(40 + i) })));
-      const bad = created[5] as (typeof created)[number];
-      const events = await Promise.all(created.map((c) => eventOf(c.eventId)));
-      const badKeys = partitionKeys(bad.partition);
-      await t.client.set(badKeys.audit, "not a stream");
-
-      await expect(recordAudits(t.client, events)).rejects.toThrow(/WRONGTYPE/);
-      for (const c of created) {
-        const recorded = await t.client.hget(auditRecordKey(c.eventId), c.eventId);
-        const appended =
-          c.partition !== bad.partition &&
-          (await t.client.xrange(partitionKeys(c.partition).audit, "-", "+")).some(([, fields]) =>
-            fields.includes(c.eventId),
-          );
-        expect({ id: c.eventId, recorded: recorded !== null }).toEqual({ id: c.eventId, recorded: appended });
-        // A day's hash that holds a record has its expiry, though the call failed.
-        if (recorded !== null) expect(await t.client.pttl(auditRecordKey(c.eventId))).toBeGreaterThan(0);
-      }
-      expect(await t.client.hexists(auditRecordKey(bad.eventId), bad.eventId)).toBe(0);
-
-      await t.client.del(badKeys.audit);
-      const retry = await recordAudits(t.client, events);
-      expect(retry[5]?.appended).toBe(true);
-      expect((await t.audit()).map((entry) => entry.eventId).sort()).toEqual(created.map((c) => c.eventId).sort());
-    });
-
-    it("records a deletion with type plant.deleted, exactly once however often its job runs", async () => {
-      const created = await t.createPlant({ id: "24", tag: "ivy" });
-      const deletion = await deleteAndGetEvent("24");
-      const createdAudit = await recordAudit(t.client, await eventOf(created.eventId));
-      const runs = await Promise.all([recordAudit(t.client, deletion), recordAudit(t.client, deletion)]);
-      const rerun = await recordAudit(t.client, deletion);
-
-      expect(runs.map((outcome) => outcome.appended).sort()).toEqual([false, true]);
-      expect(rerun.appended).toBe(false);
-      const keys = partitionKeys(created.partition);
-      const entries = await t.client.xrange(keys.audit, "-", "+");
-      expect(entries.map(([id]) => id)).toEqual([createdAudit.auditEntryId, rerun.auditEntryId]);
-      expect(entries[1]?.[1]).toEqual([
-        "eventId",
-        deletion.eventId,
-        "type",
-        "plant.deleted",
-        "plantId",
-        "24",
-        "actor",
-        deletion.actor,
-        "requestId",
-        deletion.requestId,
-        "at",
-        deletion.at,
-      ]);
-      expect(await t.client.hget(auditRecordKey(deletion.eventId), deletion.eventId)).toBe(rerun.auditEntryId);
     });
   });
 });

@@ -1,7 +1,7 @@
 // A Redis outage in the worker's log: one error line when it starts, one info line when it is
 // over, nothing per reconnect attempt in between; and the worker goes on with the side work.
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
-import { connect, disconnect, inspectStore, type Layout, openLayout, plantStore } from "@plant-store/store";
+import { connect, disconnect, inspectStore, type Layout, openLayout, plantRecords } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLogger } from "../src/logger.js";
 import { outageLog } from "../src/outage.js";
@@ -33,7 +33,7 @@ describe("worker logs during a Redis outage", { timeout: 30_000 }, () => {
       );
       // A plant committed as the api does (the store's create), then its side work.
       const layout: Layout = await openLayout(client, { partitions: 16 });
-      await plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 }).create(
+      await plantRecords(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 }).create(
         { id: 7n, name: "after the outage" },
         { actor: "test", requestId: "r-7" },
         new Date().toISOString(),

@@ -15,7 +15,7 @@ import {
   parseStoreConfig,
   partitionKeys,
   partitionOf,
-  plantStore,
+  plantRecords,
   type RedisClient,
 } from "@plant-store/store";
 import { type StoreKind, startTestStore, type TestStore } from "@plant-store/testing";
@@ -36,7 +36,7 @@ export async function openTestStore(kind: StoreKind) {
   client.on("error", () => {});
   let layout: Layout = await openLayout(client, { partitions: PARTITIONS });
   let counter = 0;
-  const plants = () => plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+  const plants = () => plantRecords(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
   const keysOf = (plantId: string) => partitionKeys(partitionOf(plantId, layout.partitions));
 
   /** The event id of the request's outbox entry (relayed entries stay: the outbox is the audit log). */

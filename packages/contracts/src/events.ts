@@ -61,15 +61,9 @@ export type PlantEvent = z.output<typeof PlantEvent>;
 
 /**
  * Payload of a `plant-events` job: outbox events in outbox order (at most the relay's batch size).
- * `auditInOutbox`: set by relays from 2026-11-27 on, whose outbox entries are kept as the audit
- * log (for the audit retention), so the job writes no audit entry. A job without it was queued by
- * an earlier relay, whose worker trimmed outbox entries after minutes: its events are appended to
- * the partition's audit stream, as that version did.
+ * Its audit needs no work: each event's outbox entry is its audit entry.
  */
-export const PlantEventBatch = z.object({
-  events: z.array(PlantEvent).min(1),
-  auditInOutbox: z.literal(true).optional(),
-});
+export const PlantEventBatch = z.object({ events: z.array(PlantEvent).min(1) });
 export type PlantEventBatch = z.output<typeof PlantEventBatch>;
 export type PlantEventType = PlantEvent["type"];
 /** Every event type the outbox carries, from the union above. */

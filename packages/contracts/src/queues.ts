@@ -2,7 +2,7 @@
 export const queueNames = {
   /**
    * All the side work of a batch of outbox events, in one job: the read indexes (creation order,
-   * by tag), the audit log, and the webhook fan-out (one delivery job per subscription that wants
+   * by tag) and the webhook fan-out (one delivery job per subscription that wants
    * an event). One job, not one per kind of work: BullMQ's cost per job (its add, fetch and finish
    * scripts, the job's copy of the batch) was most of the worker's.
    */
@@ -13,18 +13,7 @@ export const queueNames = {
   imports: "plant-imports",
 } as const;
 
-/**
- * The queues earlier versions fed, one per kind of side work. A worker still processes the jobs
- * it finds there at start (the same processors), so an upgrade loses none.
- */
-export const legacyQueueNames = {
-  index: "plant-index",
-  audit: "plant-audit",
-  webhooks: "plant-webhooks",
-} as const;
-export type QueueName =
-  | (typeof queueNames)[keyof typeof queueNames]
-  | (typeof legacyQueueNames)[keyof typeof legacyQueueNames];
+export type QueueName = (typeof queueNames)[keyof typeof queueNames];
 
 /**
  * BullMQ key prefix of a queue: a hash tag of its own name, so each queue's keys share one
@@ -40,10 +29,6 @@ export const queuePrefix = (name: QueueName) => `{${name}}`;
  * a batch holds one event and nothing waits for others.
  */
 export const PLANT_EVENTS_JOB = "plant-events";
-
-/** Job names of one event per job (data: the event itself), as earlier versions enqueued them; still processed. */
-export const PLANT_CREATED_JOB = "plant.created";
-export const PLANT_DELETED_JOB = "plant.deleted";
 
 /**
  * Deterministic job id per batch, so a relay that delivers the same outbox entries

@@ -24,8 +24,8 @@ describe("jobIdFor", () => {
     expect(() => jobIdFor([])).toThrow(/at least one event/);
   });
 
-  it("digests with 64-bit FNV-1a over UTF-16 code units, as earlier versions did (a redelivery across an upgrade still dedupes)", () => {
-    // The reference: FNV-1a in BigInt, as the digest was first written.
+  it("digests with 64-bit FNV-1a over UTF-16 code units (a reference in BigInt agrees on every bit)", () => {
+    // The reference: FNV-1a in BigInt, the plain reading of its definition.
     const reference = (text: string) => {
       let hash = 0xcbf29ce484222325n;
       for (let i = 0; i < text.length; i++) {

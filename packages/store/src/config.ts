@@ -47,7 +47,18 @@ export class StoreConfigError extends Error {
   override name = "StoreConfigError";
 }
 
-const unsetIfEmpty = (value: unknown) => (typeof value === "string" && value.trim() === "" ? undefined : value);
+/**
+ * For `z.preprocess` of an environment variable: a blank one (`FOO=` or `FOO="  "` in an env or
+ * compose file) is unset, so its default applies; without this `z.coerce.number()` would turn it into 0.
+ */
+export const unsetIfBlank = (value: unknown) => (typeof value === "string" && value.trim() === "" ? undefined : value);
+
+/**
+ * For `z.preprocess` of an environment variable: only the empty string is unset; a value of spaces
+ * is kept, and so refused by the schema (the webhooks' settings: a secret or a flag of spaces is a
+ * mistake to report, not a default to take).
+ */
+export const unsetIfEmpty = (value: unknown) => (value === "" ? undefined : value);
 
 const redisUrl = z.url({ protocol: /^rediss?$/, error: "must be a redis:// or rediss:// URL" });
 
@@ -72,14 +83,14 @@ function parseNode(entry: string): { host: string; port: number; username?: stri
 }
 
 const Env = z.object({
-  REDIS_URL: z.preprocess(unsetIfEmpty, redisUrl.optional()),
-  REDIS_CLUSTER_NODES: z.preprocess(unsetIfEmpty, z.string().optional()),
-  REDIS_PASSWORD: z.preprocess(unsetIfEmpty, z.string().optional()),
-  STORE_PARTITIONS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).max(16_384).optional()),
-  REDIS_MIN_REPLICAS_ACK: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).max(16).optional()),
-  REDIS_REPLICA_ACK_TIMEOUT_MS: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(1).default(1000)),
-  REDIS_DATA_DIR: z.preprocess(unsetIfEmpty, z.string().optional()),
-  REDIS_DATA_RESERVE_BYTES: z.preprocess(unsetIfEmpty, z.coerce.number().int().min(0).optional()),
+  REDIS_URL: z.preprocess(unsetIfBlank, redisUrl.optional()),
+  REDIS_CLUSTER_NODES: z.preprocess(unsetIfBlank, z.string().optional()),
+  REDIS_PASSWORD: z.preprocess(unsetIfBlank, z.string().optional()),
+  STORE_PARTITIONS: z.preprocess(unsetIfBlank, z.coerce.number().int().min(1).max(16_384).optional()),
+  REDIS_MIN_REPLICAS_ACK: z.preprocess(unsetIfBlank, z.coerce.number().int().min(0).max(16).optional()),
+  REDIS_REPLICA_ACK_TIMEOUT_MS: z.preprocess(unsetIfBlank, z.coerce.number().int().min(1).default(1000)),
+  REDIS_DATA_DIR: z.preprocess(unsetIfBlank, z.string().optional()),
+  REDIS_DATA_RESERVE_BYTES: z.preprocess(unsetIfBlank, z.coerce.number().int().min(0).optional()),
 });
 
 /** The default single node when neither variable is set (a local Redis). */

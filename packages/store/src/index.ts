@@ -1,19 +1,9 @@
 // The Redis data layout of Plant Store: connections (one node or a cluster), the partitioned key
 // layout, the Lua scripts and the operations built on them. Every process imports it from here.
 export {
-  AUDIT_RECORD_MARGIN_MS,
-  type AuditAppend,
   type AuditEntry,
-  type AuditOutcome,
-  appendAudit,
-  appendAudits,
-  auditRecordDay,
-  auditRecordKey,
-  auditRecordLifetimeMs,
   DAY_MS,
-  DEFAULT_AUDIT_RETENTION_MS,
   readAuditLog,
-  sweepEarlierAuditRecords,
   trimAudit,
   trimAuditedOutbox,
   trimDeadLetters,
@@ -43,6 +33,8 @@ export {
   type StoreSettings,
   storeEnv,
   storeEnvOf,
+  unsetIfBlank,
+  unsetIfEmpty,
 } from "./config.js";
 export {
   type ConnectOptions,
@@ -105,14 +97,12 @@ export {
   indexMember,
   indexMemberParts,
   LAYOUT_VERSION,
-  legacyKeys,
   type PartitionKeys,
   partitionKeys,
   partitionOf,
   storeKeys,
 } from "./keys.js";
 export { type Layout, openLayout, StoreLayoutError } from "./layout.js";
-export { MigrationRefused, type MigrationReport, migrateStore } from "./migrate.js";
 export {
   chooseOperatorTarget,
   connectOperator,
@@ -136,8 +126,8 @@ export {
   type CreateOutcome,
   type DeleteOutcome,
   type PlantChange,
-  type PlantStore,
-  plantStore,
+  type PlantRecords,
+  plantRecords,
   type RequestMeta,
   type UpdateResult,
   type VersionCondition,

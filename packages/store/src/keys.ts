@@ -1,12 +1,16 @@
 /**
- * The store's key layout (layout 3: partitioned). Every key of a partition carries the
+ * The store's key layout: layout 3, the layout of version 1.0 (the number is the one the code
+ * before 1.0 gave it, so a store that code wrote opens as it is). Every key of a partition carries the
  * partition's hash tag `{p<n>}`, so a create (plant, clock, outbox entry) or a delete touches
  * one cluster slot and stays one atomic script. Keys that are not a partition's (the read
  * index, tokens, counters) are each single-slot by construction: a script never spans them.
  * Ids appear in keys as their decimal text, so int64 ids stay exact.
  */
 
-/** The layout this code reads and writes; recorded in `plants:meta` at first start. */
+/**
+ * The layout this code reads and writes; recorded in `plants:meta` at first start, checked at every
+ * start (see layout.ts). A later layout gets the next number and a migration from this one.
+ */
 export const LAYOUT_VERSION = 3;
 
 /** Partitions of a new store. Fixed for the store's life (recorded in `plants:meta`). */
@@ -68,22 +72,10 @@ function makePartitionKeys(p: number) {
     /** Which worker relays this partition, with an expiry (a lease). */
     relayLease: `plants:${tag}:relay`,
     /**
-     * Append-only audit stream: operators' actions (dead letters discarded), and the events of
-     * batches earlier relays queued (their outbox entries were kept minutes). See audit.ts.
+     * Append-only audit stream of operators' actions (dead letters discarded); the plant events'
+     * audit entries are their outbox entries. See audit.ts.
      */
     audit: `plants:${tag}:audit`,
-    /**
-     * The exactly-once records of the audit append made before records expired (one hash of
-     * event id → audit entry id, for ever): still read, never written, emptied by the worker's
-     * retention pass of what is older than the audit retention (see audit.ts).
-     */
-    auditRecorded: `plants:${tag}:audit:recorded`,
-    /**
-     * The exactly-once records of the events committed on one UTC day (`YYYY-MM-DD` of the event
-     * id's ms): a hash of event id → audit entry id that expires once the audit retention (and a
-     * margin) has passed since its last record (see audit.ts).
-     */
-    auditRecordedOn: (day: string) => `plants:${tag}:audit:recorded:${day}`,
     /**
      * The lines a bulk import's current chunk created in this partition (a hash: `chunk` → the
      * chunk's sequence number, `<line>` → 1), written by the same script as those plants: a chunk
@@ -186,16 +178,4 @@ export const storeKeys = {
   rateLimit: (name: string) => `ratelimit:${name}`,
   /** Hash of auth failure reason → count, across all api instances. */
   authFailures: "stats:auth-failures",
-} as const;
-
-/** An index member of layout 2 (`<id>@<created>`, or a tag record `<id>@<created>#`), only to migrate it. */
-export const LAYOUT_2_INDEX_MEMBER = /^(-?\d+)@(\d+)(#?)$/;
-
-/** Keys of the single-node layout 1, recognised only to refuse or migrate it. */
-export const legacyKeys = {
-  plant: (id: bigint | string) => `plant:${id}`,
-  plantSeq: "plants:seq",
-  outbox: "plants:outbox",
-  indexByCreation: "plants:index:created",
-  audit: "plants:audit",
 } as const;

@@ -1,5 +1,5 @@
 import type { RedisClient } from "./connection.js";
-import { DEFAULT_PARTITIONS, LAYOUT_VERSION, legacyKeys, storeKeys } from "./keys.js";
+import { DEFAULT_PARTITIONS, LAYOUT_VERSION, storeKeys } from "./keys.js";
 
 /** What a store is: its layout version and its partition count (fixed for its life). */
 export interface Layout {
@@ -13,9 +13,9 @@ export class StoreLayoutError extends Error {
 
 /**
  * Opens the store's layout: on a new store records the layout version and the partition count
- * (`partitions`, default 128); on an existing one checks them. Refuses a store written by the
- * single-node layout 1 or by layout 2 (either needs `npm run migrate`) and a partition count that
- * differs from the recorded one (plants would be looked up in the wrong partitions).
+ * (`partitions`, default 128); on an existing one checks them. Refuses a store of any other layout
+ * (a later version's, which this code would misread, or a foreign `plants:meta`) and a partition
+ * count that differs from the recorded one (plants would be looked up in the wrong partitions).
  */
 export async function openLayout(client: RedisClient, options: { partitions?: number } = {}): Promise<Layout> {
   const wanted = options.partitions;
@@ -23,35 +23,17 @@ export async function openLayout(client: RedisClient, options: { partitions?: nu
     throw new StoreLayoutError(`STORE_PARTITIONS must be an integer from 1 to 16384, not ${wanted}`);
   }
   let meta = await client.hgetall(storeKeys.meta);
-  if (meta.migration !== undefined) {
-    throw new StoreLayoutError(
-      `a migration of this store (${meta.migration}) has not finished: run \`npm run migrate\` again`,
-    );
-  }
   if (meta.layout === undefined) {
-    const legacy = await Promise.all(
-      [legacyKeys.plantSeq, legacyKeys.outbox, legacyKeys.indexByCreation].map((key) => client.exists(key)),
-    );
-    if (legacy.some((count) => count > 0)) {
-      throw new StoreLayoutError(
-        "this Redis holds plants in the single-node layout of earlier versions (plants:seq, plant:<id>). " +
-          "Stop the api and the worker, then run `npm run migrate` once to move them to the partitioned layout.",
-      );
-    }
     // First start: HSETNX, so two processes starting at once agree on whoever wrote first.
     await client.hsetnx(storeKeys.meta, "partitions", String(wanted ?? DEFAULT_PARTITIONS));
     await client.hsetnx(storeKeys.meta, "layout", String(LAYOUT_VERSION));
     meta = await client.hgetall(storeKeys.meta);
   }
-  if (meta.layout === "2") {
-    throw new StoreLayoutError(
-      "this store's read index is in the form of layout 2 (earlier versions). Stop the api and the worker, " +
-        "then run `npm run migrate` once: it rewrites the index in place (plants are not touched).",
-    );
-  }
   if (meta.layout !== String(LAYOUT_VERSION)) {
     throw new StoreLayoutError(
-      `this Redis holds a store of layout ${meta.layout}; this version reads layout ${LAYOUT_VERSION} only`,
+      `this Redis holds a store of layout ${JSON.stringify(meta.layout)} (plants:meta); this version reads ` +
+        `layout ${LAYOUT_VERSION} only and changes nothing in it: run the version that wrote it, or point ` +
+        "REDIS_URL at another Redis",
     );
   }
   const partitions = Number(meta.partitions);

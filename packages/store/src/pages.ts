@@ -5,7 +5,7 @@ import type { Layout } from "./layout.js";
 import { plantRecord, type StoredPlantRecord } from "./plant-record.js";
 
 // The read index's pages: what a list reads, oldest first, and its cursors. The worker writes the
-// index (index-writes.ts); the api reads it here, through plantStore's `page`.
+// index (index-writes.ts); the api reads it here, through plantRecords's `page`.
 
 declare module "ioredis" {
   interface RedisCommander<Context> {

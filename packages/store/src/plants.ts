@@ -71,8 +71,12 @@ export interface RequestMeta {
   requestId: string;
 }
 
-/** The plant operations of the api, on one store. */
-export function plantStore(client: RedisClient, layout: Layout, durability: Durability) {
+/**
+ * The plants' records in Redis: create, get, update, delete (each one script in the plant's
+ * partition, with its outbox entry) and the read index's pages. Named like `tokenRecords` and
+ * `webhookRecords`; the api wraps it with its deadlines and 503s (apps/api's `PlantService`).
+ */
+export function plantRecords(client: RedisClient, layout: Layout, durability: Durability) {
   defineScripts(client);
   const keysOf = (id: bigint) => partitionKeys(partitionOf(id, layout.partitions));
   const commit = committer(client, durability);
@@ -180,4 +184,4 @@ export function plantStore(client: RedisClient, layout: Layout, durability: Dura
   };
 }
 
-export type PlantStore = ReturnType<typeof plantStore>;
+export type PlantRecords = ReturnType<typeof plantRecords>;

@@ -14,9 +14,9 @@ import {
   importStore,
   type Layout,
   openLayout,
-  type PlantStore,
+  type PlantRecords,
   partitionKeys,
-  plantStore,
+  plantRecords,
   type RedisClient,
 } from "../src/index.js";
 
@@ -24,7 +24,7 @@ const PARTITIONS = 16;
 let server: RedisServer;
 let client: RedisClient;
 let layout: Layout;
-let store: PlantStore;
+let store: PlantRecords;
 let commits: ImportCommitter;
 let imports: ImportStore;
 
@@ -33,7 +33,7 @@ beforeAll(async () => {
   client = connect({ mode: "single", url: server.url }, { name: "import-commits-test" });
   layout = await openLayout(client, { partitions: PARTITIONS });
   const durability = { minReplicasAck: 0, replicaAckTimeoutMs: 1000 };
-  store = plantStore(client, layout, durability);
+  store = plantRecords(client, layout, durability);
   commits = importCommitter(client, layout, durability);
   imports = importStore(client);
 });

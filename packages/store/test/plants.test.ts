@@ -14,10 +14,10 @@ import {
   indexVersions,
   type Layout,
   openLayout,
-  type PlantStore,
+  type PlantRecords,
   partitionKeys,
   partitionOf,
-  plantStore,
+  plantRecords,
   type RedisClient,
   type StoredPlantRecord,
   StoreLayoutError,
@@ -27,13 +27,13 @@ import {
 let server: RedisServer;
 let client: RedisClient;
 let layout: Layout;
-let store: PlantStore;
+let store: PlantRecords;
 
 beforeAll(async () => {
   server = await startRedisServer({ appendfsync: "no" });
   client = connect({ mode: "single", url: server.url }, { name: "store-test" });
   layout = await openLayout(client, { partitions: 16 });
-  store = plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+  store = plantRecords(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
 });
 
 afterAll(async () => {
@@ -68,16 +68,28 @@ describe("layout", () => {
     await expect(openLayout(client, { partitions: 128 })).rejects.toThrow(/created with 16 partitions/);
   });
 
-  it("refuses a Redis that holds the single-node layout 1", async () => {
-    const legacy = await startRedisServer({ appendfsync: "no" });
-    const other = connect({ mode: "single", url: legacy.url }, { name: "store-test-legacy" });
+  it("refuses a store of a layout it does not know, clearly, and changes nothing in it", async () => {
+    const foreign = await startRedisServer({ appendfsync: "no" });
+    const other = connect({ mode: "single", url: foreign.url }, { name: "store-test-layout" });
     try {
-      await other.set("plants:seq", "3");
-      await expect(openLayout(other)).rejects.toThrow(/npm run migrate/);
-      expect(await other.exists(storeKeys.meta)).toBe(0);
+      for (const layout of ["4", "2"]) {
+        await other.hset(storeKeys.meta, "layout", layout, "partitions", "16");
+        await other.set("plant:{p0}:1", "whatever a later layout keeps here");
+        const refusal = openLayout(other);
+        await expect(refusal).rejects.toThrow(StoreLayoutError);
+        await expect(openLayout(other)).rejects.toThrow(
+          `this Redis holds a store of layout "${layout}" (plants:meta); this version reads layout 3 only`,
+        );
+        expect(await other.hgetall(storeKeys.meta)).toEqual({ layout, partitions: "16" });
+        expect(await other.dbsize()).toBe(2);
+      }
+      // An empty layout field is no layout of this version either: refused, not overwritten.
+      await other.del(storeKeys.meta);
+      await other.hset(storeKeys.meta, "layout", "");
+      await expect(openLayout(other)).rejects.toThrow(/layout ""/);
     } finally {
       await disconnect(other);
-      await legacy.stop();
+      await foreign.stop();
     }
   });
 

@@ -1,7 +1,16 @@
 // The store's environment variables have one owner: `storeEnv` writes what `parseStoreConfig` reads,
 // and `storeEnvOf` picks them out of an environment. No Redis needed.
 import { describe, expect, it } from "vitest";
-import { parseStoreConfig, STORE_ENV_NAMES, StoreConfigError, storeEnv, storeEnvOf } from "../src/index.js";
+import { z } from "zod";
+import {
+  parseStoreConfig,
+  STORE_ENV_NAMES,
+  StoreConfigError,
+  storeEnv,
+  storeEnvOf,
+  unsetIfBlank,
+  unsetIfEmpty,
+} from "../src/index.js";
 
 describe("storeEnv", () => {
   it("gives one Redis as REDIS_URL, and the settings only when given", () => {
@@ -51,5 +60,21 @@ describe("storeEnvOf", () => {
     const env = { PATH: "/bin", REDIS_CLUSTER_NODES: "127.0.0.1:7000", REDIS_PASSWORD: "", STORE_PARTITIONS: "8" };
     expect(storeEnvOf(env)).toEqual({ REDIS_CLUSTER_NODES: "127.0.0.1:7000", STORE_PARTITIONS: "8" });
     expect(STORE_ENV_NAMES).toContain("REDIS_MIN_REPLICAS_ACK");
+  });
+});
+
+describe("a variable set to nothing", () => {
+  const port = (preprocess: (value: unknown) => unknown) =>
+    z.preprocess(preprocess, z.coerce.number().int().min(1).default(6379));
+
+  it("unsetIfBlank: empty or spaces only takes the default", () => {
+    for (const blank of ["", "  ", "\t"]) expect(port(unsetIfBlank).parse(blank)).toBe(6379);
+    expect(port(unsetIfBlank).parse(" 7000 ")).toBe(7000);
+    expect(parseStoreConfig({ STORE_PARTITIONS: "  ", REDIS_URL: "" }).partitions).toBeUndefined();
+  });
+
+  it("unsetIfEmpty: only empty takes the default; spaces are a value, and refused here", () => {
+    expect(port(unsetIfEmpty).parse("")).toBe(6379);
+    expect(port(unsetIfEmpty).safeParse("  ").success).toBe(false);
   });
 });

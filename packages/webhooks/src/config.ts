@@ -1,3 +1,4 @@
+import { unsetIfEmpty } from "@plant-store/store";
 import { z } from "zod";
 import type { DestinationPolicy } from "./destination.js";
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule } from "./schedule.js";
@@ -20,7 +21,6 @@ export interface WebhookConfig {
 /** WEBHOOK_MAX_SUBSCRIPTIONS unless set. */
 export const DEFAULT_MAX_SUBSCRIPTIONS = 100;
 
-const unsetIfEmpty = (value: unknown) => (value === "" ? undefined : value);
 const flag = z.preprocess(unsetIfEmpty, z.enum(["0", "1", "true", "false"]).default("0"));
 const on = (value: string) => value === "1" || value === "true";
 

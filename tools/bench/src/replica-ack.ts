@@ -6,7 +6,7 @@
  */
 import { parseArgs } from "node:util";
 import { startRedisCluster } from "@plant-store/redis-server";
-import { connect, disconnect, openLayout, parseStoreConfig, plantStore } from "@plant-store/store";
+import { connect, disconnect, openLayout, parseStoreConfig, plantRecords } from "@plant-store/store";
 import { machineLine, table } from "./report.js";
 import { integerOption } from "./stack.js";
 import { summarize } from "./stats.js";
@@ -30,7 +30,7 @@ try {
   for (let round = 1; round <= rounds; round++) {
     for (const inFlight of [1, 50]) {
       for (const minReplicasAck of round % 2 === 1 ? [0, 1] : [1, 0]) {
-        const store = plantStore(client, layout, { minReplicasAck, replicaAckTimeoutMs: 1000 });
+        const store = plantRecords(client, layout, { minReplicasAck, replicaAckTimeoutMs: 1000 });
         const count = inFlight === 1 ? Math.ceil(creates / 5) : creates;
         const latencies: number[] = [];
         let started = 0;

@@ -22,7 +22,7 @@ import {
   outbox,
   parseStoreConfig,
   partitionKeys,
-  plantStore,
+  plantRecords,
   rateLimitNames,
 } from "@plant-store/store";
 import { infoNumber } from "./profile-helpers.js";
@@ -186,7 +186,7 @@ export async function measureSizing(mode: SizingMode, options: SizingOptions): P
   const rows: SizingRow[] = [];
   try {
     const layout = await openLayout(client);
-    const store = plantStore(client, layout, config);
+    const store = plantRecords(client, layout, config);
     const relay = outbox(client);
     const partitions = Array.from({ length: layout.partitions }, (_, p) => p);
     for (const p of partitions) await relay.ensureGroup(p); // as the relay does at start

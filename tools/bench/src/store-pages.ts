@@ -17,9 +17,9 @@ import {
   isCluster,
   type Layout,
   openLayout,
-  type PlantStore,
+  type PlantRecords,
   parseStoreConfig,
-  plantStore,
+  plantRecords,
   type RedisClient,
   type RedisTarget,
 } from "@plant-store/store";
@@ -54,7 +54,7 @@ const TAG_EVERY = 10;
 const at = new Date().toISOString();
 
 /** Creates plants `from`..`to`-1 through the store (the create script) and indexes them as the worker would. */
-async function populate(client: RedisClient, layout: Layout, store: PlantStore, from: number, to: number) {
+async function populate(client: RedisClient, layout: Layout, store: PlantRecords, from: number, to: number) {
   const inFlight = 2000;
   for (let start = from; start < to; start += inFlight) {
     const batch = [];
@@ -104,7 +104,7 @@ async function measure(mode: string, target: RedisTarget, given = false): Promis
     throw new Error("the cluster of REDIS_CLUSTER_NODES holds plants: the page cases need a store of known size");
   }
   const masters = () => mastersOf(client);
-  const store = plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+  const store = plantRecords(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
   const rows: Row[] = [];
   let populated = 0;
   for (const size of sizes) {

@@ -11,14 +11,14 @@
 
 import { useExactJsonBodies } from "@plant-store/api";
 import { NewPlant } from "@plant-store/contracts";
-import { connect, createRateLimiter, openLayout, parseStoreConfig, plantStore } from "@plant-store/store";
+import { connect, createRateLimiter, openLayout, parseStoreConfig, plantRecords } from "@plant-store/store";
 import Fastify from "fastify";
 
 const port = Number(process.env.PORT ?? 0);
 const config = parseStoreConfig(process.env);
 const redis = connect(config.redis, { name: "bench-yardstick", enableAutoPipelining: true });
 const layout = await openLayout(redis);
-const store = plantStore(redis, layout, {
+const store = plantRecords(redis, layout, {
   minReplicasAck: config.minReplicasAck,
   replicaAckTimeoutMs: config.replicaAckTimeoutMs,
 });

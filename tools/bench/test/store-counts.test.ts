@@ -1,7 +1,14 @@
 import { spawn } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type RedisCluster, type RedisServer, startRedisCluster, startRedisServer } from "@plant-store/redis-server";
-import { connect, indexCreated, openLayout, parseStoreConfig, plantStore, type RedisClient } from "@plant-store/store";
+import {
+  connect,
+  indexCreated,
+  openLayout,
+  parseStoreConfig,
+  plantRecords,
+  type RedisClient,
+} from "@plant-store/store";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { aofComposition } from "../src/profile-helpers.js";
@@ -41,7 +48,7 @@ describe.each(stores)("store counts on $kind", ({ start }) => {
 
   it("counts plants, index entries and the outbox over every partition", async () => {
     const layout = await openLayout(client, { partitions: 16 });
-    const store = plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+    const store = plantRecords(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
     const counts = storeCounts(client, layout.partitions);
     const ids = Array.from({ length: 20 }, (_, i) => 9_007_199_254_740_993n + BigInt(i));
     for (const [i, id] of ids.entries()) {

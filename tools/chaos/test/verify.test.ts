@@ -10,11 +10,11 @@ import {
   type Layout,
   openLayout,
   outbox,
-  type PlantStore,
+  type PlantRecords,
   parseStoreConfig,
   partitionKeys,
   partitionOf,
-  plantStore,
+  plantRecords,
   type RedisClient,
 } from "@plant-store/store";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -32,7 +32,7 @@ import {
 let server: RedisServer;
 let client: RedisClient;
 let layout: Layout;
-let store: PlantStore;
+let store: PlantRecords;
 let view: StoreView;
 
 beforeAll(async () => {
@@ -46,7 +46,7 @@ afterAll(async () => {
 beforeEach(async () => {
   await client.flushall();
   layout = await openLayout(client, { partitions: 8 });
-  store = plantStore(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+  store = plantRecords(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
   view = { client, layout };
 });
 
@@ -243,7 +243,7 @@ describe("verify on a Redis Cluster", () => {
 
   it("finds every plant on every master, and an unacknowledged one without side work", async () => {
     const clusterLayout = await openLayout(clusterClient, { partitions: 16 });
-    const clusterStore = plantStore(clusterClient, clusterLayout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
+    const clusterStore = plantRecords(clusterClient, clusterLayout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
     const clusterView = { client: clusterClient, layout: clusterLayout };
     const ids = Array.from({ length: 12 }, (_, i) => String(9_007_199_254_740_993n + BigInt(i)));
     for (const id of ids) {

@@ -1,7 +1,7 @@
 import { createBullBoard } from "@bull-board/api";
 import { BullMQAdapter } from "@bull-board/api/bullMQAdapter";
 import { FastifyAdapter } from "@bull-board/fastify";
-import { legacyQueueNames, type QueueName, queueNames, queuePrefix } from "@plant-store/contracts";
+import { type QueueName, queueNames, queuePrefix } from "@plant-store/contracts";
 import type { RedisClient } from "@plant-store/store";
 import { Queue } from "bullmq";
 import type { FastifyInstance, FastifyRequest } from "fastify";
@@ -83,21 +83,10 @@ export async function queueDashboard(app: FastifyInstance, options: { connection
   };
   const serverAdapter = new FastifyAdapter();
   serverAdapter.setBasePath(DASHBOARD_PATH);
-  const board = createBullBoard({
+  createBullBoard({
     queues: Object.values(queueNames).map((name) => new BullMQAdapter(open(name))),
     serverAdapter,
   });
-  // An earlier version's queues (one per kind of side work) are listed while they hold jobs, so an
-  // operator who upgraded still sees, and can retry, the ones that failed there.
-  void Promise.all(
-    Object.values(legacyQueueNames).map(async (name) => {
-      const queue = open(name);
-      const counts = await queue.getJobCounts();
-      if (Object.values(counts).some((count) => count > 0)) {
-        board.addQueue(new BullMQAdapter(queue, { description: "queued by an earlier version of the worker" }));
-      }
-    }),
-  ).catch((error: unknown) => app.log.debug({ err: error }, "dashboard: earlier queues not checked"));
   // Bull Board answers a failure with its message (a Redis script's internals, say): hand it to the
   // app's error handler instead, which logs it and answers a 500 Error that tells nothing.
   serverAdapter.setErrorHandler((error) => {

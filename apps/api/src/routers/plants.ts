@@ -13,7 +13,7 @@ import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { PlantEventsInput, servedOverHttpOnly } from "../events/subscription.js";
 import { etagOf, ifMatchCondition, ifNoneMatchVersions, noneMatchHolds } from "../plants/conditional.js";
-import { type PlantChange, storedPlant, toPlantResponse } from "../plants/store.js";
+import { type PlantChange, storedPlant, toPlantResponse } from "../plants/service.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
 import { errors } from "./errors.js";
 import { nextPageLink, pageHeaders } from "./paging.js";

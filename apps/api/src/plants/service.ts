@@ -6,8 +6,9 @@ import {
   isCluster,
   type Layout,
   type PlantChange,
-  plantStore,
+  plantRecords,
   type RedisClient,
+  type RequestMeta,
   type StoredPlantRecord,
   type UpdateResult,
   type VersionCondition,
@@ -20,22 +21,19 @@ export type { CreateOutcome, DeleteOutcome, PlantChange, UpdateResult, VersionCo
 
 export type Page = { plants: StoredPlant[]; nextCursor: string | undefined };
 
-/** Who made the request, for the outbox entry (and so the audit log). */
-type RequestMeta = { actor: string; requestId: string };
-
 /** A plant as the read operations return it: id, name and tag (no times). */
 export const storedPlant = ({ id, name, tag }: StoredPlantRecord): StoredPlant =>
   tag === undefined ? { id, name } : { id, name, tag };
 
 /**
- * The api's view of the plants: the store's operations (`@plant-store/store` owns keys, partitions
- * and scripts) with the request's metadata. Every Redis failure is a 503 (retrying is safe): an
+ * The api's plant service: the store's `plantRecords` (`@plant-store/store` owns keys, partitions
+ * and scripts) with the request's metadata, bounded in time and guarded for room. Every Redis failure is a 503 (retrying is safe): an
  * unreachable or too slow node, a shard without a master (answered at once once known, see
  * `shardBreaker`), a commit its replicas did not confirm in time (it may be lost on a failover),
  * and a change the store has no room for (its data volume short of its reserve: refused before
  * Redis is asked; Redis out of memory or unable to write to disk).
  */
-export function createPlantStore(
+export function createPlantService(
   client: RedisClient,
   layout: Layout,
   durability: Durability,
@@ -43,7 +41,7 @@ export function createPlantStore(
   deadlineMs: number,
   capacity: Pick<StoreCapacity, "assertRoom">,
 ) {
-  const store = plantStore(client, layout, durability);
+  const records = plantRecords(client, layout, durability);
   // One node: its command timeout bounds every call. A cluster's redirections and retries (a
   // failover, a shard that is down) can outlast it: there a deadline per request bounds the wait,
   // and a shard known to be down is answered at once.
@@ -51,7 +49,7 @@ export function createPlantStore(
   const deadline = cluster ? deadlineMs : undefined;
   const breaker = shardBreaker(client, { deadlineMs });
   const onPlantShard = cluster
-    ? <T>(id: bigint, call: () => Promise<T>) => reachShard(breaker, store.plantKey(id), call, deadline)
+    ? <T>(id: bigint, call: () => Promise<T>) => reachShard(breaker, records.plantKey(id), call, deadline)
     : <T>(_id: bigint, call: () => Promise<T>) => reach(call);
 
   return {
@@ -59,35 +57,35 @@ export function createPlantStore(
     async create(plant: NewPlant, meta: RequestMeta): Promise<{ outcome: CreateOutcome; version: bigint }> {
       capacity.assertRoom();
       const { outcome, version } = await onPlantShard(plant.id, () =>
-        store.create(plant, meta, new Date().toISOString()),
+        records.create(plant, meta, new Date().toISOString()),
       );
       return { outcome, version };
     },
 
     /** The stored plant with its version, read straight from its hash: visible as soon as its create answered 200. */
-    get: (id: bigint): Promise<VersionedPlant | undefined> => onPlantShard(id, () => store.get(id)),
+    get: (id: bigint): Promise<VersionedPlant | undefined> => onPlantShard(id, () => records.get(id)),
 
     /** Changes a plant's name or tag if it exists and meets `condition` (see the store's update). */
     update(id: bigint, change: PlantChange, condition: VersionCondition, meta: RequestMeta): Promise<UpdateResult> {
       capacity.assertRoom();
-      return onPlantShard(id, () => store.update(id, change, condition, meta, new Date().toISOString()));
+      return onPlantShard(id, () => records.update(id, change, condition, meta, new Date().toISOString()));
     },
 
     /** A page of the worker's read index (all plants, or one tag), oldest first, after `cursor`. */
     async list(options: { limit: number; tag?: string | undefined; cursor?: string | undefined }): Promise<Page> {
-      const page = await reach(() => store.page(options), deadline);
+      const page = await reach(() => records.page(options), deadline);
       return { plants: page.plants.map(storedPlant), nextCursor: page.nextCursor };
     },
 
     /** Deletes a plant if it exists and meets `condition`. Its index entries go when the worker catches up. */
     delete(id: bigint, condition: VersionCondition, meta: RequestMeta): Promise<DeleteOutcome> {
       capacity.assertRoom();
-      return onPlantShard(id, () => store.delete(id, condition, meta, new Date().toISOString()));
+      return onPlantShard(id, () => records.delete(id, condition, meta, new Date().toISOString()));
     },
   };
 }
 
-export type PlantStore = ReturnType<typeof createPlantStore>;
+export type PlantService = ReturnType<typeof createPlantService>;
 
 /** The create response: the plant without its id, `tag` only when one was given. */
 export const toPlantResponse = (plant: NewPlant): Plant =>
