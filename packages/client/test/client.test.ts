@@ -1,5 +1,6 @@
 import { loadApiConfig, type AppRouter as ServerAppRouter, startApi } from "@plant-store/api";
 import { startRedisServer } from "@plant-store/redis-server";
+import type { PlantStoreEvent as RestClientEvent } from "@plant-store/rest-client";
 import {
   connect,
   indexCreated,
@@ -8,7 +9,6 @@ import {
   partitionOf,
   type RedisClient,
 } from "@plant-store/store";
-import type { PlantStoreEvent as RestClientEvent } from "@plant-store/rest-client";
 import type { TRPCClient } from "@trpc/client";
 import type { inferRouterInputs } from "@trpc/server";
 import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
