@@ -74,7 +74,7 @@ export interface RequestMeta {
 /**
  * The plants' records in Redis: create, get, update, delete (each one script in the plant's
  * partition, with its outbox entry) and the read index's pages. Named like `tokenRecords` and
- * `webhookRecords`; the api wraps it with its deadlines and 503s (apps/api's `PlantService`).
+ * `webhookRecords`; the api wraps it with its deadlines and 503s (the api's `PlantService`).
  */
 export function plantRecords(client: RedisClient, layout: Layout, durability: Durability) {
   defineScripts(client);
