@@ -96,6 +96,22 @@ describe.each(storeKinds)("webhook batch job on %s Redis", { timeout: 30_000 }, 
     userAgent: "webhook-batch-test",
   });
 
+  /** A batch job of `count` plant.created events (ids from `firstId`) for the subscription, queued. */
+  async function queueBatch(subscriptionId: string, firstId: number, count: number, name: string) {
+    const events = Array.from({ length: count }, (_, i) => ({
+      eventId: `p0-1700000000000-${firstId + i}`,
+      type: "plant.created" as const,
+      body: JSON.stringify({ type: "plant.created", data: { id: firstId + i, name } }),
+      queuedAt: Date.now(),
+    }));
+    const jobId = webhookBatchId(
+      subscriptionId,
+      events.map((event) => event.eventId),
+    );
+    const data: WebhookBatchJob = { subscriptionId, events };
+    return { events, job: await deliveries.add(WEBHOOK_BATCH_JOB, data, { jobId }) };
+  }
+
   /**
    * The deliveries' queue on a connection that is closed: adding a job fails while the store's
    * other writes go through (as on a cluster whose shard holding the queue is down).
@@ -161,19 +177,7 @@ describe.each(storeKinds)("webhook batch job on %s Redis", { timeout: 30_000 }, 
     const trickler = await startTrickler();
     const subscriptions = webhookSubscriptions(t.client, short);
     const { id: subscriptionId } = await subscriptions.create({ url: trickler.url, events: ["plant.created"] });
-    const events = Array.from({ length: 10 }, (_, i) => ({
-      eventId: `p0-1700000000000-${100 + i}`,
-      type: "plant.created" as const,
-      body: JSON.stringify({ type: "plant.created", data: { id: 100 + i, name: "trickled" } }),
-      queuedAt: Date.now(),
-    }));
-    const jobId = webhookBatchId(
-      subscriptionId,
-      events.map((event) => event.eventId),
-    );
-    const job = await deliveries.add(WEBHOOK_BATCH_JOB, { subscriptionId, events } satisfies WebhookBatchJob, {
-      jobId,
-    });
+    const { events, job } = await queueBatch(subscriptionId, 100, 10, "trickled");
     // Three slots while it does not answer, twelve once it answers.
     const slots = destinationSlots({ quiet: 3, answering: 12, total: 15 }, timeoutMs);
     try {
@@ -210,19 +214,7 @@ describe.each(storeKinds)("webhook batch job on %s Redis", { timeout: 30_000 }, 
     const receiver = await startReceiver(() => 200);
     const subscriptions = webhookSubscriptions(t.client, config);
     const { id: subscriptionId } = await subscriptions.create({ url: receiver.url, events: ["plant.created"] });
-    const events = Array.from({ length: 4 }, (_, i) => ({
-      eventId: `p0-1700000000000-${200 + i}`,
-      type: "plant.created" as const,
-      body: JSON.stringify({ type: "plant.created", data: { id: 200 + i, name: "waits" } }),
-      queuedAt: Date.now(),
-    }));
-    const jobId = webhookBatchId(
-      subscriptionId,
-      events.map((event) => event.eventId),
-    );
-    const job = await deliveries.add(WEBHOOK_BATCH_JOB, { subscriptionId, events } satisfies WebhookBatchJob, {
-      jobId,
-    });
+    const { events, job } = await queueBatch(subscriptionId, 200, 4, "waits");
     // Waits of at most 500 ms: were it to wait in place (it did), it would wait for good.
     const slots = destinationSlots({ quiet: 3, answering: 12, total: 15, timingOut: 2 }, 500);
     const elsewhere = "http://192.0.2.1/hook";
