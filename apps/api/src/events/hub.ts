@@ -441,8 +441,9 @@ export class EventHub {
       );
     }
     this.watermark = watermark;
+    if (this.streams.size === 0) return; // no stream to make the events for
     const events = this.eventsOf(due);
-    if (events.length > 0 && this.streams.size > 0) this.deliver(events);
+    if (events.length > 0) this.deliver(events);
   }
 
   private async loop(): Promise<void> {
