@@ -1,7 +1,7 @@
 // The queue dashboard at /admin/queues in a real Chromium (Debian's package, driven by
 // playwright-core; CHROMIUM_PATH names another binary), against the real api and worker: it logs
 // in, shows the side-work queues with their jobs, and retries a job that really failed.
-import { PLANT_EVENTS_JOB, queueNames, queuePrefix } from "@plant-store/contracts";
+import { EVENTS_JOB, queueNames, queuePrefix } from "@plant-store/contracts";
 import { indexKeys } from "@plant-store/store";
 import type { Browser, Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -77,7 +77,7 @@ it("shows the side-work queues and their jobs to the admin, and retries a failed
   });
   expect(failedId).toBeDefined();
   const failedJob = await stack.redis.hgetall(bullKey(queueNames.sideWork, failedId as string));
-  expect(failedJob.name).toBe(PLANT_EVENTS_JOB);
+  expect(failedJob.name).toBe(EVENTS_JOB);
   expect(failedJob.failedReason).toMatch(/^WRONGTYPE/);
   expect(JSON.parse(failedJob.data as string).events.map((event: { plantId: string }) => event.plantId)).toEqual([
     "104",

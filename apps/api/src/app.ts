@@ -1,3 +1,4 @@
+import { builtInEvents } from "@plant-store/contracts";
 import {
   createRateLimiter,
   type DataVolumeSettings,
@@ -156,6 +157,7 @@ export async function buildApp(options: AppOptions) {
   const events = { ...EVENTS_DEFAULTS, ...eventSettings };
   const hub = new EventHub({
     log: eventLog(options.redis, options.layout.partitions, { clockMarginMs: events.clockMarginMs }),
+    events: builtInEvents,
     blocking,
     logger: app.log,
     lingerMs: events.lingerMs,

@@ -1,6 +1,7 @@
 // The live events' hub against a real redis-server and the store's event log, with sinks whose
 // reader the test drives: what a stream catching up from a cursor does while live events keep
 // coming, which over HTTP hangs on the kernel's socket buffers and once failed only in CI.
+import { builtInEvents, type PlantEventMessage } from "@plant-store/contracts";
 import { createLogger } from "@plant-store/logging";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import {
@@ -33,6 +34,7 @@ beforeAll(async () => {
   store = plantRecords(client, layout, { minReplicasAck: 0, replicaAckTimeoutMs: 1000 });
   hub = new EventHub({
     log: eventLog(client, PARTITIONS),
+    events: builtInEvents,
     blocking: undefined, // polls, as on a cluster
     logger: createLogger("hub-test", "silent"),
     lingerMs: 5,
@@ -94,7 +96,7 @@ const create = async (id: number) => {
   const result = await store.create({ id: BigInt(id), name }, meta, new Date().toISOString());
   expect(result.outcome).toBe("created");
 };
-const plantIdOf = (event: HubEvent) => event.message.data.id.toString();
+const plantIdOf = (event: HubEvent) => (event.message as PlantEventMessage).data.id.toString();
 
 async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -107,7 +109,7 @@ async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
 /** Opens a stream from `cursor` (or now) for `sink`. */
 async function open(sink: StreamSink, cursor?: EventPosition) {
   await hub.admit("token-test", cursor);
-  return hub.open({ principal: "token-test", transport: "sse", tag: undefined, cursor, sink });
+  return hub.open({ principal: "token-test", transport: "sse", resource: "plant", tag: undefined, cursor, sink });
 }
 
 describe("a stream catching up from a cursor", () => {
@@ -180,6 +182,7 @@ describe("catching up, whatever the cursor", () => {
     };
     const own = new EventHub({
       log: counted,
+      events: builtInEvents,
       blocking: undefined,
       logger: createLogger("hub-test", "silent"),
       lingerMs: 5,
@@ -193,7 +196,7 @@ describe("catching up, whatever the cursor", () => {
     await own.start();
     const openOn = async (sink: StreamSink, cursor: EventPosition) => {
       await own.admit("token-test", cursor);
-      return own.open({ principal: "token-test", transport: "sse", tag: undefined, cursor, sink });
+      return own.open({ principal: "token-test", transport: "sse", resource: "plant", tag: undefined, cursor, sink });
     };
     return { hub: own, reads, openOn };
   }
@@ -217,7 +220,14 @@ describe("catching up, whatever the cursor", () => {
     const { hub: own, reads } = await countingHub({ historyConcurrency: 4, historyPageSize: 20 });
     const idle = new HeldReader();
     await own.admit("token-test", cursor);
-    const close = own.open({ principal: "token-test", transport: "sse", tag: undefined, cursor, sink: idle });
+    const close = own.open({
+      principal: "token-test",
+      transport: "sse",
+      resource: "plant",
+      tag: undefined,
+      cursor,
+      sink: idle,
+    });
     await until(() => idle.events.length > 0);
     await new Promise((resolve) => setTimeout(resolve, 300)); // what it would read ahead, it has by now
     // Sent: until its reader holds half its limit (a page beyond at most). Read: that, and a page of
@@ -246,7 +256,14 @@ describe("catching up, whatever the cursor", () => {
       readers.map(async (reader) => {
         reader.read();
         await own.admit("token-test", cursor);
-        return own.open({ principal: "token-test", transport: "sse", tag: undefined, cursor, sink: reader });
+        return own.open({
+          principal: "token-test",
+          transport: "sse",
+          resource: "plant",
+          tag: undefined,
+          cursor,
+          sink: reader,
+        });
       }),
     );
     // While the first is still catching up, every other one has had events: turns, not one after another.

@@ -1,4 +1,4 @@
-import type { PlantEvent } from "@plant-store/contracts";
+import { type PlantEvent, plantEvents } from "@plant-store/contracts";
 import {
   type IndexedUpdate,
   type IndexedVersion,
@@ -7,7 +7,7 @@ import {
   type RedisClient,
 } from "@plant-store/store";
 
-export type IndexOutcome = "indexed" | "unindexed";
+import type { IndexOutcome, ResourceSideWork } from "./side-work.js";
 
 /** The plant version an event is about: its id, tag and creation time (the index member's version). */
 const versionOf = (event: PlantEvent): IndexedVersion => ({
@@ -42,3 +42,9 @@ export async function updateIndexes(
   await indexVersions(client, layout, { created, deleted, updated });
   return events.map((event) => (event.type === "plant.deleted" ? "unindexed" : "indexed"));
 }
+
+/** The plants' side work: their events and their index (webhooks and live events are generic). */
+export const plantSideWork: ResourceSideWork<PlantEvent> = {
+  events: plantEvents,
+  index: (deps, events) => updateIndexes(deps.client, deps.layout, events),
+};

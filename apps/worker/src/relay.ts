@@ -1,12 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import {
+  type ChangeEvent,
+  EVENTS_JOB,
+  type EventBatch,
+  type EventRegistry,
   jobIdFor,
-  PLANT_EVENT_TYPES,
-  PLANT_EVENTS_JOB,
-  type PlantEvent,
-  type PlantEventBatch,
-  parseOutboxEntry,
+  UnknownEventType,
 } from "@plant-store/contracts";
 import {
   eventIdOf,
@@ -38,7 +38,7 @@ export interface RelayJobOptions {
 }
 
 /**
- * The BullMQ jobs for events read from the outbox, creates and deletes alike: one `plant-events`
+ * The BullMQ jobs for events read from the outbox, of every resource and type alike: one `events`
  * job per `batchSize` events (default: all in one), in read order (outbox order within a
  * partition), each doing all of its events' side work. One job per batch, not per event: BullMQ's cost per
  * job (its add, fetch and finish scripts) is what limited the side work's throughput. The job id
@@ -47,13 +47,13 @@ export interface RelayJobOptions {
  * visible (and retryable) in the dashboard for `failedRetentionMs` (BullMQ removes older ones as
  * later jobs fail; the worker's retention pass removes the rest).
  */
-export function plantEventJobs(events: readonly PlantEvent[], options: RelayJobOptions, batchSize = events.length) {
+export function eventJobs(events: readonly ChangeEvent[], options: RelayJobOptions, batchSize = events.length) {
   const jobs = [];
   for (let start = 0; start < events.length; start += Math.max(1, batchSize)) {
     const batch = events.slice(start, start + Math.max(1, batchSize));
     jobs.push({
-      name: PLANT_EVENTS_JOB,
-      data: { events: batch } satisfies PlantEventBatch,
+      name: EVENTS_JOB,
+      data: { events: batch } satisfies EventBatch,
       opts: {
         jobId: jobIdFor(batch.map((event) => event.eventId)),
         attempts: options.attempts,
@@ -80,6 +80,8 @@ export interface RelayOptions {
   blockingClient?: RedisClient | undefined;
   /** The store's partition count (from openLayout). */
   partitions: number;
+  /** The resources whose events the outbox holds: an entry of another type is dead-lettered. */
+  events: EventRegistry;
   /** The side-work queue: one job per batch of outbox events. */
   queue: Queue;
   /** Most events per job, and most entries read from one partition per round. */
@@ -143,16 +145,13 @@ export interface Relay {
  * Why an outbox entry could not be read, in one line for the dead-letter listing and the log:
  * zod's error message is its issues as indented JSON.
  */
-export function unreadableReason(error: unknown, fields: readonly string[]): string {
+export function unreadableReason(error: unknown): string {
   const issues = (error as { issues?: unknown }).issues;
-  if (!Array.isArray(issues)) return error instanceof Error ? error.message : String(error);
+  if (error instanceof UnknownEventType || !Array.isArray(issues)) {
+    return error instanceof Error ? error.message : String(error);
+  }
   return issues
-    .map((issue: { path?: unknown[]; message?: string; discriminator?: string }) => {
-      if (issue.discriminator === "type") {
-        const at = fields.indexOf("type");
-        const type = at % 2 === 0 && at + 1 < fields.length ? `"${fields[at + 1]}"` : "missing";
-        return `unknown event type ${type} (this worker reads ${PLANT_EVENT_TYPES.join(", ")}; written by a newer api?)`;
-      }
+    .map((issue: { path?: unknown[]; message?: string }) => {
       const path = issue.path?.length ? issue.path.join(".") : "entry";
       return `${path}: ${issue.message ?? "invalid"}`;
     })
@@ -353,15 +352,15 @@ class OutboxRelay implements Relay {
   private async deliver(entries: readonly OutboxEntry[], deadLettered: Set<OutboxEntry>): Promise<void> {
     if (entries.length === 0) return;
     const { queue, jobOptions, batchSize, observer } = this.options;
-    const events: PlantEvent[] = [];
+    const events: ChangeEvent[] = [];
     const relayedEntries: OutboxEntry[] = [];
     const relayed = new Map<number, string[]>();
     for (const entry of entries) {
       const eventId = eventIdOf(entry.partition, entry.entryId);
       try {
-        events.push(parseOutboxEntry(eventId, entry.fields));
+        events.push(this.options.events.readEntry(eventId, entry.fields).event);
       } catch (error) {
-        const reason = unreadableReason(error, entry.fields);
+        const reason = unreadableReason(error);
         await this.ops.deadLetter(entry, reason);
         deadLettered.add(entry);
         observer?.deadLettered();
@@ -378,7 +377,7 @@ class OutboxRelay implements Relay {
       ids.push(entry.entryId);
       relayed.set(entry.partition, ids);
     }
-    if (events.length > 0) await queue.addBulk(plantEventJobs(events, jobOptions, batchSize));
+    if (events.length > 0) await queue.addBulk(eventJobs(events, jobOptions, batchSize));
     // Only now, with the jobs stored, are the entries done (they stay in the outbox, the event log
     // and audit log, until the retention pass trims them: see retention.ts).
     await this.ops.ack(relayed);

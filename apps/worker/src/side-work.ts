@@ -1,59 +1,108 @@
-import { PLANT_EVENTS_JOB, PlantEventBatch, queueNames, queuePrefix } from "@plant-store/contracts";
+import {
+  type ChangeEvent,
+  EVENTS_JOB,
+  EventBatch,
+  type EventRegistry,
+  queueNames,
+  queuePrefix,
+  type RegisteredEvent,
+  type ResourceEvents,
+} from "@plant-store/contracts";
 import type { Layout, RedisClient } from "@plant-store/store";
 import type { WebhookSubscriptions } from "@plant-store/webhooks";
 import { type Job, Queue, UnrecoverableError, Worker } from "bullmq";
 import { z } from "zod";
 import type { WorkerConfig } from "./config.js";
-import { updateIndexes } from "./index-job.js";
 import type { Logger } from "./logger.js";
 import { willRetry } from "./metrics.js";
+import { unreadableReason } from "./relay.js";
 import { fanOutWebhooks } from "./webhook-jobs.js";
 
-export interface SideWorkDeps {
+/** What a resource's index writes need: the store. */
+export interface IndexDeps {
   client: RedisClient;
   layout: Layout;
+}
+
+/** What a resource's index did with each event of a batch. */
+export type IndexOutcome = "indexed" | "unindexed";
+
+/**
+ * A resource's side work: how its events are read (and shown to webhooks), and the index writes
+ * they cause. The webhook fan-out is generic (every event's body, through its `events`); live
+ * events are the api's. The index writes must be idempotent and commute: a batch may run again, and
+ * batches in any order.
+ */
+export interface ResourceSideWork<Event extends ChangeEvent = ChangeEvent> {
+  events: ResourceEvents<Event>;
+  /** The index writes of a batch of the resource's events (in outbox order), one outcome per event. */
+  index?(deps: IndexDeps, events: readonly Event[]): Promise<IndexOutcome[]>;
+}
+
+export interface SideWorkDeps extends IndexDeps {
   subscriptions: WebhookSubscriptions;
   deliveries: Queue;
+  /** The resources whose events come through the outbox (their registry is `events`). */
+  resources: readonly ResourceSideWork[];
+  events: EventRegistry;
 }
 
 /** What a side-work job did; BullMQ keeps it as the job's return value (the dashboard shows it). */
 export interface SideWorkResult {
-  /** Creates and updates whose plant version is listed (or stays listed). */
+  /** Events whose resource is listed (or stays listed) in its index. */
   indexed: number;
-  /** Deletes whose plant version is unlisted. */
+  /** Events whose resource is unlisted (deletes). */
   unindexed: number;
   /** Webhook delivery jobs queued. */
   deliveries: number;
 }
 
 /**
- * Processor of the `plant-side-work` queue: a batch's index writes, then its webhook fan-out.
- * Its audit is the outbox itself: each event's entry, written by its commit and kept for the audit
- * retention. Each part is idempotent, so a retry of the whole job after any of them failed does nothing twice: the index
- * is keyed by plant version, a delivery job by event and subscription. The fan-out comes last so
- * that a subscriber is never told of an event before it is listed.
+ * Processor of the `plant-side-work` queue: a batch's index writes, resource by resource, then its
+ * webhook fan-out. Its audit is the outbox itself: each event's entry, written by its commit and
+ * kept for the audit retention. Each part is idempotent, so a retry of the whole job after any of
+ * them failed does nothing twice: an index is keyed by version, a delivery job by event and
+ * subscription. The fan-out comes last so that a subscriber is never told of an event before it
+ * is listed.
  */
-export async function doSideWork(deps: SideWorkDeps, batch: PlantEventBatch): Promise<SideWorkResult> {
-  const { events } = batch;
-  const indexes = await updateIndexes(deps.client, deps.layout, events);
-  const deliveries = await fanOutWebhooks(deps.subscriptions, deps.deliveries, events);
-  const unindexed = indexes.filter((outcome) => outcome === "unindexed").length;
-  return { indexed: indexes.length - unindexed, unindexed, deliveries };
+export async function doSideWork(deps: SideWorkDeps, events: readonly RegisteredEvent[]): Promise<SideWorkResult> {
+  const result: SideWorkResult = { indexed: 0, unindexed: 0, deliveries: 0 };
+  for (const [resource, ofResource] of groupByResource(events)) {
+    const sideWork = deps.resources.find((each) => each.events === resource);
+    for (const outcome of (await sideWork?.index?.(deps, ofResource)) ?? []) result[outcome] += 1;
+  }
+  result.deliveries = await fanOutWebhooks(deps.subscriptions, deps.deliveries, events);
+  return result;
+}
+
+/** The events of a batch per resource, each resource's in batch order. */
+function groupByResource(events: readonly RegisteredEvent[]): Map<ResourceEvents, ChangeEvent[]> {
+  const groups = new Map<ResourceEvents, ChangeEvent[]>();
+  for (const { event, resource } of events) {
+    const group = groups.get(resource);
+    if (group) group.push(event);
+    else groups.set(resource, [event]);
+  }
+  return groups;
 }
 
 /**
- * Validates a side-work job's payload: a batch (`plant-events`). A malformed payload will be just as
- * malformed on the next attempt, so it fails the job for good (UnrecoverableError skips the
- * retries) with a readable reason, and stays in the failed set for someone to look at; so does a
- * job of another name (nothing but the relay adds to the queue).
+ * Validates a side-work job's payload: a batch (`events`) of events this worker reads. A malformed
+ * payload will be just as malformed on the next attempt, so it fails the job for good
+ * (UnrecoverableError skips the retries) with a readable reason, and stays in the failed set for
+ * someone to look at; so does a job of another name (nothing but the relay adds to the queue).
  */
-export function plantEventsOf(job: Job): PlantEventBatch {
-  if (job.name !== PLANT_EVENTS_JOB) {
-    throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)} (expected ${PLANT_EVENTS_JOB})`);
+export function eventsOf(job: Job, registry: EventRegistry): RegisteredEvent[] {
+  if (job.name !== EVENTS_JOB) {
+    throw new UnrecoverableError(`unknown job name ${JSON.stringify(job.name)} (expected ${EVENTS_JOB})`);
   }
-  const batch = PlantEventBatch.safeParse(job.data);
+  const batch = EventBatch.safeParse(job.data);
   if (!batch.success) throw new UnrecoverableError(`invalid ${job.name} payload: ${z.prettifyError(batch.error)}`);
-  return batch.data;
+  try {
+    return batch.data.events.map((event) => registry.read(event));
+  } catch (error) {
+    throw new UnrecoverableError(`invalid ${job.name} payload: ${unreadableReason(error)}`);
+  }
 }
 
 /**
@@ -74,7 +123,7 @@ export function startSideWork(options: {
   const prefix = queuePrefix(name);
   const queue = new Queue(name, { connection, prefix });
   queue.on("error", (error) => logError(`queue ${name}`, error));
-  const worker = new Worker(name, async (job) => doSideWork(options.deps, plantEventsOf(job)), {
+  const worker = new Worker(name, async (job) => doSideWork(options.deps, eventsOf(job, options.deps.events)), {
     connection,
     prefix,
     concurrency: config.concurrency,

@@ -1,7 +1,7 @@
 import {
-  type PlantEvent,
   queueNames,
   queuePrefix,
+  type RegisteredEvent,
   WEBHOOK_BATCH_JOB,
   WEBHOOK_DELIVERY_JOB,
   type Webhook,
@@ -21,7 +21,6 @@ import {
   retryDelay,
   type WebhookConfig,
   type WebhookSubscriptions,
-  webhookBody,
 } from "@plant-store/webhooks";
 import { DelayedError, type Job, type JobsOptions, Queue, UnrecoverableError, Worker } from "bullmq";
 import type { WorkerConfig } from "./config.js";
@@ -44,15 +43,15 @@ type DeliveredEvent = WebhookBatchJob["events"][number];
 export async function fanOutWebhooks(
   subscriptions: WebhookSubscriptions,
   deliveries: Queue,
-  events: readonly PlantEvent[],
+  events: readonly RegisteredEvent[],
 ): Promise<number> {
   const subscribed = await subscriptions.forFanOut();
   if (subscribed.length === 0) return 0;
-  const bodies = events.map((event) => ({
+  const bodies = events.map(({ event, resource }) => ({
     eventId: event.eventId,
-    type: event.type,
+    type: event.type as WebhookEventType,
     at: event.at,
-    body: webhookBody(event),
+    body: resource.body(event),
   }));
   return queueDeliveries(subscriptions, subscribed, deliveries, bodies);
 }

@@ -1,3 +1,4 @@
+import { EventRegistry } from "@plant-store/contracts";
 import { connect, createRateLimiter, disconnect, isCluster, type Layout, openLayout, outbox } from "@plant-store/store";
 import { cachedVerifier, createAuthenticator, createTokenStore } from "@plant-store/tokens";
 import { webhookSubscriptions } from "@plant-store/webhooks";
@@ -5,12 +6,13 @@ import type { Queue, Worker } from "bullmq";
 import type { WorkerConfig } from "./config.js";
 import { startHeartbeat } from "./heartbeat.js";
 import { startImports } from "./import-job.js";
+import { plantSideWork } from "./index-job.js";
 import { createLogger, type Logger } from "./logger.js";
 import { createWorkerMetrics, serveMetrics } from "./metrics.js";
 import { outageLog } from "./outage.js";
 import { type Relay, startRelay } from "./relay.js";
 import { retentionPolicy, startRetention } from "./retention.js";
-import { startSideWork } from "./side-work.js";
+import { type ResourceSideWork, startSideWork } from "./side-work.js";
 import { startDeliveries } from "./webhook-jobs.js";
 
 export interface StartWorkerOptions {
@@ -18,6 +20,8 @@ export interface StartWorkerOptions {
   logger?: Logger;
   /** When the retention passes run (default: a minute after start, then hourly; tests shorten both). */
   retentionTiming?: { firstAfterMs: number; intervalMs: number };
+  /** The resources whose events the outbox holds, with their side work (default: the plants). */
+  resources?: readonly ResourceSideWork[];
 }
 
 export interface RunningWorker {
@@ -45,6 +49,8 @@ export interface RunningWorker {
  */
 export async function startWorker(config: WorkerConfig, options: StartWorkerOptions = {}): Promise<RunningWorker> {
   const logger = options.logger ?? createLogger(config.logLevel);
+  const resources = options.resources ?? [plantSideWork];
+  const events = new EventRegistry(resources.map((resource) => resource.events));
   const { store } = config;
   // One command connection for the queues, the workers' non-blocking commands and the job
   // scripts (BullMQ opens its own blocking connection per Worker), one for the relay's polling.
@@ -127,7 +133,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     metrics?.watch(imports.worker, { events: false });
     const sideWork = startSideWork({
       connection: redis,
-      deps: { client: redis, layout, subscriptions, deliveries: deliveries.queue },
+      deps: { client: redis, layout, subscriptions, deliveries: deliveries.queue, resources, events },
       config,
       logger,
       logError,
@@ -141,6 +147,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
       client: relayConnection,
       blockingClient: relayBlocking,
       partitions: layout.partitions,
+      events,
       queue: sideWork.queue,
       batchSize: config.relayBatchSize,
       claimIdleMs: config.relayClaimIdleMs,

@@ -75,7 +75,7 @@ describe.each(storeKinds)("dead letters on %s Redis", { timeout: 30_000 }, (kind
     });
     expect(letter?.outboxId).toBe(entryId);
     expect(letter?.error).toBe(
-      'unknown event type "plant.renamed" (this worker reads plant.created, plant.updated, plant.deleted; written by a newer api?)',
+      'unknown event type "plant.renamed" (this version reads plant.created, plant.updated, plant.deleted; written by a newer api?)',
     );
     const listed = await run(["list", "--partition", String(partition)], t.env);
     expect(listed.code, listed.stderr).toBe(0);

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { type PlantEvent, parseOutboxEntry, type QueueName, queuePrefix } from "@plant-store/contracts";
+import { outboxRecord, type PlantEvent, plantEvents, type QueueName, queuePrefix } from "@plant-store/contracts";
 import {
   connect,
   disconnect,
@@ -127,7 +127,7 @@ export async function openTestStore(kind: StoreKind) {
       const events: PlantEvent[] = [];
       for (let p = 0; p < layout.partitions; p++) {
         for (const [entryId, fields] of await client.xrange(partitionKeys(p).outbox, "-", "+")) {
-          events.push(parseOutboxEntry(eventIdOf(p, entryId), fields));
+          events.push(plantEvents.parse(outboxRecord(eventIdOf(p, entryId), fields)));
         }
       }
       return events;
@@ -139,7 +139,9 @@ export async function openTestStore(kind: StoreKind) {
       const all = Array.from({ length: layout.partitions }, (_, p) => p);
       await Promise.all(all.map((p) => ops.ensureGroup(p)));
       const entries = await ops.readNew(all, "dead-relay", countPerPartition);
-      return entries.map((entry) => parseOutboxEntry(eventIdOf(entry.partition, entry.entryId), entry.fields));
+      return entries.map((entry) =>
+        plantEvents.parse(outboxRecord(eventIdOf(entry.partition, entry.entryId), entry.fields)),
+      );
     },
 
     /**

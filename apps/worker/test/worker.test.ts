@@ -6,7 +6,7 @@ import { type StoreKind, storeKinds } from "@plant-store/testing";
 import { webhookSubscriptions } from "@plant-store/webhooks";
 import type { Queue } from "bullmq";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { plantEventJobs } from "../src/relay.js";
+import { eventJobs } from "../src/relay.js";
 import { type RunningWorker, startWorker } from "../src/worker.js";
 import { auditCountByPlant, type CreatedPlant, openTestStore, type TestStoreContext, waitFor } from "./support.js";
 
@@ -229,7 +229,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       const created = await t.createPlant({ id: "20", tag: "palm" });
       const [event] = await t.readAsDeadRelay(1);
       if (!event) throw new Error("no entry read");
-      const jobs = plantEventJobs([event], { attempts: 5, backoffMs: 20, failedRetentionMs: 60_000 });
+      const jobs = eventJobs([event], { attempts: 5, backoffMs: 20, failedRetentionMs: 60_000 });
       await sideWorkQueue.addBulk(jobs);
 
       await start({ RELAY_CLAIM_IDLE_MS: "100" });
@@ -274,13 +274,13 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       await sideWorkQueue.add("plant.created", { plantId: "not a number" }, { jobId: "malformed-1", attempts: 5 });
       const failed = await jobInState(sideWorkQueue, "malformed-1", "failed");
       expect(failed.attemptsMade).toBe(1); // no pointless retries
-      expect(failed.failedReason).toBe('unknown job name "plant.created" (expected plant-events)');
-      await sideWorkQueue.add("plant-events", { events: [{ plantId: "x" }] }, { jobId: "malformed-2", attempts: 5 });
-      await sideWorkQueue.add("plant-events", { events: [] }, { jobId: "malformed-3", attempts: 5 });
+      expect(failed.failedReason).toBe('unknown job name "plant.created" (expected events)');
+      await sideWorkQueue.add("events", { events: [{ plantId: "x" }] }, { jobId: "malformed-2", attempts: 5 });
+      await sideWorkQueue.add("events", { events: [] }, { jobId: "malformed-3", attempts: 5 });
       for (const jobId of ["malformed-2", "malformed-3"]) {
         const batch = await jobInState(sideWorkQueue, jobId, "failed");
         expect(batch.attemptsMade).toBe(1);
-        expect(batch.failedReason).toMatch(/invalid plant-events payload/);
+        expect(batch.failedReason).toMatch(/invalid events payload/);
       }
 
       await t.createPlant({ id: "31" });
@@ -354,7 +354,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       const deleted = await deleteOrFail("61");
       await jobInState(sideWorkQueue, jobIdFor([deleted.eventId]), "completed");
       const deletion = await jobOf(sideWorkQueue, deleted.eventId);
-      expect(deletion?.name).toBe("plant-events");
+      expect(deletion?.name).toBe("events");
       expect(deletion?.data.events.map((event: { type: string }) => event.type)).toEqual(["plant.deleted"]);
       expect(deletion?.returnvalue).toEqual({ indexed: 0, unindexed: 1, deliveries: 0 });
       expect(await t.inspect.indexedIds()).toEqual(["60"]);
@@ -402,8 +402,8 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       await t.client.del(partitionKeys(created.partition).outbox);
       await start();
 
-      const [deletionJob] = plantEventJobs([deletedEvent], { attempts: 1, backoffMs: 20, failedRetentionMs: 60_000 });
-      const [creationJob] = plantEventJobs([createdEvent], { attempts: 1, backoffMs: 20, failedRetentionMs: 60_000 });
+      const [deletionJob] = eventJobs([deletedEvent], { attempts: 1, backoffMs: 20, failedRetentionMs: 60_000 });
+      const [creationJob] = eventJobs([createdEvent], { attempts: 1, backoffMs: 20, failedRetentionMs: 60_000 });
       if (!deletionJob || !creationJob) throw new Error("jobs missing");
       await sideWorkQueue.add(deletionJob.name, deletionJob.data, deletionJob.opts);
       await jobInState(sideWorkQueue, deletionJob.opts.jobId, "completed");
@@ -454,7 +454,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       expect(await t.inspect.outboxPending()).toBe(0);
     });
 
-    it("fails a job of any name but plant-events at once, applying nothing", async () => {
+    it("fails a job of any name but events at once, applying nothing", async () => {
       await start();
       const created = await t.createPlant({ id: "64" });
       await waitFor("indexed", () => isIndexed("64"));
@@ -470,7 +470,7 @@ describe.each(storeKinds)("worker on %s Redis", { timeout: 20_000 }, (kind: Stor
       ]) {
         const failed = await jobInState(sideWorkQueue, jobId as string, "failed");
         expect(failed.attemptsMade).toBe(1);
-        expect(failed.failedReason).toBe(`unknown job name "${name}" (expected plant-events)`);
+        expect(failed.failedReason).toBe(`unknown job name "${name}" (expected events)`);
       }
       expect(await t.indexState()).toEqual([
         `${indexMember("64", created.created, t.layout.partitions)} ${created.created}`,

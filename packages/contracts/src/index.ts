@@ -1,3 +1,4 @@
+export * from "./change-events.js";
 export * from "./events.js";
 export * from "./exact-json.js";
 export * from "./imports.js";

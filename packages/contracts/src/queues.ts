@@ -24,11 +24,11 @@ export const queuePrefix = (name: QueueName) => `{${name}}`;
 
 /**
  * Job name of a batch of events: the relay turns each batch it reads from the outbox into one
- * side-work job carrying `PlantEventBatch`. Under load a batch holds many events, so BullMQ's fixed
+ * side-work job carrying an `EventBatch` (events of any resource). Under load a batch holds many events, so BullMQ's fixed
  * cost per job (several Lua scripts) is paid once per batch instead of once per event; when idle,
  * a batch holds one event and nothing waits for others.
  */
-export const PLANT_EVENTS_JOB = "plant-events";
+export const EVENTS_JOB = "events";
 
 /**
  * Deterministic job id per batch, so a relay that delivers the same outbox entries

@@ -31,6 +31,9 @@
   As in createPlant-3, the creation times are the partition's clock, strictly increasing, and a
   line's record is written after its plant and outbox entry.
 ]]
+--- @include "partitionClock"
+--- @include "plantEvent"
+
 local chunk = tonumber(ARGV[1])
 local recorded = tonumber(redis.call('HGET', KEYS[3], 'chunk') or '-1')
 if recorded > chunk then return 'stale' end
@@ -40,9 +43,7 @@ if recorded < chunk then
 end
 redis.call('PEXPIRE', KEYS[3], ARGV[5])
 
-local now = redis.call('TIME')
--- Below 2^53 for the next 200 years: exact as a Lua number; formatted without exponent.
-local clock = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local clock = clockNow()
 local last = tonumber(redis.call('GET', KEYS[1]) or '0')
 local actor, requestId, at = ARGV[2], ARGV[3], ARGV[4]
 local outcomes = {}
@@ -59,19 +60,9 @@ for k = 4, #KEYS do
       local sameTag = (hasTag == '1' and existing[2] == tag) or (hasTag == '0' and not existing[2])
       outcome = (existing[1] == name and sameTag) and 'u' or 'x'
     else
-      local created = clock
-      if created <= last then created = last + 1 end
-      last = created
-      created = string.format('%.0f', created)
-      if hasTag == '1' then
-        redis.call('HSET', KEYS[k], 'name', name, 'tag', tag, 'created', created, 'at', at)
-        redis.call('XADD', KEYS[2], '*', 'created', created, 'type', 'plant.created', 'plantId', id,
-          'name', name, 'tag', tag, 'actor', actor, 'requestId', requestId, 'at', at)
-      else
-        redis.call('HSET', KEYS[k], 'name', name, 'created', created, 'at', at)
-        redis.call('XADD', KEYS[2], '*', 'created', created, 'type', 'plant.created', 'plantId', id,
-          'name', name, 'actor', actor, 'requestId', requestId, 'at', at)
-      end
+      last = clockAfter(clock, last)
+      local created = formatClock(last)
+      commitCreatedPlant(KEYS[k], KEYS[2], id, name, hasTag == '1' and tag or nil, created, actor, requestId, at)
       redis.call('HSET', KEYS[3], line, '1')
       createdAny = true
       outcome = 'c'
@@ -79,5 +70,5 @@ for k = 4, #KEYS do
   end
   outcomes[#outcomes + 1] = outcome
 end
-if createdAny then redis.call('SET', KEYS[1], string.format('%.0f', last)) end
+if createdAny then redis.call('SET', KEYS[1], formatClock(last)) end
 return table.concat(outcomes)

@@ -19,16 +19,14 @@
   changes nothing: nothing is written, no event), 'mismatch' (If-Match does not hold: nothing is
   written; the current state is returned) or 'missing' (no such plant: only the outcome).
 ]]
+--- @include "partitionClock"
+--- @include "plantEvent"
+--- @include "ifMatch"
+
 local plant = redis.call('HMGET', KEYS[1], 'name', 'tag', 'created', 'version')
 if not plant[1] then return {'missing'} end
 local version = plant[4] or plant[3]
-if ARGV[2] ~= '' and ARGV[2] ~= '*' then
-  local matched = false
-  for expected in string.gmatch(ARGV[2], '%S+') do
-    if expected == version then matched = true end
-  end
-  if not matched then return {'mismatch', version, plant[3], plant[1], plant[2] or false} end
-end
+if not ifMatchHolds(ARGV[2], version) then return {'mismatch', version, plant[3], plant[1], plant[2] or false} end
 
 -- HMGET gives false for a missing tag: nil stands for "no tag" below, in the old state and the new.
 local oldTag = plant[2] or nil
@@ -37,31 +35,9 @@ local tag = oldTag
 if ARGV[4] == 'set' then tag = ARGV[5] elseif ARGV[4] == 'remove' then tag = nil end
 if name == plant[1] and tag == oldTag then return {'unchanged', version, plant[3], plant[1], oldTag or false} end
 
-local now = redis.call('TIME')
-local at = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if at <= last then at = last + 1 end
-local newVersion = string.format('%.0f', at)
-redis.call('SET', KEYS[2], newVersion)
+local newVersion = tickClock(KEYS[2])
 redis.call('HSET', KEYS[1], 'name', name, 'version', newVersion)
 if tag then redis.call('HSET', KEYS[1], 'tag', tag) else redis.call('HDEL', KEYS[1], 'tag') end
-
-local fields = {'type', 'plant.updated', 'plantId', ARGV[1], 'name', name}
-if tag then
-  fields[#fields + 1] = 'tag'
-  fields[#fields + 1] = tag
-end
-fields[#fields + 1] = 'previousName'
-fields[#fields + 1] = plant[1]
-if oldTag then
-  fields[#fields + 1] = 'previousTag'
-  fields[#fields + 1] = oldTag
-end
-for _, pair in ipairs({
-  {'actor', ARGV[6]}, {'requestId', ARGV[7]}, {'at', ARGV[8]}, {'created', plant[3]}, {'version', newVersion},
-}) do
-  fields[#fields + 1] = pair[1]
-  fields[#fields + 1] = pair[2]
-end
-redis.call('XADD', KEYS[3], '*', unpack(fields))
+appendPlantEvent(KEYS[3], 'plant.updated', ARGV[1], name, tag, {{'previousName', plant[1]}, {'previousTag', oldTag}},
+  ARGV[6], ARGV[7], ARGV[8], plant[3], newVersion)
 return {'updated', newVersion, plant[3], name, tag or false}

@@ -109,7 +109,7 @@ describe("create, get, delete", () => {
     const keys = partitionKeys(partitionOf(id, 16));
     expect(await client.hgetall(keys.plant(id))).toMatchObject({ name: "Monstera", tag: "tropical" });
     const [[, entryFields] = ["", []]] = await client.xrange(keys.outbox, "-", "+");
-    expect(entryFields).toEqual(["created", first.created.toString(), ...fields(id, "Monstera", "tropical")]);
+    expect(entryFields).toEqual([...fields(id, "Monstera", "tropical"), "created", first.created.toString()]);
     expect(await store.get(id)).toEqual({
       id,
       name: "Monstera",

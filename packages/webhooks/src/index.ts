@@ -13,7 +13,7 @@ export {
   parseDestination,
   type Resolve,
 } from "./destination.js";
-export { importFinishedBody, webhookBody } from "./payload.js";
+export { importFinishedBody } from "./payload.js";
 export { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule, retryDelay } from "./schedule.js";
 export { generateSecret, SecretKeyError, secretSealer } from "./secrets.js";
 export {

@@ -1,11 +1,7 @@
-import { IMPORT_FINISHED_EVENT, type ImportSummary, plantEventBody } from "@plant-store/contracts";
+import { IMPORT_FINISHED_EVENT, type ImportSummary } from "@plant-store/contracts";
 
-/**
- * The delivery body of an event: `{"type", "timestamp", "data"}` with the plant as a NewPlant (`id`,
- * `name`, `tag` when it has one), the id an exact JSON number. The contracts own it
- * (`plantEventBody`): the api's live event streams send the same text.
- */
-export const webhookBody = plantEventBody;
+// A change event's delivery body is its resource's (ResourceEvents.body in the contracts): the
+// api's live event streams send the same text.
 
 /**
  * The delivery body of an import's end: `{"type": "import.finished", "timestamp", "data"}` with the

@@ -1,4 +1,4 @@
-import { type PlantEvent, WEBHOOK_SECRET_PREFIX, type Webhook } from "@plant-store/contracts";
+import { type PlantEvent, plantEvents, WEBHOOK_SECRET_PREFIX, type Webhook } from "@plant-store/contracts";
 import { type RedisServer, startRedisServer } from "@plant-store/redis-server";
 import { connect, disconnect, type RedisClient } from "@plant-store/store";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -15,7 +15,6 @@ import {
   SECRET_ROTATION_OVERLAP_MS,
   SecretKeyError,
   secretSealer,
-  webhookBody,
   webhookSubscriptions,
 } from "../src/index.js";
 
@@ -290,11 +289,13 @@ describe("the event body", () => {
 
   it("writes int64 ids as exact JSON numbers and the plant as a NewPlant", () => {
     for (const id of ["9223372036854775807", "-9223372036854775808", "9007199254740993"]) {
-      expect(webhookBody(event(id))).toBe(
+      expect(plantEvents.body(event(id))).toBe(
         `{"type":"plant.created","timestamp":"2026-11-23T00:00:00.000Z","data":{"id":${id},"name":"Say \\"hi\\" 🌱"}}`,
       );
     }
-    expect(webhookBody(event("5", { tag: "herb" }))).toContain(`"data":{"id":5,"name":"Say \\"hi\\" 🌱","tag":"herb"}`);
-    expect(() => webhookBody(event("5.5"))).toThrow(/int64/);
+    expect(plantEvents.body(event("5", { tag: "herb" }))).toContain(
+      `"data":{"id":5,"name":"Say \\"hi\\" 🌱","tag":"herb"}`,
+    );
+    expect(() => plantEvents.body(event("5.5"))).toThrow(/int64/);
   });
 });

@@ -1,10 +1,4 @@
-import {
-  type PlantEventMessage,
-  type PlantEventType,
-  parseOutboxEntry,
-  plantEventBody,
-  plantEventMessage,
-} from "@plant-store/contracts";
+import type { EventMessage, EventRegistry } from "@plant-store/contracts";
 import {
   compareEntryIds,
   comparePositions,
@@ -33,13 +27,15 @@ export interface HubEvent {
   position: EventPosition;
   /** The position as the opaque cursor clients resume from (an SSE event's `id`). */
   cursor: string;
-  type: PlantEventType;
-  /** The plant's tag after the change, and before it (an update's previous tag): the `tag` filter's. */
+  /** Its resource (`plant`): a stream follows one resource's events. */
+  resource: string;
+  type: string;
+  /** What the `tag` filter matches (the resource's topicsOf: a plant's tag after the change and before it). */
   tags: readonly string[];
   /** The whole SSE event: `id:`, `event:`, `data:` (the webhook body) and the blank line. */
   frame: string;
-  /** The same for tRPC: `{type, timestamp, data}` with a bigint id. */
-  message: PlantEventMessage;
+  /** The same for tRPC: `{type, timestamp, data}` with bigint ids. */
+  message: EventMessage;
 }
 
 /** Why the hub ended a stream. */
@@ -65,6 +61,8 @@ export interface StreamSink {
 
 export interface HubOptions {
   log: EventLog;
+  /** The resources whose events the log holds (an entry of another type is left out). */
+  events: EventRegistry;
   /**
    * One node: a dedicated connection for the blocking wait, which the hub owns (it disconnects it
    * on close). Undefined on a cluster: the hub polls.
@@ -121,6 +119,8 @@ export class StreamRefused extends Error {
 interface Stream {
   readonly principal: string;
   readonly transport: Transport;
+  /** The resource whose events it follows. */
+  readonly resource: string;
   readonly tag: string | undefined;
   /** Events at or before this position are not sent (the cursor, then the last one sent). */
   after: EventPosition;
@@ -154,6 +154,8 @@ export class EventHub {
   /** Connections of streams not released yet, in all and per token: what the limits count. */
   private connections = 0;
   private readonly perPrincipal = new Map<string, number>();
+  /** Each batch's one resource ("" when mixed): asked once per batch, not once per stream. */
+  private readonly batchResources = new WeakMap<readonly HubEvent[], string>();
   private readonly historyReads: HistoryReads;
   private closing = false;
   private started: Promise<void> | undefined;
@@ -256,16 +258,18 @@ export class EventHub {
   open(options: {
     principal: string;
     transport: Transport;
+    resource: string;
     tag: string | undefined;
     cursor: EventPosition | undefined;
     sink: StreamSink;
   }): () => void {
-    const { principal, transport, tag, cursor, sink } = options;
+    const { principal, transport, resource, tag, cursor, sink } = options;
     const now: EventPosition = { ms: this.watermark - 1, partition: Number.MAX_SAFE_INTEGER, seq: 0 };
     const catchUp = cursor !== undefined && comparePositions(cursor, now) < 0;
     const stream: Stream = {
       principal,
       transport,
+      resource,
       tag,
       after: cursor ?? now,
       catchingUp: catchUp,
@@ -312,11 +316,15 @@ export class EventHub {
     const first = batch[0];
     // The whole batch, as is, to every stream that takes all of it: its sink writes it once for all.
     const wanted =
-      first && stream.tag === undefined && comparePositions(first.position, stream.after) > 0
+      first &&
+      stream.tag === undefined &&
+      comparePositions(first.position, stream.after) > 0 &&
+      this.resourceOf(batch) === stream.resource
         ? batch
         : batch.filter(
             (event) =>
               comparePositions(event.position, stream.after) > 0 &&
+              event.resource === stream.resource &&
               (stream.tag === undefined || event.tags.includes(stream.tag)),
           );
     const last = batch.at(-1);
@@ -398,26 +406,36 @@ export class EventHub {
   private eventsOf(entries: readonly LogEntry[]): HubEvent[] {
     const events: HubEvent[] = [];
     for (const entry of entries) {
-      let parsed: ReturnType<typeof parseOutboxEntry>;
+      let read: ReturnType<EventRegistry["readEntry"]>;
       try {
-        parsed = parseOutboxEntry(eventIdOf(entry.partition, entry.id), entry.fields);
+        read = this.options.events.readEntry(eventIdOf(entry.partition, entry.id), entry.fields);
       } catch {
         continue; // the relay moves it to the dead letters
       }
+      const { event, resource } = read;
       const cursor = formatEventCursor(entry);
-      const tags: string[] = [];
-      if (parsed.tag !== undefined) tags.push(parsed.tag);
-      if (parsed.type === "plant.updated" && parsed.previousTag !== undefined) tags.push(parsed.previousTag);
       events.push({
         position: { ms: entry.ms, partition: entry.partition, seq: entry.seq },
         cursor,
-        type: parsed.type,
-        tags,
-        frame: frameOf(cursor, parsed.type, plantEventBody(parsed)),
-        message: plantEventMessage(parsed),
+        resource: resource.resource,
+        type: event.type,
+        tags: resource.topicsOf?.(event) ?? [],
+        frame: frameOf(cursor, event.type, resource.body(event)),
+        message: resource.message(event),
       });
     }
     return events;
+  }
+
+  /** The one resource of a batch's events, or undefined when it mixes several (remembered per batch). */
+  private resourceOf(batch: readonly HubEvent[]): string | undefined {
+    let resource = this.batchResources.get(batch);
+    if (resource === undefined) {
+      const first = batch[0]?.resource ?? "";
+      resource = batch.every((event) => event.resource === first) ? first : "";
+      this.batchResources.set(batch, resource);
+    }
+    return resource === "" ? undefined : resource;
   }
 
   /** Emits the entries below `completeBelowMs` (and any that came late, below the watermark already). */

@@ -1,4 +1,4 @@
-import { PlantTag } from "@plant-store/contracts";
+import { PlantTag, plantEvents } from "@plant-store/contracts";
 import { type EventPosition, parseEventCursor } from "@plant-store/store";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { apiError, describeIssues } from "../errors.js";
@@ -70,7 +70,14 @@ export function eventsRoute(app: FastifyInstance, options: { guard: Guard; hub: 
       throw error;
     }
     const response = new EventResponse(reply.raw, sseWire);
-    const close = hub.open({ principal, transport: "sse", tag, cursor, sink: response });
+    const close = hub.open({
+      principal,
+      transport: "sse",
+      resource: plantEvents.resource,
+      tag,
+      cursor,
+      sink: response,
+    });
     response.onConnectionClosed(close);
     return reply
       .header("content-type", "text/event-stream")

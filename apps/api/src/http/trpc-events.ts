@@ -1,3 +1,4 @@
+import { plantEvents } from "@plant-store/contracts";
 import { parseEventCursor } from "@plant-store/store";
 import { authChallenge, hasScope, scopeChallenge } from "@plant-store/tokens";
 import { TRPCError } from "@trpc/server";
@@ -86,7 +87,14 @@ export function trpcEventsRoute(
       throw error;
     }
     const response = new EventResponse(reply.raw, wire);
-    const close = hub.open({ principal: auth.principal.id, transport: "trpc", tag: input.tag, cursor, sink: response });
+    const close = hub.open({
+      principal: auth.principal.id,
+      transport: "trpc",
+      resource: plantEvents.resource,
+      tag: input.tag,
+      cursor,
+      sink: response,
+    });
     response.onConnectionClosed(close);
     return sseReply(reply).send(response);
   });

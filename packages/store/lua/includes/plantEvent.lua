@@ -1,0 +1,34 @@
+--[[
+  A plant's outbox entry (the event the relay, the live streams and the audit log read), its fields
+  in one order for every type: its type, the plant's id, name and tag (nil: none), what the type
+  adds (`previous`: an update's old name and tag, {field, value} pairs, a nil value left out), the
+  request's actor, request id and time, and the plant version's creation time and version (nil
+  for a create, whose version is its creation time).
+]]
+local function appendPlantEvent(outboxKey, type, id, name, tag, previous, actor, requestId, at, created, version)
+  local fields = {'type', type, 'plantId', id, 'name', name}
+  local function add(field, value)
+    if value then
+      fields[#fields + 1] = field
+      fields[#fields + 1] = value
+    end
+  end
+  add('tag', tag)
+  for _, pair in ipairs(previous) do add(pair[1], pair[2]) end
+  add('actor', actor)
+  add('requestId', requestId)
+  add('at', at)
+  add('created', created)
+  add('version', version)
+  redis.call('XADD', outboxKey, '*', unpack(fields))
+end
+
+-- Writes a new plant's hash and its `plant.created` entry: the commit of a create.
+local function commitCreatedPlant(plantKey, outboxKey, id, name, tag, created, actor, requestId, at)
+  if tag then
+    redis.call('HSET', plantKey, 'name', name, 'tag', tag, 'created', created, 'at', at)
+  else
+    redis.call('HSET', plantKey, 'name', name, 'created', created, 'at', at)
+  end
+  appendPlantEvent(outboxKey, 'plant.created', id, name, tag, {}, actor, requestId, at, created, nil)
+end
