@@ -1,5 +1,14 @@
 import { EventRegistry } from "@plant-store/contracts";
-import { connect, createRateLimiter, disconnect, isCluster, type Layout, openLayout, outbox } from "@plant-store/store";
+import {
+  connect,
+  createRateLimiter,
+  disconnect,
+  isCluster,
+  type Layout,
+  openLayout,
+  outbox,
+  type RedisClient,
+} from "@plant-store/store";
 import { cachedVerifier, createAuthenticator, createTokenStore } from "@plant-store/tokens";
 import { webhookSubscriptions } from "@plant-store/webhooks";
 import type { Queue, Worker } from "bullmq";
@@ -8,9 +17,9 @@ import { startHeartbeat } from "./heartbeat.js";
 import { startImports } from "./import-job.js";
 import { plantSideWork } from "./index-job.js";
 import { createLogger, type Logger } from "./logger.js";
-import { createWorkerMetrics, serveMetrics } from "./metrics.js";
+import { createWorkerMetrics, serveMetrics, type WorkerMetrics } from "./metrics.js";
 import { outageLog } from "./outage.js";
-import { type Relay, startRelay } from "./relay.js";
+import { type Relay, type RelayObserver, startRelay } from "./relay.js";
 import { retentionPolicy, startRetention } from "./retention.js";
 import { type ResourceSideWork, startSideWork } from "./side-work.js";
 import { startDeliveries } from "./webhook-jobs.js";
@@ -42,6 +51,172 @@ export interface RunningWorker {
   close(): Promise<void>;
 }
 
+/** The worker's Redis connections; each reports its errors as its role calls for. */
+interface Connections {
+  /** Queues, the workers' non-blocking commands and the job scripts (BullMQ opens its own blocking one per Worker). */
+  redis: RedisClient;
+  /** The relay's reads, claims, acks and leases. */
+  relay: RedisClient;
+  /** On one node: the relay's blocking XREADGROUP over all its partitions (a cluster cannot: it polls). */
+  relayBlocking: RedisClient | undefined;
+  /** Scrapes read through a connection that fails fast: an outage must not hold a scrape open. */
+  metrics: RedisClient | undefined;
+  logError: (source: string, error: Error) => void;
+}
+
+/**
+ * Opens the connections. `maxRetriesPerRequest: null` (BullMQ requires it): while Redis is
+ * unreachable a command waits for the reconnect instead of failing after a few tries, so nothing is
+ * half-done. Only the command connection reports an outage; the others log at debug level.
+ */
+function openConnections(config: WorkerConfig, logger: Logger): Connections {
+  const { redis: target } = config.store;
+  const redis = connect(target, { name: "plant-store-worker", maxRetriesPerRequest: null });
+  const relay = connect(target, { name: "plant-store-relay", maxRetriesPerRequest: null });
+  const relayBlocking =
+    target.mode === "single"
+      ? connect(target, { name: "plant-store-relay-blocking", maxRetriesPerRequest: null })
+      : undefined;
+  const metrics = config.metrics.enabled
+    ? connect(target, {
+        name: "plant-store-worker-metrics",
+        maxRetriesPerRequest: 1,
+        enableOfflineQueue: false,
+        commandTimeout: 2000,
+      })
+    : undefined;
+  const { error: logError } = outageLog(redis, logger);
+  redis.on("error", (error: Error) => logError("redis connection", error));
+  // A cluster reports each node connection's errors apart; one node down is not an outage (its
+  // commands wait for the failover, and the cluster connection reports what fails for good).
+  if (isCluster(redis)) redis.on("node error", (error: Error) => logger.debug("redis node error", { error }));
+  for (const connection of [relay, relayBlocking]) {
+    connection?.on("error", (error: Error) => logger.debug("relay connection error", { error }));
+  }
+  metrics?.on("error", () => {});
+  for (const connection of [relay, metrics]) {
+    if (connection && isCluster(connection)) connection.on("node error", () => {});
+  }
+  return { redis, relay, relayBlocking, metrics, logError };
+}
+
+/** The queues and BullMQ workers: webhook deliveries, imports and the side work the relay feeds. */
+function startQueues(
+  config: WorkerConfig,
+  connections: Connections,
+  layout: Layout,
+  resources: readonly ResourceSideWork[],
+  events: EventRegistry,
+  logger: Logger,
+) {
+  const { redis: connection, logError } = connections;
+  const { store } = config;
+  const subscriptions = webhookSubscriptions(connection, {
+    policy: config.webhooks.policy,
+    secretKey: config.webhooks.secretKey,
+  });
+  const deliveries = startDeliveries({ connection, config, subscriptions, logger, logError });
+  const imports = startImports({
+    connection,
+    layout,
+    durability: { minReplicasAck: store.minReplicasAck, replicaAckTimeoutMs: store.replicaAckTimeoutMs },
+    config,
+    subscriptions,
+    deliveries: deliveries.queue,
+    logger,
+    logError,
+  });
+  const sideWork = startSideWork({
+    connection,
+    deps: { client: connection, layout, subscriptions, deliveries: deliveries.queue, resources, events },
+    config,
+    logger,
+    logError,
+  });
+  return { deliveries, imports, sideWork };
+}
+
+/** The relay from the outbox into the side-work queue (see relay.ts). */
+function startOutboxRelay(
+  config: WorkerConfig,
+  connections: Connections,
+  layout: Layout,
+  events: EventRegistry,
+  sideWorkQueue: Queue,
+  logger: Logger,
+  observer: RelayObserver | undefined,
+): Promise<Relay> {
+  return startRelay({
+    client: connections.relay,
+    blockingClient: connections.relayBlocking,
+    partitions: layout.partitions,
+    events,
+    queue: sideWorkQueue,
+    batchSize: config.relayBatchSize,
+    claimIdleMs: config.relayClaimIdleMs,
+    leaseMs: config.relayLeaseMs,
+    pollMs: config.relayPollMs,
+    lingerMs: config.relayLingerMs,
+    maxLingerMs: config.relayMaxLingerMs,
+    jobOptions: {
+      attempts: config.jobAttempts,
+      backoffMs: config.jobBackoffMs,
+      failedRetentionMs: retentionPolicy(config).failedJobMs,
+    },
+    logger,
+    observer,
+  });
+}
+
+/**
+ * The metrics: what the relay and the queues report, served on `GET /metrics` behind the api's
+ * tokens. Optional: a port taken by another program (or another stack) must not stop the side
+ * work, so a failure to listen is logged and the worker goes on without it.
+ */
+async function startMetricsEndpoint(
+  config: WorkerConfig,
+  metrics: WorkerMetrics,
+  connection: RedisClient,
+  sources: { layout: Layout; relay: Relay; queues: readonly Queue[] },
+  logger: Logger,
+): Promise<MetricsServer | undefined> {
+  const { layout, relay, queues } = sources;
+  const backlogs = outbox(connection);
+  metrics.observe({
+    partitions: layout.partitions,
+    held: () => relay.held(),
+    lingerMs: () => relay.lingerMs(),
+    backlog: (p) => backlogs.backlog(p),
+    queues,
+  });
+  const tokens = createTokenStore(connection);
+  const { host, port } = config.metrics;
+  return serveMetrics({
+    registry: metrics.registry,
+    authenticator: createAuthenticator({
+      configTokens: config.metrics.apiTokens,
+      adminToken: config.metrics.adminToken,
+      verifyStored: cachedVerifier((token) => tokens.verify(token), 500),
+    }),
+    limiter: createRateLimiter(connection),
+    authFailuresPerMinute: config.metrics.authFailuresPerMinute,
+    host,
+    port,
+  }).catch((error: NodeJS.ErrnoException) => {
+    logger.warn(
+      "metrics endpoint not started; the worker goes on without it (set WORKER_METRICS_PORT to a free port)",
+      {
+        host,
+        port,
+        error: error.code ?? error.message,
+      },
+    );
+    return undefined;
+  });
+}
+
+type MetricsServer = { url: string; close(): Promise<void> };
+
 /**
  * Starts the outbox relay and one BullMQ worker per queue; resolves once all are connected.
  * Rejects with a StoreLayoutError when the store is of a layout this version does not read or was
@@ -51,49 +226,13 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
   const logger = options.logger ?? createLogger(config.logLevel);
   const resources = options.resources ?? [plantSideWork];
   const events = new EventRegistry(resources.map((resource) => resource.events));
-  const { store } = config;
-  // One command connection for the queues, the workers' non-blocking commands and the job
-  // scripts (BullMQ opens its own blocking connection per Worker), one for the relay's polling.
-  // `maxRetriesPerRequest: null` (BullMQ requires it): while Redis is unreachable a command waits
-  // for the reconnect instead of failing after a few tries, so nothing is half-done.
-  const redis = connect(store.redis, { name: "plant-store-worker", maxRetriesPerRequest: null });
-  const relayConnection = connect(store.redis, { name: "plant-store-relay", maxRetriesPerRequest: null });
-  // On one node the relay waits for new entries in one blocking XREADGROUP over all its
-  // partitions, which holds its connection; a cluster cannot do that (several slots), and polls.
-  const relayBlocking =
-    store.redis.mode === "single"
-      ? connect(store.redis, { name: "plant-store-relay-blocking", maxRetriesPerRequest: null })
-      : undefined;
-  const outage = outageLog(redis, logger);
-  const logError = outage.error;
-  redis.on("error", (error: Error) => logError("redis connection", error));
-  // A cluster reports each node connection's errors apart; one node down is not an outage (its
-  // commands wait for the failover, and the cluster connection reports what fails for good).
-  if (isCluster(redis)) redis.on("node error", (error: Error) => logger.debug("redis node error", { error }));
-  // Debug only: an outage is already reported by the command connection.
-  for (const connection of [relayConnection, relayBlocking]) {
-    connection?.on("error", (error: Error) => logger.debug("relay connection error", { error }));
-  }
-  if (isCluster(relayConnection)) relayConnection.on("node error", () => {});
-
+  const connections = openConnections(config, logger);
+  const metrics = config.metrics.enabled ? createWorkerMetrics() : undefined;
   const queues: Queue[] = [];
   const workers: Worker[] = [];
   let relay: Relay | undefined;
   let retention: { stop(): void } | undefined;
-  const policy = retentionPolicy(config);
-  const metrics = config.metrics.enabled ? createWorkerMetrics() : undefined;
-  // Scrapes read through a connection that fails fast: an outage must not hold a scrape open.
-  const metricsConnection = metrics
-    ? connect(store.redis, {
-        name: "plant-store-worker-metrics",
-        maxRetriesPerRequest: 1,
-        enableOfflineQueue: false,
-        commandTimeout: 2000,
-      })
-    : undefined;
-  metricsConnection?.on("error", () => {}); // the command connection reports outages
-  if (metricsConnection && isCluster(metricsConnection)) metricsConnection.on("node error", () => {});
-  let metricsServer: { url: string; close(): Promise<void> } | undefined;
+  let metricsServer: MetricsServer | undefined;
 
   async function closeAll(): Promise<void> {
     await metricsServer?.close();
@@ -101,6 +240,7 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
     await relay?.close();
     await Promise.all(workers.map((worker) => worker.close()));
     await Promise.all(queues.map((queue) => queue.close()));
+    const { redis, relay: relayConnection, relayBlocking, metrics: metricsConnection } = connections;
     await Promise.all(
       [relayConnection, relayBlocking, metricsConnection, redis].map((client) => client && disconnect(client)),
     );
@@ -108,118 +248,55 @@ export async function startWorker(config: WorkerConfig, options: StartWorkerOpti
 
   let layout: Layout;
   try {
-    layout = await openLayout(redis, store.partitions === undefined ? {} : { partitions: store.partitions });
-
-    const subscriptions = webhookSubscriptions(redis, {
-      policy: config.webhooks.policy,
-      secretKey: config.webhooks.secretKey,
-    });
-    const deliveries = startDeliveries({ connection: redis, config, subscriptions, logger, logError });
-    queues.push(deliveries.queue);
-    workers.push(deliveries.worker);
-    metrics?.watch(deliveries.worker, { events: false });
-    const imports = startImports({
-      connection: redis,
-      layout,
-      durability: { minReplicasAck: store.minReplicasAck, replicaAckTimeoutMs: store.replicaAckTimeoutMs },
-      config,
-      subscriptions,
-      deliveries: deliveries.queue,
-      logger,
-      logError,
-    });
-    queues.push(imports.queue);
-    workers.push(imports.worker);
-    metrics?.watch(imports.worker, { events: false });
-    const sideWork = startSideWork({
-      connection: redis,
-      deps: { client: redis, layout, subscriptions, deliveries: deliveries.queue, resources, events },
-      config,
-      logger,
-      logError,
-    });
-    queues.push(sideWork.queue);
-    workers.push(sideWork.worker);
-    metrics?.watch(sideWork.worker, { events: true });
-
+    const { store } = config;
+    layout = await openLayout(
+      connections.redis,
+      store.partitions === undefined ? {} : { partitions: store.partitions },
+    );
+    const started = startQueues(config, connections, layout, resources, events, logger);
+    for (const [part, countsEvents] of [
+      [started.deliveries, false],
+      [started.imports, false],
+      [started.sideWork, true],
+    ] as const) {
+      queues.push(part.queue);
+      workers.push(part.worker);
+      metrics?.watch(part.worker, { events: countsEvents });
+    }
     await Promise.all([...queues, ...workers].map((client) => client.waitUntilReady()));
-    relay = await startRelay({
-      client: relayConnection,
-      blockingClient: relayBlocking,
-      partitions: layout.partitions,
-      events,
-      queue: sideWork.queue,
-      batchSize: config.relayBatchSize,
-      claimIdleMs: config.relayClaimIdleMs,
-      leaseMs: config.relayLeaseMs,
-      pollMs: config.relayPollMs,
-      lingerMs: config.relayLingerMs,
-      maxLingerMs: config.relayMaxLingerMs,
-      jobOptions: {
-        attempts: config.jobAttempts,
-        backoffMs: config.jobBackoffMs,
-        failedRetentionMs: policy.failedJobMs,
-      },
-      logger,
-      observer: metrics?.relay,
-    });
+    relay = await startOutboxRelay(config, connections, layout, events, started.sideWork.queue, logger, metrics?.relay);
     const running = relay;
     retention = startRetention({
-      client: redis,
+      client: connections.redis,
       partitions: () => running.held(),
       queues,
-      policy,
+      policy: retentionPolicy(config),
       logger,
       ...options.retentionTiming,
     });
-    if (metrics && metricsConnection) {
-      const backlogs = outbox(metricsConnection);
-      metrics.observe({
-        partitions: layout.partitions,
-        held: () => running.held(),
-        lingerMs: () => running.lingerMs(),
-        backlog: (p) => backlogs.backlog(p),
-        queues,
-      });
-      const tokens = createTokenStore(metricsConnection);
-      const { host, port } = config.metrics;
-      metricsServer = await serveMetrics({
-        registry: metrics.registry,
-        authenticator: createAuthenticator({
-          configTokens: config.metrics.apiTokens,
-          adminToken: config.metrics.adminToken,
-          verifyStored: cachedVerifier((token) => tokens.verify(token), 500),
-        }),
-        limiter: createRateLimiter(metricsConnection),
-        authFailuresPerMinute: config.metrics.authFailuresPerMinute,
-        host,
-        port,
-      }).catch((error: NodeJS.ErrnoException) => {
-        // Metrics are optional: a port taken by another program (or another stack) must not stop the side work.
-        logger.warn(
-          "metrics endpoint not started; the worker goes on without it (set WORKER_METRICS_PORT to a free port)",
-          {
-            host,
-            port,
-            error: error.code ?? error.message,
-          },
-        );
-        return undefined;
-      });
+    if (metrics && connections.metrics) {
+      metricsServer = await startMetricsEndpoint(
+        config,
+        metrics,
+        connections.metrics,
+        { layout, relay, queues },
+        logger,
+      );
     }
   } catch (error) {
     await closeAll().catch(() => {});
     throw error;
   }
 
-  const heartbeat = config.heartbeatFile === undefined ? undefined : startHeartbeat(redis, config.heartbeatFile);
-  const started = relay;
+  const heartbeat =
+    config.heartbeatFile === undefined ? undefined : startHeartbeat(connections.redis, config.heartbeatFile);
+  const running = relay;
   let closing: Promise<void> | undefined;
   return {
-    relayConsumer: started.consumer,
+    relayConsumer: running.consumer,
     layout,
-    relayedPartitions: () => started.held(),
-    relayLingerMs: () => started.lingerMs(),
+    relayedPartitions: () => running.held(),
+    relayLingerMs: () => running.lingerMs(),
     metricsUrl: metricsServer?.url,
     close() {
       heartbeat?.stop();

@@ -144,6 +144,14 @@ export {
   TooFewReplicasError,
 } from "./replicas.js";
 export { recordOf } from "./replies.js";
+export {
+  type IndexedChange,
+  type RecordChangeOutcome,
+  type RecordFields,
+  type ResourceRecords,
+  resourceKeys,
+  resourceRecords,
+} from "./resources.js";
 export { defineScripts, scriptFiles } from "./scripts.js";
 export { type TokenRecords, tokenRecords } from "./tokens.js";
 export { type DeliveryRecord, type WebhookFields, type WebhookRecords, webhookRecords } from "./webhooks.js";
