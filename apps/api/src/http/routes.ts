@@ -3,6 +3,7 @@ import type { AnyRouter } from "@trpc/server";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { ZodObject, type ZodType } from "zod";
 import { apiError } from "../errors.js";
+import type { BodyIdRule } from "../resource/module.js";
 import type { Meta } from "../trpc.js";
 
 /** A REST operation of the router, matched exactly (letter case and trailing slash count). */
@@ -20,6 +21,19 @@ export type RestRoute = {
   literals: number;
   /** Segments of its path (a parameter is one). */
   segments: number;
+  /** A PUT's or PATCH's body that may repeat the path's id: how to read and compare both (its meta's `bodyId`). */
+  bodyId?: BodyIdCheck;
+};
+
+/** A procedure's `bodyId` rule made concrete for its path: where the path's value is and how to parse it. */
+export type BodyIdCheck = {
+  pathParam: string;
+  names: string;
+  body: ZodType;
+  /** The input's schema of the path parameter. */
+  path: ZodType;
+  /** The path parameter's segment in the path (`/plants/{id}`: 2). */
+  segment: number;
 };
 
 /** The segments of a path template that name no parameter (`/plants/imports`: 2, `/plants/{id}`: 1). */
@@ -50,9 +64,18 @@ export function restRoutesOf(router: AnyRouter): RestRoute[] {
       bodyless: isBodylessAction(openapi.method, openapi.path, input),
       literals: literalSegments(openapi.path),
       segments: segmentsOf(openapi.path),
+      bodyId: bodyIdCheck(_def.meta.bodyId, openapi.path, input),
     });
   }
   return routes;
+}
+
+function bodyIdCheck(rule: BodyIdRule | undefined, path: string, input: unknown): BodyIdCheck | undefined {
+  const pathSchema =
+    input instanceof ZodObject ? (input.shape[rule?.pathParam ?? ""] as ZodType | undefined) : undefined;
+  if (!rule || !pathSchema) return undefined;
+  const segment = path.split("/").indexOf(`{${rule.pathParam}}`);
+  return { pathParam: rule.pathParam, names: rule.names, body: rule.schema, path: pathSchema, segment };
 }
 
 /** A POST whose input is only its path's parameters (rotate-secret, replay): it takes no body. */
