@@ -10,7 +10,7 @@ import {
 } from "@plant-store/store";
 import { cachedVerifier, createTokenStore } from "@plant-store/tokens";
 import type { FastifyBaseLogger } from "fastify";
-import { buildApp } from "./app.js";
+import { type AppOptions, buildApp } from "./app.js";
 import type { ApiConfig } from "./config.js";
 import { type ImportService, importService } from "./imports/service.js";
 import { launcherSupervision } from "./supervision.js";
@@ -58,9 +58,10 @@ async function warnIfTooFewReplicas(client: RedisClient, wanted: number, log: Fa
 
 /**
  * Connects to the store (one Redis or a cluster), checks its layout, builds the app and listens;
- * `close()` drains requests, then disconnects.
+ * `close()` drains requests, then disconnects. `resources`: the modules to serve (default the
+ * built-in ones; a test adds its own).
  */
-export async function startApi(config: ApiConfig) {
+export async function startApi(config: ApiConfig, { resources }: Pick<AppOptions, "resources"> = {}) {
   if (config.apiTokens.length === 0) {
     throw new Error("API_TOKENS is empty: set at least one bearer token (npm start generates one for local use)");
   }
@@ -127,6 +128,7 @@ export async function startApi(config: ApiConfig) {
       events: { ...config.events, blocking: eventsBlocking },
       dataVolume: store.dataVolume,
       ...(config.launcherIpc ? { supervision: launcherSupervision() } : {}),
+      resources,
     });
     await warnIfTooFewReplicas(redis, durability.minReplicasAck, app.log);
     await app.listen({ port: config.port, host: config.host });

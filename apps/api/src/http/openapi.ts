@@ -4,8 +4,16 @@ import { globalRegistry, type ZodType } from "zod";
 import { createSchema } from "zod-openapi";
 import { statusMessages } from "../errors.js";
 import type { ComposedApi, ResourceModule } from "../resource/module.js";
-import { errorMessages, headersOf, type Json, type OperationExamples, ref } from "../resource/openapi.js";
-import type { Meta } from "../trpc.js";
+import {
+  errorMessages,
+  headersOf,
+  type Json,
+  NOT_MODIFIED,
+  type OperationExamples,
+  ref,
+  responseHeaders,
+} from "../resource/openapi.js";
+import type { ApiRouter, Meta } from "../trpc.js";
 import { isBodylessAction } from "./routes.js";
 
 type Operations = Record<string, Json>;
@@ -15,36 +23,11 @@ type Procedure = { _def: { meta?: Meta; inputs: ZodType[] } };
 const component = (schema: Parameters<typeof createSchema>[0], io: "input" | "output"): Json =>
   createSchema(schema, { io }).components ?? {};
 
-const header = (description: string, schema: Json, example: unknown) => ({ description, schema, example });
-const integer = { type: "integer", minimum: 0 };
-
-/** Response headers, declared once and referred to by the responses that carry them (headersOf). */
-const headers: Record<string, Json> = {
-  "X-Request-Id": header(
-    "The request's id (the caller's own X-Request-Id when it is short and printable): in the logs and the audit log",
-    { type: "string" },
-    "7d0c6f0e-2f4b-4f7e-9a51-3b1e6c2d9a10",
-  ),
-  "RateLimit-Limit": header("Requests the token may make in the current window", integer, 600),
-  "RateLimit-Remaining": header("Requests the token has left in the current window", integer, 599),
-  "RateLimit-Reset": header("Seconds until the current window ends", integer, 42),
-  "RateLimit-Policy": header("The token's limit: requests per window (`w`, seconds)", { type: "string" }, "600;w=60"),
-  "Retry-After": header("Seconds to wait before retrying", integer, 42),
-  ETag: header(
-    "The plant's current version (its strong entity tag): what If-Match may name now",
-    { type: "string" },
-    '"1764110000123456"',
-  ),
-  "WWW-Authenticate": header(
-    'The RFC 6750 challenge: bare `Bearer` when no token was sent, else `error="invalid_token"` (401) or `error="insufficient_scope"` with the scope needed (403)',
-    { type: "string" },
-    'Bearer realm="plant-store", error="insufficient_scope", scope="plants:write"',
-  ),
-};
-
 /** The modules in the document's order: their paths, extra paths, webhooks and schemas follow it. */
 const inDocumentOrder = (resources: readonly ResourceModule[]) =>
   [...resources].sort((a, b) => a.rest.order - b.rest.order);
+
+type Generated = Json & { paths: Paths; components: Json };
 
 /**
  * The document as the specification describes it. trpc-to-openapi's output differs in ways the
@@ -58,43 +41,22 @@ export function buildOpenApiDocument({ router, resources, info }: ComposedApi): 
     baseUrl: "/",
     license: { name: "MIT", identifier: "MIT" },
     securitySchemes: { bearerAuth: { type: "http", scheme: "bearer" } },
-  }) as unknown as Json & { paths: Paths; components: Json };
+  }) as unknown as Generated;
   // Named schemas of the responses, as generated; the trpc-style error schemas are replaced by Error.
   const schemas: Json = Object.fromEntries(
     Object.entries((generated.components.schemas ?? {}) as Json).filter(([name]) => !name.startsWith("error.")),
   );
-  for (const procedure of Object.values(router._def.procedures) as unknown as Procedure[]) {
-    rewriteProcedureOperation(procedure, generated.paths, schemas);
-  }
+  for (const procedure of proceduresOf(router)) rewriteProcedureOperation(procedure, generated.paths, schemas);
   addPlainOperations(generated.paths, resources, schemas);
   const paths = sortPaths(generated.paths, resources);
   const examples = examplesOf(resources);
   for (const operations of Object.values(paths)) {
     for (const operation of Object.values(operations)) finishOperation(operation, examples);
   }
-  const ordered = inDocumentOrder(resources);
-  const parts = (kind: "extraPaths" | "webhooks", part: "entries" | "schemas") =>
-    Object.assign({}, ...ordered.map((resource) => resource.rest[kind]?.[part] ?? {})) as Json;
-  return {
-    openapi: generated.openapi,
-    info: generated.info,
-    servers: generated.servers,
-    security: [{ bearerAuth: [] }],
-    tags: tagsOf(resources),
-    paths: { ...paths, ...parts("extraPaths", "entries") },
-    webhooks: parts("webhooks", "entries"),
-    components: {
-      schemas: {
-        ...schemas,
-        ...component(ApiError, "output"),
-        ...parts("webhooks", "schemas"),
-        ...parts("extraPaths", "schemas"),
-      },
-      headers,
-      securitySchemes: (generated.components as { securitySchemes: Json }).securitySchemes,
-    },
-  };
+  return assembleDocument(generated, paths, schemas, resources);
 }
+
+const proceduresOf = (router: ApiRouter) => Object.values(router._def.procedures) as unknown as Procedure[];
 
 /** A procedure's operation as the document has it: its scope, named body, own error texts and success status. */
 function rewriteProcedureOperation({ _def }: Procedure, paths: Paths, schemas: Json) {
@@ -147,7 +109,7 @@ function addPlainOperations(paths: Paths, resources: readonly ResourceModule[], 
 function sortPaths(paths: Paths, resources: readonly ResourceModule[]): Paths {
   const orderOf = new Map<string, number>();
   for (const { router, rest } of resources) {
-    for (const { _def } of Object.values(router._def.procedures) as unknown as Procedure[]) {
+    for (const { _def } of proceduresOf(router)) {
       if (_def.meta?.openapi) orderOf.set(_def.meta.openapi.path, rest.order);
     }
     for (const { path } of rest.plainOperations ?? []) orderOf.set(path, rest.order);
@@ -176,7 +138,7 @@ function finishOperation(operation: Json, examples: Record<string, OperationExam
     operation.responses = {
       200: ok,
       304: {
-        description: "Not modified: If-None-Match names the plant's current version",
+        description: NOT_MODIFIED,
         headers: (ok as { headers?: Json } | undefined)?.headers,
       },
       ...rest,
@@ -213,4 +175,30 @@ function addExamples(operation: Json, examples: OperationExamples) {
     if (code >= 400) media.example = { error: code, message: examples.errors?.[code] ?? errorMessages[code] };
     else if (examples.response !== undefined) media.example = examples.response;
   }
+}
+
+/** The document's parts in its order; the modules' extra paths, webhooks and their schemas after the rest. */
+function assembleDocument(generated: Generated, paths: Paths, schemas: Json, resources: readonly ResourceModule[]) {
+  const ordered = inDocumentOrder(resources);
+  const parts = (kind: "extraPaths" | "webhooks", part: "entries" | "schemas") =>
+    Object.assign({}, ...ordered.map((resource) => resource.rest[kind]?.[part] ?? {})) as Json;
+  return {
+    openapi: generated.openapi,
+    info: generated.info,
+    servers: generated.servers,
+    security: [{ bearerAuth: [] }],
+    tags: tagsOf(resources),
+    paths: { ...paths, ...parts("extraPaths", "entries") },
+    webhooks: parts("webhooks", "entries"),
+    components: {
+      schemas: {
+        ...schemas,
+        ...component(ApiError, "output"),
+        ...parts("webhooks", "schemas"),
+        ...parts("extraPaths", "schemas"),
+      },
+      headers: responseHeaders,
+      securitySchemes: (generated.components as { securitySchemes: Json }).securitySchemes,
+    },
+  };
 }

@@ -9,11 +9,41 @@ export type Json = Record<string, unknown>;
 /** A reference to a named schema of the document's components. */
 export const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
-/** A reference to each named response header of the document's components (http/openapi.ts declares them). */
+const header = (description: string, schema: Json, example: unknown) => ({ description, schema, example });
+const integer = { type: "integer", minimum: 0 };
+
+/** Response headers, declared once in the document and referred to by the responses that carry them (headersOf). */
+export const responseHeaders: Record<string, Json> = {
+  "X-Request-Id": header(
+    "The request's id (the caller's own X-Request-Id when it is short and printable): in the logs and the audit log",
+    { type: "string" },
+    "7d0c6f0e-2f4b-4f7e-9a51-3b1e6c2d9a10",
+  ),
+  "RateLimit-Limit": header("Requests the token may make in the current window", integer, 600),
+  "RateLimit-Remaining": header("Requests the token has left in the current window", integer, 599),
+  "RateLimit-Reset": header("Seconds until the current window ends", integer, 42),
+  "RateLimit-Policy": header("The token's limit: requests per window (`w`, seconds)", { type: "string" }, "600;w=60"),
+  "Retry-After": header("Seconds to wait before retrying", integer, 42),
+  ETag: header(
+    "The plant's current version (its strong entity tag): what If-Match may name now",
+    { type: "string" },
+    '"1764110000123456"',
+  ),
+  "WWW-Authenticate": header(
+    'The RFC 6750 challenge: bare `Bearer` when no token was sent, else `error="invalid_token"` (401) or `error="insufficient_scope"` with the scope needed (403)',
+    { type: "string" },
+    'Bearer realm="plant-store", error="insufficient_scope", scope="plants:write"',
+  ),
+};
+
+/** A reference to each named response header of the document's components ({@link responseHeaders}). */
 export const headerRefs = (...names: string[]) =>
   Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
 
 export const RATE_LIMIT = ["RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Policy"];
+
+/** The 304 of a conditional read (an operation with an If-None-Match parameter): no body, the current ETag. */
+export const NOT_MODIFIED = "Not modified: If-None-Match names the plant's current version";
 
 /**
  * The headers a response with this status carries: its request id always; the token's rate-limit
