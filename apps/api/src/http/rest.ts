@@ -43,14 +43,14 @@ function mediaTypeMismatch(method: string, contentType: string | undefined): str
  * own errors are the operation's).
  */
 function bodyIdProblem(check: BodyIdCheck, bodyId: unknown, url: string): string | undefined {
-  const body = check.body.safeParse(bodyId);
+  const body = check.schema.safeParse(bodyId);
   if (!body.success) return describeIssues(body.error.issues);
   const segment = url.split("?", 1)[0]?.split("/")[check.segment] ?? "";
   let text = segment;
   try {
     text = decodeURIComponent(segment);
   } catch {} // a malformed escape: the operation refuses the path's id itself
-  const path = check.path.safeParse(text);
+  const path = check.pathSchema.safeParse(text);
   if (path.success && path.data !== body.data) {
     const name = check.pathParam;
     return `The ${name} in the body (${body.data}) is not the ${name} in the path (${path.data}): the path names the ${check.names}`;

@@ -25,16 +25,11 @@ export type RestRoute = {
   bodyId?: BodyIdCheck;
 };
 
-/** A procedure's `bodyId` rule made concrete for its path: where the path's value is and how to parse it. */
-export type BodyIdCheck = {
-  pathParam: string;
-  names: string;
-  body: ZodType;
-  /** The input's schema of the path parameter. */
-  path: ZodType;
-  /** The path parameter's segment in the path (`/plants/{id}`: 2). */
-  segment: number;
-};
+/**
+ * A procedure's `bodyId` rule made concrete for its path: the input's schema of the path parameter,
+ * and the parameter's segment in the path (`/plants/{id}`: 2).
+ */
+export type BodyIdCheck = BodyIdRule & { pathSchema: ZodType; segment: number };
 
 /** The segments of a path template that name no parameter (`/plants/imports`: 2, `/plants/{id}`: 1). */
 export const literalSegments = (path: string) =>
@@ -64,18 +59,22 @@ export function restRoutesOf(router: AnyRouter): RestRoute[] {
       bodyless: isBodylessAction(openapi.method, openapi.path, input),
       literals: literalSegments(openapi.path),
       segments: segmentsOf(openapi.path),
-      bodyId: bodyIdCheck(_def.meta.bodyId, openapi.path, input),
+      bodyId: _def.meta.bodyId && bodyIdCheck(procedure, _def.meta.bodyId, openapi.path, input),
     });
   }
   return routes;
 }
 
-function bodyIdCheck(rule: BodyIdRule | undefined, path: string, input: unknown): BodyIdCheck | undefined {
-  const pathSchema =
-    input instanceof ZodObject ? (input.shape[rule?.pathParam ?? ""] as ZodType | undefined) : undefined;
-  if (!rule || !pathSchema) return undefined;
+/** Where a `bodyId` rule finds the path's value; a rule naming no parameter of the path fails at start-up. */
+function bodyIdCheck(procedure: string, rule: BodyIdRule, path: string, input: unknown): BodyIdCheck {
+  const pathSchema = input instanceof ZodObject ? (input.shape[rule.pathParam] as ZodType | undefined) : undefined;
   const segment = path.split("/").indexOf(`{${rule.pathParam}}`);
-  return { pathParam: rule.pathParam, names: rule.names, body: rule.schema, path: pathSchema, segment };
+  if (!pathSchema || segment === -1) {
+    throw new Error(
+      `${procedure}: its bodyId names ${rule.pathParam}, which is not a parameter of ${path} and its input`,
+    );
+  }
+  return { ...rule, pathSchema, segment };
 }
 
 /** A POST whose input is only its path's parameters (rotate-secret, replay): it takes no body. */

@@ -79,9 +79,10 @@ type RouterTree = { [key: string]: ApiRouter | RouterTree };
 export function composeRouter(resources: readonly ResourceModule[]): ApiRouter {
   const tree: RouterTree = {};
   for (const { mount, router: resourceRouter } of resources) {
-    const [leaf = mount, ...namespaces] = mount.split(".").reverse();
+    const namespaces = mount.split(".");
+    const leaf = namespaces.pop() ?? mount;
     let node = tree;
-    for (const namespace of namespaces.reverse()) {
+    for (const namespace of namespaces) {
       node[namespace] ??= {};
       node = node[namespace] as RouterTree;
     }
