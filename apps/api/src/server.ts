@@ -56,6 +56,36 @@ async function warnIfTooFewReplicas(client: RedisClient, wanted: number, log: Fa
   }
 }
 
+/** The plants' commands: no offline queue and a command timeout, so while Redis is away requests fail fast with 503. */
+function commandConnection(config: ApiConfig): RedisClient {
+  const redis = connect(config.store.redis, {
+    name: "plant-store-api",
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    // Commands issued in one event-loop turn (many requests' worth under load) leave in one write.
+    enableAutoPipelining: true,
+    commandTimeout: config.redisCommandTimeoutMs,
+  });
+  redis.on("error", () => {}); // reconnects by itself; failed commands report the outage
+  return redis;
+}
+
+/**
+ * The imports' queue: BullMQ, on a connection that fails fast like the plants' (an upload's answer
+ * must not wait out an outage: it is a 503, and the upload expires unqueued).
+ */
+function importsQueueConnection(config: ApiConfig): RedisClient {
+  const connection = connect(config.store.redis, {
+    name: "plant-store-imports",
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: config.redisCommandTimeoutMs,
+  });
+  connection.on("error", () => {});
+  return connection;
+}
+
 /**
  * Connects to the store (one Redis or a cluster), checks its layout, builds the app and listens;
  * `close()` drains requests, then disconnects. `resources`: the modules to serve (default the
@@ -67,17 +97,7 @@ export async function startApi(config: ApiConfig, { resources }: Pick<AppOptions
   }
   const { store } = config;
   const where = describeTarget(store.redis);
-  // No offline queue and a command timeout: while Redis is away, requests fail fast with 503.
-  const redis = connect(store.redis, {
-    name: "plant-store-api",
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    // Commands issued in one event-loop turn (many requests' worth under load) leave in one write.
-    enableAutoPipelining: true,
-    commandTimeout: config.redisCommandTimeoutMs,
-  });
-  redis.on("error", () => {}); // reconnects by itself; failed commands report the outage
+  const redis = commandConnection(config);
   await firstConnect(redis, where);
   let dashboardConnection: RedisClient | undefined;
   let importsConnection: RedisClient | undefined;
@@ -93,15 +113,7 @@ export async function startApi(config: ApiConfig, { resources }: Pick<AppOptions
     const durability = { minReplicasAck: store.minReplicasAck, replicaAckTimeoutMs: store.replicaAckTimeoutMs };
     const storeDeadlineMs =
       config.redisCommandTimeoutMs + (durability.minReplicasAck > 0 ? durability.replicaAckTimeoutMs : 0);
-    // The imports' queue: BullMQ, on a connection that fails fast like the plants' (an upload's
-    // answer must not wait out an outage: it is a 503, and the upload expires unqueued).
-    importsConnection = connect(store.redis, {
-      name: "plant-store-imports",
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      commandTimeout: config.redisCommandTimeoutMs,
-    });
-    importsConnection.on("error", () => {});
+    importsConnection = importsQueueConnection(config);
     imports = importService(redis, importsConnection, config.imports, storeDeadlineMs);
 
     // The live events' blocking read (one node; a cluster polls): a connection of its own, owned by the app.
