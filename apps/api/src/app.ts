@@ -33,7 +33,8 @@ import { trpcApi } from "./http/trpc.js";
 import type { ImportService } from "./imports/service.js";
 import { outageMonitor } from "./outage.js";
 import { createPlantService } from "./plants/service.js";
-import { appRouter } from "./router.js";
+import type { ResourceModule } from "./resource/module.js";
+import { composeApi } from "./router.js";
 import { type Supervision, unsupervised } from "./supervision.js";
 import type { Context } from "./trpc.js";
 import type { WebhookAdmin } from "./webhooks/admin.js";
@@ -76,6 +77,8 @@ export type AppOptions = {
   dataVolume?: DataVolumeSettings | undefined;
   /** What the launcher reports of the processes it supervises (npm start), for /readyz and /metrics. */
   supervision?: Supervision;
+  /** The resource modules to serve (default: the built-in ones); a test adds its own. */
+  resources?: readonly ResourceModule[];
 };
 
 /** IMPORT_UPLOAD_TIMEOUT_MS's default (config.ts), for a server without imports. */
@@ -98,7 +101,8 @@ export const EVENTS_DEFAULTS: EventsConfig = {
  * run in the order they were added (the metrics' onSend before the one that fixes the media type).
  */
 export async function buildApp(options: AppOptions) {
-  const restRoutes = options.imports ? [...restRoutesOf(appRouter), importUploadRoute] : restRoutesOf(appRouter);
+  const api = composeApi(options.resources);
+  const restRoutes = options.imports ? [...restRoutesOf(api.router), importUploadRoute] : restRoutesOf(api.router);
   const routeList: string[] = [];
   const matchRoute = createRouteMatcher(restRoutes, routeList);
   const routeMiss = routeMissHandler(matchRoute);
@@ -191,14 +195,14 @@ export async function buildApp(options: AppOptions) {
   await app.register(serviceState, { routeList, outage, capacity });
   await app.register(requestHooks, { metrics, cors, checkForwardedFor, routeMiss });
   await app.register(errorReplies, { routeMiss });
-  await app.register(serviceRoutes, { router: appRouter, redis: options.redis, metrics, guard, supervision });
+  await app.register(serviceRoutes, { api, redis: options.redis, metrics, guard, supervision });
   if (options.imports) await importUploads(app, { guard, imports: options.imports, capacity });
   // The streams end before the server closes (it waits for open responses): clients resume elsewhere.
   app.addHook("preClose", async () => hub.close());
   eventsRoute(app, { guard, hub, partitions: options.layout.partitions });
-  await app.register(restApi, { router: appRouter, createContext, routes: restRoutes, matchRoute, guard });
+  await app.register(restApi, { router: api.router, createContext, routes: restRoutes, matchRoute, guard });
   await app.register(trpcApi, {
-    router: appRouter,
+    router: api.router,
     createContext,
     guard,
     hub,

@@ -10,7 +10,7 @@ import {
 } from "@plant-store/store";
 import { cachedVerifier, createTokenStore } from "@plant-store/tokens";
 import type { FastifyBaseLogger } from "fastify";
-import { buildApp } from "./app.js";
+import { type AppOptions, buildApp } from "./app.js";
 import type { ApiConfig } from "./config.js";
 import { type ImportService, importService } from "./imports/service.js";
 import { launcherSupervision } from "./supervision.js";
@@ -56,18 +56,9 @@ async function warnIfTooFewReplicas(client: RedisClient, wanted: number, log: Fa
   }
 }
 
-/**
- * Connects to the store (one Redis or a cluster), checks its layout, builds the app and listens;
- * `close()` drains requests, then disconnects.
- */
-export async function startApi(config: ApiConfig) {
-  if (config.apiTokens.length === 0) {
-    throw new Error("API_TOKENS is empty: set at least one bearer token (npm start generates one for local use)");
-  }
-  const { store } = config;
-  const where = describeTarget(store.redis);
-  // No offline queue and a command timeout: while Redis is away, requests fail fast with 503.
-  const redis = connect(store.redis, {
+/** The plants' commands: no offline queue and a command timeout, so while Redis is away requests fail fast with 503. */
+function commandConnection(config: ApiConfig): RedisClient {
+  const redis = connect(config.store.redis, {
     name: "plant-store-api",
     lazyConnect: true,
     enableOfflineQueue: false,
@@ -77,6 +68,36 @@ export async function startApi(config: ApiConfig) {
     commandTimeout: config.redisCommandTimeoutMs,
   });
   redis.on("error", () => {}); // reconnects by itself; failed commands report the outage
+  return redis;
+}
+
+/**
+ * The imports' queue: BullMQ, on a connection that fails fast like the plants' (an upload's answer
+ * must not wait out an outage: it is a 503, and the upload expires unqueued).
+ */
+function importsQueueConnection(config: ApiConfig): RedisClient {
+  const connection = connect(config.store.redis, {
+    name: "plant-store-imports",
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: config.redisCommandTimeoutMs,
+  });
+  connection.on("error", () => {});
+  return connection;
+}
+
+/**
+ * Connects to the store (one Redis or a cluster), checks its layout, builds the app and listens;
+ * `close()` drains requests, then disconnects. `resources`: the modules to serve (default the
+ * built-in ones; a test adds its own).
+ */
+export async function startApi(config: ApiConfig, { resources }: Pick<AppOptions, "resources"> = {}) {
+  if (config.apiTokens.length === 0) {
+    throw new Error("API_TOKENS is empty: set at least one bearer token (npm start generates one for local use)");
+  }
+  const { store } = config;
+  const where = describeTarget(store.redis);
+  const redis = commandConnection(config);
   await firstConnect(redis, where);
   let dashboardConnection: RedisClient | undefined;
   let importsConnection: RedisClient | undefined;
@@ -92,15 +113,7 @@ export async function startApi(config: ApiConfig) {
     const durability = { minReplicasAck: store.minReplicasAck, replicaAckTimeoutMs: store.replicaAckTimeoutMs };
     const storeDeadlineMs =
       config.redisCommandTimeoutMs + (durability.minReplicasAck > 0 ? durability.replicaAckTimeoutMs : 0);
-    // The imports' queue: BullMQ, on a connection that fails fast like the plants' (an upload's
-    // answer must not wait out an outage: it is a 503, and the upload expires unqueued).
-    importsConnection = connect(store.redis, {
-      name: "plant-store-imports",
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      commandTimeout: config.redisCommandTimeoutMs,
-    });
-    importsConnection.on("error", () => {});
+    importsConnection = importsQueueConnection(config);
     imports = importService(redis, importsConnection, config.imports, storeDeadlineMs);
 
     // The live events' blocking read (one node; a cluster polls): a connection of its own, owned by the app.
@@ -127,6 +140,7 @@ export async function startApi(config: ApiConfig) {
       events: { ...config.events, blocking: eventsBlocking },
       dataVolume: store.dataVolume,
       ...(config.launcherIpc ? { supervision: launcherSupervision() } : {}),
+      resources,
     });
     await warnIfTooFewReplicas(redis, durability.minReplicasAck, app.log);
     await app.listen({ port: config.port, host: config.host });

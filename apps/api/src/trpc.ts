@@ -1,6 +1,7 @@
 import type { TokenScope } from "@plant-store/contracts";
 import { type AuthResult, authChallenge, hasScope, scopeChallenge, type TokenStore } from "@plant-store/tokens";
-import { initTRPC, TRPCError } from "@trpc/server";
+import { initTRPC, TRPCError, type TRPCRouterRecord } from "@trpc/server";
+import type { Router } from "@trpc/server/unstable-core-do-not-import";
 import superjson from "superjson";
 import type { OpenApiMeta } from "trpc-to-openapi";
 import type { ZodType } from "zod";
@@ -9,6 +10,7 @@ import type { EventHub } from "./events/hub.js";
 import type { ImportService } from "./imports/service.js";
 import { StoreUnavailableError } from "./outage.js";
 import type { PlantService } from "./plants/service.js";
+import type { BodyIdRule } from "./resource/module.js";
 import type { WebhookAdmin } from "./webhooks/admin.js";
 
 /** Per-request context, built the same way for REST and native tRPC. */
@@ -44,6 +46,8 @@ export type Meta = OpenApiMeta<{
   successStatus?: 200 | 201 | 204;
   /** The request body as the document shows it, when not the input's own schema (a PUT's Plant). */
   requestBody?: { schema: ZodType; mediaType?: string };
+  /** A PUT's or PATCH's body may repeat the path's id: only with the path's value (REST checks it). */
+  bodyId?: BodyIdRule;
 }>;
 
 const t = initTRPC
@@ -68,6 +72,9 @@ const t = initTRPC
   });
 
 export const router = t.router;
+
+/** Any router of this api's procedures: a resource's, or a composition of resources (the app's). */
+export type ApiRouter = Router<(typeof t)["_config"]["$types"], TRPCRouterRecord>;
 
 /**
  * Checks the token and the procedure's scope before its input is validated, and turns a store

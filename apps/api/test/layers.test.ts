@@ -1,7 +1,8 @@
 // The api's modules depend one way: the composition root (app.ts, and index.ts, which exports it)
 // above the transport (http/: the REST and tRPC adapters, guard, metrics, docs, dashboard…), above
-// the routers and what they use (trpc.ts, plants/, webhooks/, outage.ts, errors.ts…). The routers
-// never reach up into http/, and http/ never into the composition root.
+// the resource modules (plants/, imports/, tokens/, webhooks/: router, REST metadata, store code), the
+// root that composes them (router.ts) and what they use (trpc.ts, resource/, outage.ts, errors.ts…).
+// The modules never reach up into http/, and http/ never into the composition root.
 import { readdirSync, readFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -30,8 +31,8 @@ function importsOf(file: string): string[] {
 describe("the api's layers", () => {
   it("reads its sources", () => {
     expect(files).toContain("http/rest.ts");
-    expect(files).toContain("routers/plants.ts");
-    expect(importsOf("routers/plants.ts")).toContain("trpc.ts");
+    expect(files).toContain("plants/router.ts");
+    expect(importsOf("plants/router.ts")).toContain("trpc.ts");
   });
 
   it("nothing below the composition root imports the transport (http/)", () => {

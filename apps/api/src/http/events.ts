@@ -3,14 +3,9 @@ import { type EventPosition, parseEventCursor } from "@plant-store/store";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { apiError, describeIssues } from "../errors.js";
 import { type EventHub, StreamRefused } from "../events/hub.js";
+import { EVENTS_PATH, EVENTS_RETRY_MS } from "../plants/rest.js";
 import { EVENT_STREAM_CONNECTION, EventResponse, type EventWire } from "./event-response.js";
 import type { Guard } from "./guard.js";
-
-/** The live event stream's path (a plain route: trpc-to-openapi cannot stream). */
-export const EVENTS_PATH = "/plants/events";
-
-/** What a reconnecting EventSource waits before it tries again (ms): the stream's `retry:` field. */
-export const EVENTS_RETRY_MS = 1000;
 
 /** Server-sent events as the HTML standard has them: an event's cursor, type and body; comments. */
 const sseWire: EventWire = {

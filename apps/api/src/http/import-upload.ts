@@ -5,13 +5,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { StoreCapacity } from "../capacity.js";
 import { apiError } from "../errors.js";
 import { UploadChunker } from "../imports/chunker.js";
+import { IMPORTS_PATH } from "../imports/rest.js";
 import type { ImportService } from "../imports/service.js";
 import type { Guard } from "./guard.js";
 import { literalSegments, type RestRoute, segmentsOf } from "./routes.js";
 import { uploadAdmission } from "./upload-admission.js";
 import { type UploadClock, uploadClock } from "./upload-clock.js";
-
-export const IMPORTS_PATH = "/plants/imports";
 
 /**
  * The upload as a REST operation for the route matcher (404/405, CORS, the guard of a malformed

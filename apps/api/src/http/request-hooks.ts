@@ -1,9 +1,9 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import { apiError, JSON_MEDIA_TYPE, RETRY_AFTER_503_SECONDS } from "../errors.js";
+import { EVENTS_PATH } from "../plants/rest.js";
 import { refuseContentCodings } from "./content-coding.js";
 import type { createCors } from "./cors.js";
-import { EVENTS_PATH } from "./events.js";
 import { drainUnreadBody, keepConnectionForTheBody } from "./lingering-close.js";
 import type { ApiMetrics } from "./metrics.js";
 import { expectationUnmet } from "./protocol-edges.js";

@@ -1,15 +1,14 @@
-import { type ApiError, PlantId, PlantIdParam } from "@plant-store/contracts";
+import type { ApiError } from "@plant-store/contracts";
 import type { TRPCError } from "@trpc/server";
 import type { ResponseMetaFn } from "@trpc/server/http";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { stringify } from "lossless-json";
 import { fastifyTRPCOpenApiPlugin } from "trpc-to-openapi";
 import { apiError, describeIssues, JSON_MEDIA_TYPE, toApiError } from "../errors.js";
-import type { AppRouter } from "../router.js";
-import type { Context } from "../trpc.js";
+import type { ApiRouter, Context } from "../trpc.js";
 import type { Guard } from "./guard.js";
 import { useExactJsonBodies } from "./json-body.js";
-import { decodeUnreserved, type RestRoute, type RouteMatcher, replyRouteMiss } from "./routes.js";
+import { type BodyIdCheck, decodeUnreserved, type RestRoute, type RouteMatcher, replyRouteMiss } from "./routes.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -39,21 +38,22 @@ function mediaTypeMismatch(method: string, contentType: string | undefined): str
   return undefined;
 }
 
-/** The operations whose body may repeat the path's plant id: PUT and PATCH /plants/{id}. */
-const PLANT_CHANGES = new Set(["plants.update", "plants.patch"]);
-
-/** Why a PUT or PATCH body's `id` is refused: not an int64, or not the path's id (the path's own errors are the operation's). */
-function bodyIdProblem(bodyId: unknown, url: string): string | undefined {
-  const body = PlantId.safeParse(bodyId);
+/**
+ * Why a PUT or PATCH body's id is refused: not the resource's id, or not the path's (the path's
+ * own errors are the operation's).
+ */
+function bodyIdProblem(check: BodyIdCheck, bodyId: unknown, url: string): string | undefined {
+  const body = check.schema.safeParse(bodyId);
   if (!body.success) return describeIssues(body.error.issues);
-  const segment = url.split("?", 1)[0]?.split("/").at(-1) ?? "";
+  const segment = url.split("?", 1)[0]?.split("/")[check.segment] ?? "";
   let text = segment;
   try {
     text = decodeURIComponent(segment);
   } catch {} // a malformed escape: the operation refuses the path's id itself
-  const path = PlantIdParam.safeParse(text);
+  const path = check.pathSchema.safeParse(text);
   if (path.success && path.data !== body.data) {
-    return `The id in the body (${body.data}) is not the id in the path (${path.data}): the path names the plant`;
+    const name = check.pathParam;
+    return `The ${name} in the body (${body.data}) is not the ${name} in the path (${path.data}): the path names the ${check.names}`;
   }
   return undefined;
 }
@@ -74,7 +74,7 @@ function holdsBigInt(value: unknown): boolean {
 const toJson = (body: unknown) => (holdsBigInt(body) ? stringify(body) : JSON.stringify(body)) ?? undefined;
 
 export type RestOptions = {
-  router: AppRouter;
+  router: ApiRouter;
   createContext: (opts: { req: FastifyRequest }) => Promise<Context>;
   /** The router's REST operations (restRoutesOf) and the matcher built over them. */
   routes: readonly RestRoute[];
@@ -95,7 +95,7 @@ export async function restApi(
   // A success gets its operation's status (204 for deletes) and the headers its procedure set; an
   // error keeps its own status and gets those headers too (a 412 names the current ETag).
   // A GET whose If-None-Match holds: 304, its ETag and no body (onSend).
-  const responseMeta: ResponseMetaFn<AppRouter> = ({ ctx, paths, errors }) => {
+  const responseMeta: ResponseMetaFn<ApiRouter> = ({ ctx, paths, errors }) => {
     if (!ctx) return {};
     if (errors.length > 0) return { headers: ctx.responseHeaders };
     return {
@@ -153,11 +153,12 @@ export async function restApi(
     if (typeof request.body !== "object" || request.body === null || Array.isArray(request.body)) {
       return reply.code(400).send(apiError(400, "The request body must be a JSON object"));
     }
-    // A PUT's or PATCH's path names the plant; the adapter would let it silently override a body's
-    // `id`. The path's own id changes nothing and passes; any other is refused.
-    const bodyId = (request.body as Record<string, unknown>).id;
-    if (bodyId !== undefined && PLANT_CHANGES.has(request.restRoute?.procedure ?? "")) {
-      const problem = bodyIdProblem(bodyId, request.url);
+    // A PUT's or PATCH's path names the resource; the adapter would let it silently override the
+    // body's id. The path's own id changes nothing and passes; any other is refused.
+    const check = request.restRoute?.bodyId;
+    const bodyId = check && (request.body as Record<string, unknown>)[check.pathParam];
+    if (check && bodyId !== undefined) {
+      const problem = bodyIdProblem(check, bodyId, request.url);
       if (problem) return reply.code(400).send(apiError(400, problem));
     }
     done();

@@ -3,6 +3,7 @@ import type { AnyRouter } from "@trpc/server";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { ZodObject, type ZodType } from "zod";
 import { apiError } from "../errors.js";
+import type { BodyIdRule } from "../resource/module.js";
 import type { Meta } from "../trpc.js";
 
 /** A REST operation of the router, matched exactly (letter case and trailing slash count). */
@@ -20,7 +21,15 @@ export type RestRoute = {
   literals: number;
   /** Segments of its path (a parameter is one). */
   segments: number;
+  /** A PUT's or PATCH's body that may repeat the path's id: how to read and compare both (its meta's `bodyId`). */
+  bodyId?: BodyIdCheck;
 };
+
+/**
+ * A procedure's `bodyId` rule made concrete for its path: the input's schema of the path parameter,
+ * and the parameter's segment in the path (`/plants/{id}`: 2).
+ */
+export type BodyIdCheck = BodyIdRule & { pathSchema: ZodType; segment: number };
 
 /** The segments of a path template that name no parameter (`/plants/imports`: 2, `/plants/{id}`: 1). */
 export const literalSegments = (path: string) =>
@@ -50,9 +59,22 @@ export function restRoutesOf(router: AnyRouter): RestRoute[] {
       bodyless: isBodylessAction(openapi.method, openapi.path, input),
       literals: literalSegments(openapi.path),
       segments: segmentsOf(openapi.path),
+      bodyId: _def.meta.bodyId && bodyIdCheck(procedure, _def.meta.bodyId, openapi.path, input),
     });
   }
   return routes;
+}
+
+/** Where a `bodyId` rule finds the path's value; a rule naming no parameter of the path fails at start-up. */
+function bodyIdCheck(procedure: string, rule: BodyIdRule, path: string, input: unknown): BodyIdCheck {
+  const pathSchema = input instanceof ZodObject ? (input.shape[rule.pathParam] as ZodType | undefined) : undefined;
+  const segment = path.split("/").indexOf(`{${rule.pathParam}}`);
+  if (!pathSchema || segment === -1) {
+    throw new Error(
+      `${procedure}: its bodyId names ${rule.pathParam}, which is not a parameter of ${path} and its input`,
+    );
+  }
+  return { ...rule, pathSchema, segment };
 }
 
 /** A POST whose input is only its path's parameters (rotate-secret, replay): it takes no body. */

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import { apiError, JSON_MEDIA_TYPE } from "../errors.js";
 import { pingStore } from "../outage.js";
-import type { AppRouter } from "../router.js";
+import type { ComposedApi } from "../resource/module.js";
 import { describeRestart, type Supervision } from "../supervision.js";
 import { docsPage } from "./docs.js";
 import type { Guard } from "./guard.js";
@@ -11,7 +11,7 @@ import type { ApiMetrics } from "./metrics.js";
 import { buildOpenApiDocument } from "./openapi.js";
 
 export type ServiceRoutesOptions = {
-  router: AppRouter;
+  api: ComposedApi;
   redis: RedisClient;
   metrics: ApiMetrics | undefined;
   guard: Guard;
@@ -20,8 +20,8 @@ export type ServiceRoutesOptions = {
 
 /** The routes beside the API's operations: its document, the probes, the metrics and the reference page. */
 export const serviceRoutes = fp<ServiceRoutesOptions>(
-  async (app, { router, redis, metrics, guard, supervision }) => {
-    const document = JSON.stringify(buildOpenApiDocument(router));
+  async (app, { api, redis, metrics, guard, supervision }) => {
+    const document = JSON.stringify(buildOpenApiDocument(api));
     app.get("/openapi.json", (_request, reply) => reply.type(JSON_MEDIA_TYPE).send(document));
     app.get("/healthz", async () => ({ status: "ok" }));
     metrics?.route(app, guard);

@@ -6,7 +6,7 @@ import { getErrorShape, getTRPCErrorFromUnknown, sseHeaders } from "@trpc/server
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { type EventHub, type HubEvent, StreamRefused } from "../events/hub.js";
 import { endError, PlantEventsInput, refusalError } from "../events/subscription.js";
-import type { AppRouter } from "../router.js";
+import type { ApiRouter } from "../trpc.js";
 import { EVENT_STREAM_CONNECTION, EventResponse, type EventWire } from "./event-response.js";
 import type { Guard } from "./guard.js";
 
@@ -29,7 +29,7 @@ const frames = new WeakMap<HubEvent, string>();
 
 export function trpcEventsRoute(
   scope: FastifyInstance,
-  options: { router: AppRouter; guard: Guard; hub: EventHub; partitions: number },
+  options: { router: ApiRouter; guard: Guard; hub: EventHub; partitions: number },
 ) {
   const { router, guard, hub, partitions } = options;
   const config = router._def._config;

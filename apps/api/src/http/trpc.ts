@@ -2,8 +2,7 @@ import { type FastifyTRPCPluginOptions, fastifyTRPCPlugin } from "@trpc/server/a
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { apiError, RETRY_AFTER_503_SECONDS } from "../errors.js";
 import type { EventHub } from "../events/hub.js";
-import type { AppRouter } from "../router.js";
-import type { Context } from "../trpc.js";
+import type { ApiRouter, Context } from "../trpc.js";
 import type { Guard } from "./guard.js";
 import { trpcEventsRoute } from "./trpc-events.js";
 
@@ -21,7 +20,7 @@ export const TRPC_METHODS: readonly string[] = ["GET", "POST"];
 export async function trpcApi(
   scope: FastifyInstance,
   options: {
-    router: AppRouter;
+    router: ApiRouter;
     createContext: (opts: { req: FastifyRequest }) => Promise<Context>;
     guard: Guard;
     hub: EventHub;
@@ -66,6 +65,6 @@ export async function trpcApi(
         else if (error.code === "INTERNAL_SERVER_ERROR")
           req.log.error({ err: error.cause ?? error }, "tRPC call failed");
       },
-    } satisfies FastifyTRPCPluginOptions<AppRouter>["trpcOptions"],
+    } satisfies FastifyTRPCPluginOptions<ApiRouter>["trpcOptions"],
   });
 }

@@ -10,10 +10,10 @@ import {
 import type { Principal } from "@plant-store/tokens";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
-import type { ImportViewer } from "../imports/service.js";
+import { errors } from "../resource/errors.js";
+import { nextPageLink, pageHeaders } from "../resource/paging.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
-import { errors } from "./errors.js";
-import { nextPageLink, pageHeaders } from "./paging.js";
+import type { ImportViewer } from "./service.js";
 
 // The upload itself (POST /plants/imports) is a plain Fastify route (http/import-upload.ts): tRPC
 // and its REST adapter read whole bodies. Reading, listing and cancelling are procedures.

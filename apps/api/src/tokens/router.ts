@@ -9,9 +9,9 @@ import {
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { reach } from "../outage.js";
+import { errors } from "../resource/errors.js";
+import { nextPageLink, pageHeaders } from "../resource/paging.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
-import { errors } from "./errors.js";
-import { nextPageLink, pageHeaders } from "./paging.js";
 
 /** Token administration (admin scope): issue, list and revoke bearer tokens. */
 export const tokensRouter = router({

@@ -12,8 +12,8 @@ import { DestinationError, SubscriptionLimitError } from "@plant-store/webhooks"
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { reach, StoreUnavailableError } from "../outage.js";
+import { errors } from "../resource/errors.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
-import { errors } from "./errors.js";
 
 const common: { tags: string[]; protect: true } = { tags: ["webhooks"], protect: true };
 const badId = { 400: "The webhook id in the path is not valid" };

@@ -12,11 +12,12 @@ import {
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
 import { PlantEventsInput, servedOverHttpOnly } from "../events/subscription.js";
-import { etagOf, ifMatchCondition, ifNoneMatchVersions, noneMatchHolds } from "../plants/conditional.js";
-import { type PlantChange, storedPlant, toPlantResponse } from "../plants/service.js";
+import { errors } from "../resource/errors.js";
+import { nextPageLink, pageHeaders } from "../resource/paging.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
-import { errors } from "./errors.js";
-import { nextPageLink, pageHeaders } from "./paging.js";
+import { etagOf, ifMatchCondition, ifNoneMatchVersions, noneMatchHolds } from "./conditional.js";
+import { plantBodyId } from "./rest.js";
+import { type PlantChange, storedPlant, toPlantResponse } from "./service.js";
 
 const common = { tags: ["plants"], protect: true };
 const notFound = { 404: "There is no plant with this id" } as const;
@@ -180,6 +181,7 @@ export const plantsRouter = router({
     .meta({
       scope: "plants:write",
       requestBody: { schema: Plant },
+      bodyId: plantBodyId,
       openapi: {
         ...common,
         method: "PUT",
@@ -212,6 +214,7 @@ export const plantsRouter = router({
     .meta({
       scope: "plants:write",
       requestBody: { schema: PlantPatch, mediaType: "application/merge-patch+json" },
+      bodyId: plantBodyId,
       openapi: {
         ...common,
         method: "PATCH",
