@@ -14,8 +14,9 @@ import { webhooksRouter } from "./webhooks/router.js";
  * The root: the resource modules and the api composed of them. A module (resource/module.ts) is a
  * folder: its router (procedures with their scope, `openapi` meta and, where a body may repeat the
  * path's id, `bodyId`), its store code, and its REST metadata beside them (rest.ts: tags, order in
- * the document, examples per operation, plain routes it documents, its webhooks). http/ serves any
- * list of modules and reads that metadata generically; nothing there names a resource.
+ * the document, examples per operation, plain routes it documents, its webhooks). http/'s REST
+ * adapter and document serve any list of modules and read that metadata generically (the plain
+ * routes themselves, the upload and the live events, are still http/'s own, wired by app.ts).
  *
  * Imports come first: the REST adapter takes the first operation whose path matches, and
  * `/plants/imports` must not be read as the plant `imports`.
