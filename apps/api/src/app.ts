@@ -1,4 +1,4 @@
-import { builtInEvents } from "@plant-store/contracts";
+import { EventRegistry } from "@plant-store/contracts";
 import {
   createRateLimiter,
   type DataVolumeSettings,
@@ -30,6 +30,7 @@ import { serverOptions } from "./http/server-options.js";
 import { serviceRoutes } from "./http/service-routes.js";
 import { serviceState } from "./http/service-state.js";
 import { trpcApi } from "./http/trpc.js";
+import { trpcEventsPath } from "./http/trpc-events.js";
 import type { ImportService } from "./imports/service.js";
 import { outageMonitor } from "./outage.js";
 import { createPlantService } from "./plants/service.js";
@@ -102,6 +103,9 @@ export const EVENTS_DEFAULTS: EventsConfig = {
  */
 export async function buildApp(options: AppOptions) {
   const api = composeApi(options.resources);
+  const liveEvents = api.resources.flatMap(({ events, liveEvents: stream }) =>
+    events && stream ? [{ resource: events.resource, stream }] : [],
+  );
   const restRoutes = options.imports ? [...restRoutesOf(api.router), importUploadRoute] : restRoutesOf(api.router);
   const routeList: string[] = [];
   const matchRoute = createRouteMatcher(restRoutes, routeList);
@@ -161,7 +165,7 @@ export async function buildApp(options: AppOptions) {
   const events = { ...EVENTS_DEFAULTS, ...eventSettings };
   const hub = new EventHub({
     log: eventLog(options.redis, options.layout.partitions, { clockMarginMs: events.clockMarginMs }),
-    events: builtInEvents,
+    events: new EventRegistry(api.resources.flatMap((module) => (module.events ? [module.events] : []))),
     blocking,
     logger: app.log,
     lingerMs: events.lingerMs,
@@ -193,13 +197,14 @@ export async function buildApp(options: AppOptions) {
 
   await app.register(requestMetrics, { metrics });
   await app.register(serviceState, { routeList, outage, capacity });
-  await app.register(requestHooks, { metrics, cors, checkForwardedFor, routeMiss });
+  const streamPaths = new Set(liveEvents.flatMap(({ stream }) => [stream.path, trpcEventsPath(stream)]));
+  await app.register(requestHooks, { metrics, cors, checkForwardedFor, routeMiss, streamPaths });
   await app.register(errorReplies, { routeMiss });
   await app.register(serviceRoutes, { api, redis: options.redis, metrics, guard, supervision });
   if (options.imports) await importUploads(app, { guard, imports: options.imports, capacity });
   // The streams end before the server closes (it waits for open responses): clients resume elsewhere.
   app.addHook("preClose", async () => hub.close());
-  eventsRoute(app, { guard, hub, partitions: options.layout.partitions });
+  for (const live of liveEvents) eventsRoute(app, { guard, hub, partitions: options.layout.partitions, ...live });
   await app.register(restApi, { router: api.router, createContext, routes: restRoutes, matchRoute, guard });
   await app.register(trpcApi, {
     router: api.router,
@@ -207,6 +212,7 @@ export async function buildApp(options: AppOptions) {
     guard,
     hub,
     partitions: options.layout.partitions,
+    liveEvents,
   });
   if (options.dashboardConnection) await queueDashboard(app, { connection: options.dashboardConnection, guard });
   return app;

@@ -1,6 +1,8 @@
+import { plantEvents } from "@plant-store/contracts";
 import { apiInfo } from "./api-info.js";
 import { importsRest } from "./imports/rest.js";
 import { importsRouter } from "./imports/router.js";
+import { plantLiveEvents } from "./plants/events.js";
 import { plantsRest } from "./plants/rest.js";
 import { plantsRouter } from "./plants/router.js";
 import { type ComposedApi, composeRouter, type ResourceModule } from "./resource/module.js";
@@ -23,7 +25,7 @@ import { webhooksRouter } from "./webhooks/router.js";
  */
 export const builtInResources: readonly ResourceModule[] = [
   { mount: "imports", router: importsRouter, rest: importsRest },
-  { mount: "plants", router: plantsRouter, rest: plantsRest },
+  { mount: "plants", router: plantsRouter, rest: plantsRest, events: plantEvents, liveEvents: plantLiveEvents },
   { mount: "admin.tokens", router: tokensRouter, rest: tokensRest },
   { mount: "admin.webhooks", router: webhooksRouter, rest: webhooksRest },
 ];

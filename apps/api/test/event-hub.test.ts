@@ -109,7 +109,7 @@ async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
 /** Opens a stream from `cursor` (or now) for `sink`. */
 async function open(sink: StreamSink, cursor?: EventPosition) {
   await hub.admit("token-test", cursor);
-  return hub.open({ principal: "token-test", transport: "sse", resource: "plant", tag: undefined, cursor, sink });
+  return hub.open({ principal: "token-test", transport: "sse", resource: "plant", topic: undefined, cursor, sink });
 }
 
 describe("a stream catching up from a cursor", () => {
@@ -196,7 +196,7 @@ describe("catching up, whatever the cursor", () => {
     await own.start();
     const openOn = async (sink: StreamSink, cursor: EventPosition) => {
       await own.admit("token-test", cursor);
-      return own.open({ principal: "token-test", transport: "sse", resource: "plant", tag: undefined, cursor, sink });
+      return own.open({ principal: "token-test", transport: "sse", resource: "plant", topic: undefined, cursor, sink });
     };
     return { hub: own, reads, openOn };
   }
@@ -224,7 +224,7 @@ describe("catching up, whatever the cursor", () => {
       principal: "token-test",
       transport: "sse",
       resource: "plant",
-      tag: undefined,
+      topic: undefined,
       cursor,
       sink: idle,
     });
@@ -260,7 +260,7 @@ describe("catching up, whatever the cursor", () => {
           principal: "token-test",
           transport: "sse",
           resource: "plant",
-          tag: undefined,
+          topic: undefined,
           cursor,
           sink: reader,
         });

@@ -52,9 +52,14 @@ function webhookOf(id: string, fields: WebhookFields): Webhook {
   return webhook;
 }
 
-/** The event types as stored: each once, in the contracts' order. */
-const eventsField = (types: readonly WebhookEventType[]) =>
-  WEBHOOK_EVENT_TYPES.filter((type) => types.includes(type)).join(",");
+/**
+ * The event types as stored: each once, the contracts' in their order, then any other a resource
+ * composed into the service records (the api's admin input names only the contracts').
+ */
+const eventsField = (types: readonly WebhookEventType[]) => {
+  const others = types.filter((type) => !WEBHOOK_EVENT_TYPES.includes(type));
+  return [...WEBHOOK_EVENT_TYPES.filter((type) => types.includes(type)), ...new Set(others)].join(",");
+};
 
 const storedSecrets = (fields: WebhookFields): StoredSecret[] => JSON.parse(fields.secrets ?? "[]") as StoredSecret[];
 

@@ -30,8 +30,8 @@ export interface HubEvent {
   /** Its resource (`plant`): a stream follows one resource's events. */
   resource: string;
   type: string;
-  /** What the `tag` filter matches (the resource's topicsOf: a plant's tag after the change and before it). */
-  tags: readonly string[];
+  /** The topics a stream may follow that it belongs to (its resource's topicsOf: a plant's tag after the change and before it). */
+  topics: readonly string[];
   /** The whole SSE event: `id:`, `event:`, `data:` (the webhook body) and the blank line. */
   frame: string;
   /** The same for tRPC: `{type, timestamp, data}` with bigint ids. */
@@ -121,7 +121,8 @@ interface Stream {
   readonly transport: Transport;
   /** The resource whose events it follows. */
   readonly resource: string;
-  readonly tag: string | undefined;
+  /** The one topic it follows, if any. */
+  readonly topic: string | undefined;
   /** Events at or before this position are not sent (the cursor, then the last one sent). */
   after: EventPosition;
   /** Reading what it missed from the log: live batches pass it by (it reads them from the log too). */
@@ -259,18 +260,18 @@ export class EventHub {
     principal: string;
     transport: Transport;
     resource: string;
-    tag: string | undefined;
+    topic: string | undefined;
     cursor: EventPosition | undefined;
     sink: StreamSink;
   }): () => void {
-    const { principal, transport, resource, tag, cursor, sink } = options;
+    const { principal, transport, resource, topic, cursor, sink } = options;
     const now: EventPosition = { ms: this.watermark - 1, partition: Number.MAX_SAFE_INTEGER, seq: 0 };
     const catchUp = cursor !== undefined && comparePositions(cursor, now) < 0;
     const stream: Stream = {
       principal,
       transport,
       resource,
-      tag,
+      topic,
       after: cursor ?? now,
       catchingUp: catchUp,
       lastWriteAt: Date.now(),
@@ -311,13 +312,13 @@ export class EventHub {
     if (this.stopServing(stream)) stream.sink.end(reason);
   }
 
-  /** Writes the events of `batch` the stream wants (after its position, its tag); false: it was closed. */
+  /** Writes the events of `batch` the stream wants (after its position, of its resource and topic). */
   private send(stream: Stream, batch: readonly HubEvent[]): void {
     const first = batch[0];
     // The whole batch, as is, to every stream that takes all of it: its sink writes it once for all.
     const wanted =
       first &&
-      stream.tag === undefined &&
+      stream.topic === undefined &&
       comparePositions(first.position, stream.after) > 0 &&
       this.resourceOf(batch) === stream.resource
         ? batch
@@ -325,7 +326,7 @@ export class EventHub {
             (event) =>
               comparePositions(event.position, stream.after) > 0 &&
               event.resource === stream.resource &&
-              (stream.tag === undefined || event.tags.includes(stream.tag)),
+              (stream.topic === undefined || event.topics.includes(stream.topic)),
           );
     const last = batch.at(-1);
     if (last && comparePositions(last.position, stream.after) > 0) stream.after = last.position;
@@ -419,7 +420,7 @@ export class EventHub {
         cursor,
         resource: resource.resource,
         type: event.type,
-        tags: resource.topicsOf?.(event) ?? [],
+        topics: resource.topicsOf?.(event) ?? [],
         frame: frameOf(cursor, event.type, resource.body(event)),
         message: resource.message(event),
       });

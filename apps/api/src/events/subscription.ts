@@ -1,32 +1,19 @@
-import { PlantTag } from "@plant-store/contracts";
 import { TRPCError, type TrackedEnvelope } from "@trpc/server";
 import { z } from "zod";
 import { type StreamEnd, StreamRefused } from "./hub.js";
 
 /**
- * The tRPC subscription `plants.events`: its input and its errors. Its HTTP side is served by
- * http/trpc-events.ts in tRPC's own SSE dialect (see there for why); the procedure gives the
- * router, and so the client, its type.
+ * A resource's live event streams (resource/module.ts's LiveEvents): what both transports share —
+ * the tRPC subscription's cursor, its errors, and the resolver that gives the procedure its type.
+ * Their HTTP side is http/events.ts (server-sent events) and http/trpc-events.ts (tRPC's own SSE
+ * dialect, see there for why).
  */
 
-/** The subscription's input: a tag to follow, and the cursor to resume after. */
-export const PlantEventsInput = z
-  .object({
-    tag: PlantTag.optional(),
-    /** The cursor to resume after (tRPC's client sends the last event's id itself when it reconnects). */
-    lastEventId: z.string().max(64).nullish(),
-  })
-  .optional();
+/** What a reconnecting EventSource waits before it tries again (ms): the stream's `retry:` field. */
+export const EVENTS_RETRY_MS = 1000;
 
-/**
- * What a subscriber receives per event (contracts' PlantEventMessage), spelled out: the router's
- * type, which clients get, names no server package.
- */
-type LiveEventMessage = {
-  type: "plant.created" | "plant.updated" | "plant.deleted";
-  timestamp: string;
-  data: { id: bigint; name: string; tag?: string };
-};
+/** The cursor to resume after (tRPC's client sends the last event's id itself when it reconnects). */
+export const LastEventId = z.string().max(64).nullish();
 
 /**
  * Why a tRPC subscription's stream ended, as the error its client gets: a slow reader and a
@@ -63,13 +50,17 @@ export function endError(ended: StreamEnd): TRPCError {
 }
 
 /**
- * The procedure's resolver, reached only by a call that is not over HTTP (a server-side caller):
- * HTTP requests for the subscription are answered by the events route before tRPC sees them.
+ * The resolver of the subscription `procedure`, reached only by a call that is not over HTTP (a
+ * server-side caller): HTTP requests for it are answered by the events route before tRPC sees them.
+ * `Message` is what a subscriber receives per event, spelled out by the resource: the router's type,
+ * which clients get, names no server package.
  */
-// biome-ignore lint/correctness/useYield: never yields; its type is the subscription's
-export async function* servedOverHttpOnly(): AsyncGenerator<TrackedEnvelope<LiveEventMessage>, void, unknown> {
-  throw new TRPCError({
-    code: "METHOD_NOT_SUPPORTED",
-    message: "plants.events is served over HTTP only (GET /trpc/plants.events)",
-  });
+export function servedOverHttpOnly<Message>(procedure: string) {
+  // biome-ignore lint/correctness/useYield: never yields; its type is the subscription's
+  return async function* (): AsyncGenerator<TrackedEnvelope<Message>, void, unknown> {
+    throw new TRPCError({
+      code: "METHOD_NOT_SUPPORTED",
+      message: `${procedure} is served over HTTP only (GET /trpc/${procedure})`,
+    });
+  };
 }

@@ -1,9 +1,9 @@
-import { PlantTag, plantEvents } from "@plant-store/contracts";
 import { type EventPosition, parseEventCursor } from "@plant-store/store";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { apiError, describeIssues } from "../errors.js";
 import { type EventHub, StreamRefused } from "../events/hub.js";
-import { EVENTS_PATH, EVENTS_RETRY_MS } from "../plants/rest.js";
+import { EVENTS_RETRY_MS } from "../events/subscription.js";
+import type { LiveEvents } from "../resource/module.js";
 import { EVENT_STREAM_CONNECTION, EventResponse, type EventWire } from "./event-response.js";
 import type { Guard } from "./guard.js";
 
@@ -29,24 +29,29 @@ function cursorOf(request: FastifyRequest): string | undefined {
 }
 
 /**
- * `GET /plants/events`: the live plant events as server-sent events (`text/event-stream`). The
- * token and scope first, as on every route; then the query (`tag`, `after`) and the cursor, the
- * per-token limit and, for a cursor, whether the log still holds what follows it — each refused in
- * the Error shape before the stream starts (400, 410, 429, 503). Then `retry:`, and the events.
+ * A resource's live events as server-sent events (`text/event-stream`), e.g. `GET /plants/events`.
+ * The token and scope first, as on every route; then the query (its topic, `after`) and the
+ * cursor, the per-token limit and, for a cursor, whether the log still holds what follows it —
+ * each refused in the Error shape before the stream starts (400, 410, 429, 503). Then `retry:`,
+ * and the events.
  */
-export function eventsRoute(app: FastifyInstance, options: { guard: Guard; hub: EventHub; partitions: number }) {
-  const { guard, hub, partitions } = options;
-  app.get(EVENTS_PATH, { exposeHeadRoute: false }, async (request, reply) => {
-    if (!(await guard.check(request, reply, { scope: "plants:read" }))) return reply;
+export function eventsRoute(
+  app: FastifyInstance,
+  options: { guard: Guard; hub: EventHub; partitions: number; resource: string; stream: LiveEvents },
+) {
+  const { guard, hub, partitions, resource, stream } = options;
+  const topicParam = stream.topic?.param;
+  app.get(stream.path, { exposeHeadRoute: false }, async (request, reply) => {
+    if (!(await guard.check(request, reply, { scope: stream.scope }))) return reply;
     const query = request.query as Record<string, unknown>;
-    for (const name of ["tag", "after"]) {
+    for (const name of [...(topicParam ? [topicParam] : []), "after"]) {
       if (Array.isArray(query[name])) return refuse(reply, 400, `${name} must be given at most once`);
     }
-    let tag: string | undefined;
-    if (query.tag !== undefined) {
-      const parsed = PlantTag.safeParse(query.tag);
+    let topic: string | undefined;
+    if (stream.topic && query[stream.topic.param] !== undefined) {
+      const parsed = stream.topic.schema.safeParse(query[stream.topic.param]);
       if (!parsed.success) return refuse(reply, 400, describeIssues(parsed.error.issues));
-      tag = parsed.data;
+      topic = parsed.data;
     }
     const text = cursorOf(request);
     let cursor: EventPosition | undefined;
@@ -65,14 +70,7 @@ export function eventsRoute(app: FastifyInstance, options: { guard: Guard; hub: 
       throw error;
     }
     const response = new EventResponse(reply.raw, sseWire);
-    const close = hub.open({
-      principal,
-      transport: "sse",
-      resource: plantEvents.resource,
-      tag,
-      cursor,
-      sink: response,
-    });
+    const close = hub.open({ principal, transport: "sse", resource, topic, cursor, sink: response });
     response.onConnectionClosed(close);
     return reply
       .header("content-type", "text/event-stream")

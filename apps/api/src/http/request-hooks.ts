@@ -1,7 +1,6 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import { apiError, JSON_MEDIA_TYPE, RETRY_AFTER_503_SECONDS } from "../errors.js";
-import { EVENTS_PATH } from "../plants/rest.js";
 import { refuseContentCodings } from "./content-coding.js";
 import type { createCors } from "./cors.js";
 import { drainUnreadBody, keepConnectionForTheBody } from "./lingering-close.js";
@@ -19,6 +18,8 @@ export type RequestHooksOptions = {
   checkForwardedFor: (request: FastifyRequest) => void;
   /** Answers a request that matched no route (404, or 405 with Allow). */
   routeMiss: (request: FastifyRequest, reply: FastifyReply) => unknown;
+  /** The live event streams' paths (both transports'): a reconnecting client must not be told 503. */
+  streamPaths: ReadonlySet<string>;
 };
 
 /**
@@ -29,7 +30,7 @@ export type RequestHooksOptions = {
  * (fastify-plugin), so they run for every route, the plugins' too.
  */
 export const requestHooks = fp<RequestHooksOptions>(
-  async (app, { metrics, cors, checkForwardedFor, routeMiss }) => {
+  async (app, { metrics, cors, checkForwardedFor, routeMiss, streamPaths }) => {
     let closing = false;
     app.addHook("preClose", async () => {
       closing = true;
@@ -48,7 +49,7 @@ export const requestHooks = fp<RequestHooksOptions>(
         // An EventSource gives up for good on any answer but 200, and retries a dropped connection:
         // a live event stream's reconnect then comes back once the server (or another) is up.
         const path = request.url.split("?", 1)[0];
-        if (path === EVENTS_PATH || path === "/trpc/plants.events") {
+        if (path !== undefined && streamPaths.has(path)) {
           reply.hijack();
           reply.raw.destroy();
           return;

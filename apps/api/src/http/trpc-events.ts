@@ -1,17 +1,18 @@
-import { plantEvents } from "@plant-store/contracts";
 import { parseEventCursor } from "@plant-store/store";
 import { authChallenge, hasScope, scopeChallenge } from "@plant-store/tokens";
 import { TRPCError } from "@trpc/server";
 import { getErrorShape, getTRPCErrorFromUnknown, sseHeaders } from "@trpc/server/unstable-core-do-not-import";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { type EventHub, type HubEvent, StreamRefused } from "../events/hub.js";
-import { endError, PlantEventsInput, refusalError } from "../events/subscription.js";
+import { endError, refusalError } from "../events/subscription.js";
+import type { LiveEvents } from "../resource/module.js";
 import type { ApiRouter } from "../trpc.js";
 import { EVENT_STREAM_CONNECTION, EventResponse, type EventWire } from "./event-response.js";
 import type { Guard } from "./guard.js";
 
 /**
- * The tRPC subscription `plants.events` over HTTP: tRPC 11's SSE dialect (what its
+ * A resource's tRPC subscription (its LiveEvents' `procedure`, e.g. `plants.events`) over HTTP, at
+ * `/trpc/<procedure>`: tRPC 11's SSE dialect (what its
  * httpSubscriptionLink reads: `connected`, then `data:` + `id:` per event, `ping`, and
  * `serialized-error` when it ends), written by the hub's EventResponse as GET /plants/events is.
  * tRPC's own stream pipeline costs ~80 µs of CPU per event and subscriber (an async generator, a
@@ -20,18 +21,16 @@ import type { Guard } from "./guard.js";
  * connection for minutes. Here an event's text is made once for all subscribers, and a batch is
  * one write. The token, scope, input and every refusal are answered as tRPC would: in the stream.
  */
-export const TRPC_EVENTS_PATH = "/trpc/plants.events";
-
-const PROCEDURE = "plants.events";
+export const trpcEventsPath = (stream: LiveEvents) => `/trpc/${stream.procedure}`;
 
 /** An event's tRPC text, made once however many subscribers it goes to. */
 const frames = new WeakMap<HubEvent, string>();
 
 export function trpcEventsRoute(
   scope: FastifyInstance,
-  options: { router: ApiRouter; guard: Guard; hub: EventHub; partitions: number },
+  options: { router: ApiRouter; guard: Guard; hub: EventHub; partitions: number; resource: string; stream: LiveEvents },
 ) {
-  const { router, guard, hub, partitions } = options;
+  const { router, guard, hub, partitions, resource, stream } = options;
   const config = router._def._config;
   const serialize = (value: unknown) => JSON.stringify(config.transformer.output.serialize(value));
   const errorFrame = (cause: unknown) => {
@@ -40,7 +39,7 @@ export function trpcEventsRoute(
       config,
       error,
       type: "subscription",
-      path: PROCEDURE,
+      path: stream.procedure,
       input: undefined,
       ctx: undefined,
     });
@@ -63,19 +62,19 @@ export function trpcEventsRoute(
   const refuse = (reply: FastifyReply, error: TRPCError, headers: Record<string, string> = {}) =>
     sseReply(reply, headers).send(`${wire.opening}${errorFrame(error)}`);
 
-  scope.get(TRPC_EVENTS_PATH, { exposeHeadRoute: false }, async (request, reply) => {
+  scope.get(trpcEventsPath(stream), { exposeHeadRoute: false }, async (request, reply) => {
     const auth = await guard.authOf(request, false);
     if (!auth.ok) {
       const challenge = authChallenge(auth.reason);
       const error = new TRPCError({ code: "UNAUTHORIZED", message: challenge.message });
       return refuse(reply, error, { "www-authenticate": challenge.wwwAuthenticate });
     }
-    if (!hasScope(auth.principal, "plants:read")) {
-      const challenge = scopeChallenge("plants:read");
+    if (!hasScope(auth.principal, stream.scope)) {
+      const challenge = scopeChallenge(stream.scope);
       const error = new TRPCError({ code: "FORBIDDEN", message: challenge.message });
       return refuse(reply, error, { "www-authenticate": challenge.wwwAuthenticate });
     }
-    const input = inputOf(request, config.transformer.input.deserialize);
+    const input = inputOf(request, stream.input, config.transformer.input.deserialize);
     if (input instanceof TRPCError) return refuse(reply, input);
     const cursor = input.lastEventId ? parseEventCursor(input.lastEventId, partitions) : undefined;
     if (cursor === "malformed") return refuse(reply, badRequest("lastEventId is not an event id"));
@@ -90,8 +89,8 @@ export function trpcEventsRoute(
     const close = hub.open({
       principal: auth.principal.id,
       transport: "trpc",
-      resource: plantEvents.resource,
-      tag: input.tag,
+      resource,
+      topic: stream.topic && (input[stream.topic.param] as string | undefined),
       cursor,
       sink: response,
     });
@@ -112,8 +111,9 @@ function sseReply(reply: FastifyReply, headers: Record<string, string> = {}): Fa
  */
 function inputOf(
   request: FastifyRequest,
+  schema: LiveEvents["input"],
   deserialize: (value: unknown) => unknown,
-): { tag?: string | undefined; lastEventId?: string | null | undefined } | TRPCError {
+): ({ lastEventId?: string | null | undefined } & Record<string, unknown>) | TRPCError {
   const query = request.query as Record<string, unknown>;
   let raw: unknown;
   try {
@@ -121,7 +121,7 @@ function inputOf(
   } catch {
     return badRequest("The input is not valid JSON");
   }
-  const parsed = PlantEventsInput.safeParse(raw);
+  const parsed = schema.safeParse(raw);
   if (!parsed.success) return new TRPCError({ code: "BAD_REQUEST", message: "Invalid input", cause: parsed.error });
   const header = request.headers["last-event-id"];
   const fromRequest =

@@ -2,6 +2,7 @@ import { type FastifyTRPCPluginOptions, fastifyTRPCPlugin } from "@trpc/server/a
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { apiError, RETRY_AFTER_503_SECONDS } from "../errors.js";
 import type { EventHub } from "../events/hub.js";
+import type { LiveEvents } from "../resource/module.js";
 import type { ApiRouter, Context } from "../trpc.js";
 import type { Guard } from "./guard.js";
 import { trpcEventsRoute } from "./trpc-events.js";
@@ -25,6 +26,8 @@ export async function trpcApi(
     guard: Guard;
     hub: EventHub;
     partitions: number;
+    /** The resources' live events: each subscription's HTTP side (trpc-events.ts). */
+    liveEvents: readonly { resource: string; stream: LiveEvents }[];
   },
 ) {
   // Throttling and per-token limits at the HTTP layer; the token and scope are checked per
@@ -47,8 +50,8 @@ export async function trpcApi(
     }
     if (!(await options.guard.check(request, reply, { rejectFailures: false }))) return reply;
   });
-  // The subscription's HTTP side, before tRPC's own handler of every path (a static route wins).
-  trpcEventsRoute(scope, options);
+  // The subscriptions' HTTP side, before tRPC's own handler of every path (a static route wins).
+  for (const live of options.liveEvents) trpcEventsRoute(scope, { ...options, ...live });
   await scope.register(fastifyTRPCPlugin, {
     prefix: "/trpc",
     trpcOptions: {

@@ -1,5 +1,6 @@
 import { limits, PLANT_EVENT_TYPES, PlantId } from "@plant-store/contracts";
 import { statusMessages } from "../errors.js";
+import { EVENTS_RETRY_MS } from "../events/subscription.js";
 import type { BodyIdRule, RestMetadata } from "../resource/module.js";
 import {
   errorMessages,
@@ -14,9 +15,6 @@ import {
 
 /** The live plant events' path (a plain route, http/events.ts: trpc-to-openapi cannot stream). */
 export const EVENTS_PATH = "/plants/events";
-
-/** What a reconnecting EventSource waits before it tries again (ms): the stream's `retry:` field. */
-export const EVENTS_RETRY_MS = 1000;
 
 /** 2^53 + 2: the first int64 above 2^53 that a double holds exactly. */
 export const EXAMPLE_PLANT_ID = 9007199254740994;

@@ -11,11 +11,12 @@ import {
 } from "@plant-store/contracts";
 import { TRPCError } from "@trpc/server";
 import { z } from "zod";
-import { PlantEventsInput, servedOverHttpOnly } from "../events/subscription.js";
+import { servedOverHttpOnly } from "../events/subscription.js";
 import { errors } from "../resource/errors.js";
 import { nextPageLink, pageHeaders } from "../resource/paging.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
 import { etagOf, ifMatchCondition, ifNoneMatchVersions, noneMatchHolds } from "./conditional.js";
+import { PlantEventsInput, type PlantLiveEvent } from "./events.js";
 import { plantBodyId } from "./rest.js";
 import { type PlantChange, storedPlant, toPlantResponse } from "./service.js";
 
@@ -288,7 +289,10 @@ export const plantsRouter = router({
    * tRPC only (REST: GET /plants/events, a plain route): the live plant events as a subscription
    * over SSE, each `tracked` by its cursor, so the client resumes after the last one it got.
    */
-  events: authorizedProcedure.meta({ scope: "plants:read" }).input(PlantEventsInput).subscription(servedOverHttpOnly),
+  events: authorizedProcedure
+    .meta({ scope: "plants:read" })
+    .input(PlantEventsInput)
+    .subscription(servedOverHttpOnly<PlantLiveEvent>("plants.events")),
 
   delete: authorizedProcedure
     .meta({

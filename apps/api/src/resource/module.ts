@@ -1,3 +1,4 @@
+import type { ResourceEvents, TokenScope } from "@plant-store/contracts";
 import type { ZodType } from "zod";
 import { type ApiRouter, router } from "../trpc.js";
 import type { Json, OperationExamples } from "./openapi.js";
@@ -13,6 +14,24 @@ export type ResourceModule = {
   mount: string;
   router: ApiRouter;
   rest: RestMetadata;
+  /** Its change events (the outbox's `<resource>.<verb>`), when it records any: the live streams read them through it. */
+  events?: ResourceEvents;
+  /** Its live event streams, when it serves them (needs `events`). */
+  liveEvents?: LiveEvents;
+};
+
+/**
+ * A resource's live event streams: server-sent events at `path`, and the tRPC subscription
+ * `procedure` (declared in its router for its type, with `input` as its input), both answered by
+ * http/ from the hub. A stream may follow one topic (`?<param>=`, the input's `<param>`): the
+ * events whose `topicsOf` give it.
+ */
+export type LiveEvents = {
+  path: string;
+  procedure: string;
+  scope: TokenScope;
+  input: ZodType<({ lastEventId?: string | null | undefined } & Record<string, unknown>) | undefined>;
+  topic?: { param: string; schema: ZodType<string> };
 };
 
 /** What the OpenAPI document says of a resource beyond its procedures' own meta. */
