@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { entryIdMs, type OutboxEntry, parseEventId, type RateLimiter, rateLimitNames } from "@plant-store/store";
-import { type Authenticator, authChallenge, hasScope, scopeChallenge } from "@plant-store/tokens";
+import { type Authenticator, judgeCredential, type Refusal } from "@plant-store/tokens";
 import type { Job, Queue, Worker } from "bullmq";
 import { UnrecoverableError } from "bullmq";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
@@ -251,12 +251,18 @@ export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;
 const JSON_TYPE = "application/json";
 const sendError = (response: ServerResponse, status: number, message: string, headers: Record<string, string> = {}) =>
   response.writeHead(status, { "content-type": JSON_TYPE, ...headers }).end(JSON.stringify({ error: status, message }));
+/** Sends the shared token guard's answer, as the api sends it. */
+const sendRefusal = (response: ServerResponse, refusal: Refusal) =>
+  response
+    .writeHead(refusal.status, { "content-type": JSON_TYPE, ...refusal.headers })
+    .end(JSON.stringify(refusal.body));
 
 /**
  * `GET /metrics` on its own port: the Prometheus text for a token with `metrics:read` (or
- * `admin`), with the api's 401/403 answers and challenges, and its throttle: an address's failed
- * authentications count against the same per-address limit as at the api (one counter for both),
- * and past it they are answered 429 (a valid token never is). Anything else is a 404 or 405, every
+ * `admin`), judged by the api's token guard (judgeCredential): the same 401/403 answers and
+ * challenges, and its throttle: an address's failed authentications count against the same
+ * per-address limit as at the api (one counter for both), and past it they are answered 429 (a
+ * valid token never is). Anything else is a 404 or 405, every
  * error in the specification's Error shape.
  */
 export async function serveMetrics(options: {
@@ -286,20 +292,8 @@ export async function serveMetrics(options: {
     }
     const auth = await within(authenticator.authenticate(request.headers.authorization), SCRAPE_REDIS_DEADLINE_MS);
     if (!auth) return sendError(response, 503, "The token store did not answer in time; retry later");
-    if (!auth.ok) {
-      const window = await countFailure(request);
-      if (window?.exceeded) {
-        return sendError(response, 429, "Too many failed authentication attempts from this address; retry later", {
-          "retry-after": String(window.resetSeconds),
-        });
-      }
-      const challenge = authChallenge(auth.reason);
-      return sendError(response, 401, challenge.message, { "www-authenticate": challenge.wwwAuthenticate });
-    }
-    if (!hasScope(auth.principal, "metrics:read")) {
-      const challenge = scopeChallenge("metrics:read");
-      return sendError(response, 403, challenge.message, { "www-authenticate": challenge.wwwAuthenticate });
-    }
+    const verdict = await judgeCredential(auth, { scope: "metrics:read", countFailure: () => countFailure(request) });
+    if (verdict.kind !== "admitted") return sendRefusal(response, verdict.refusal);
     const text = await registry.metrics();
     response.writeHead(200, { "content-type": registry.contentType });
     response.end(request.method === "HEAD" ? undefined : text);
