@@ -461,6 +461,17 @@ const countsRecord = (c: Counts) => ({
   errors: c.errors,
 });
 
+/** The load, with the follower walking the listing meanwhile and after it, until every create is seen or the deadline. */
+async function loadAndFollow(run: Run, total: number) {
+  let loadDone = false;
+  const followerState = { done: () => loadDone && run.pending.size === 0, deadlineAt: Number.POSITIVE_INFINITY };
+  const following = follow(run.listUrl, run.seen, run.pending, followerState, run.errors);
+  const load = await offerLoad(run, total);
+  loadDone = true;
+  followerState.deadlineAt = performance.now() + deadlineS * 1000;
+  return { load, follower: await following };
+}
+
 await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
   const startedAtWall = Date.now();
   const before = environment();
@@ -474,14 +485,7 @@ await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
   );
   const pids = pidsOf(processes);
   const cpuBefore = cpuSecondsNow(pids);
-  let loadDone = false;
-  const followerState = { done: () => loadDone && run.pending.size === 0, deadlineAt: Number.POSITIVE_INFINITY };
-  const following = follow(run.listUrl, run.seen, run.pending, followerState, run.errors);
-
-  const load = await offerLoad(run, total);
-  loadDone = true;
-  followerState.deadlineAt = performance.now() + deadlineS * 1000;
-  const follower = await following;
+  const { load, follower } = await loadAndFollow(run, total);
   const elapsedS = (performance.now() - load.loadStart) / 1000;
   const cpu = cpuUsedSince(pids, cpuBefore, elapsedS);
 
