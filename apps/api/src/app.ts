@@ -9,8 +9,8 @@ import {
   type RedisClient,
 } from "@plant-store/store";
 import { createAuthenticator, type StoredTokenVerifier, type TokenStore } from "@plant-store/tokens";
-import Fastify, { type FastifyRequest } from "fastify";
-import { storeCapacity } from "./capacity.js";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
+import { type StoreCapacity, storeCapacity } from "./capacity.js";
 import type { EventsConfig } from "./config.js";
 import { EventHub } from "./events/hub.js";
 import { type CorsOrigins, createCors, methodsOfPath } from "./http/cors.js";
@@ -18,7 +18,7 @@ import { queueDashboard } from "./http/dashboard.js";
 import { errorReplies } from "./http/error-replies.js";
 import { eventsRoute } from "./http/events.js";
 import { forwardedForCheck } from "./http/forwarded-for.js";
-import { createGuard, type Limits } from "./http/guard.js";
+import { createGuard, type Guard, type Limits } from "./http/guard.js";
 import { importUploadRoute, importUploads } from "./http/import-upload.js";
 import { authenticateMalformedPaths } from "./http/low-level-errors.js";
 import { createApiMetrics, requestMetrics } from "./http/metrics.js";
@@ -125,29 +125,8 @@ export async function buildApp(options: AppOptions) {
   answerConnect(app.server, matchRoute);
   const capacity = storeCapacity(options.redis, options.dataVolume, app.log);
   const supervision = options.supervision ?? unsupervised;
-  const metrics =
-    options.metrics === false
-      ? undefined
-      : createApiMetrics({
-          outageOngoing: () => app.outage.ongoing,
-          mastersShortOfReplicas: () => mastersShortOfReplicas(options.redis, options.durability.minReplicasAck),
-          capacity,
-          supervision,
-        });
-  const guard = createGuard({
-    authenticator: createAuthenticator({
-      configTokens: options.apiTokens,
-      adminToken: options.adminToken,
-      verifyStored: options.tokens?.verify,
-    }),
-    limiter: createRateLimiter(options.redis),
-    limits: options.limits ?? { perToken: 6000, authFailures: 30 },
-    redis: options.redis,
-    observer: metrics && {
-      authFailure: (reason) => metrics.authFailures.inc({ reason }),
-      rateLimited: (limit) => metrics.rateLimited.inc({ limit }),
-    },
-  });
+  const metrics = metricsOf(options, app, capacity, supervision);
+  const guard = guardOf(options, metrics);
   const authenticateFirst = authenticateMalformedPaths({
     matchRoute,
     guard,
@@ -161,37 +140,9 @@ export async function buildApp(options: AppOptions) {
     options.storeDeadlineMs ?? 3000,
     capacity,
   );
-  const { blocking, ...eventSettings } = options.events ?? {};
-  const events = { ...EVENTS_DEFAULTS, ...eventSettings };
-  const hub = new EventHub({
-    log: eventLog(options.redis, options.layout.partitions, { clockMarginMs: events.clockMarginMs }),
-    events: new EventRegistry(api.resources.flatMap((module) => (module.events ? [module.events] : []))),
-    blocking,
-    logger: app.log,
-    lingerMs: events.lingerMs,
-    pollMs: events.pollMs,
-    heartbeatMs: events.heartbeatMs,
-    maxStreamsPerToken: events.maxStreamsPerToken,
-    maxStreams: events.maxStreams,
-    maxBufferedBytes: events.maxBufferedBytes,
-    observer: metrics && {
-      opened: (transport) => metrics.eventStreams.inc({ transport }),
-      closed: (transport) => metrics.eventStreams.dec({ transport }),
-      sent: (transport, count) => metrics.eventsSent.inc({ transport }, count),
-    },
-  });
-  const createContext = async ({ req }: { req: FastifyRequest }): Promise<Context> => ({
-    auth: await guard.authOf(req, false),
-    requestId: req.id,
-    store,
-    tokens: options.tokens?.store,
-    webhooks: options.webhooks,
-    imports: options.imports,
-    events: hub,
-    partitions: options.layout.partitions,
-    responseHeaders: {},
-    preconditions: { ifMatch: req.headers["if-match"], ifNoneMatch: req.headers["if-none-match"], notModified: false },
-  });
+  const registry = new EventRegistry(api.resources.flatMap((module) => (module.events ? [module.events] : [])));
+  const hub = eventHubOf(options, registry, app.log, metrics);
+  const createContext = contextFactory(options, guard, store, hub);
   const outage = outageMonitor(options.redis, app.log, metrics && (() => metrics.redisErrors.inc()));
   const cors = createCors(options.corsOrigins ?? [], methodsOfPath(matchRoute));
 
@@ -216,4 +167,84 @@ export async function buildApp(options: AppOptions) {
   });
   if (options.dashboardConnection) await queueDashboard(app, { connection: options.dashboardConnection, guard });
   return app;
+}
+
+type ApiMetrics = ReturnType<typeof createApiMetrics> | undefined;
+
+/** The Prometheus metrics (unless turned off), reading the outage, the replicas, the store's room and the supervision. */
+function metricsOf(
+  options: AppOptions,
+  app: FastifyInstance,
+  capacity: StoreCapacity,
+  supervision: Supervision,
+): ApiMetrics {
+  if (options.metrics === false) return undefined;
+  return createApiMetrics({
+    outageOngoing: () => app.outage.ongoing,
+    mastersShortOfReplicas: () => mastersShortOfReplicas(options.redis, options.durability.minReplicasAck),
+    capacity,
+    supervision,
+  });
+}
+
+/** The guard of every protected route: the configured and issued tokens, the rate limits, counted in the metrics. */
+function guardOf(options: AppOptions, metrics: ApiMetrics) {
+  return createGuard({
+    authenticator: createAuthenticator({
+      configTokens: options.apiTokens,
+      adminToken: options.adminToken,
+      verifyStored: options.tokens?.verify,
+    }),
+    limiter: createRateLimiter(options.redis),
+    limits: options.limits ?? { perToken: 6000, authFailures: 30 },
+    redis: options.redis,
+    observer: metrics && {
+      authFailure: (reason) => metrics.authFailures.inc({ reason }),
+      rateLimited: (limit) => metrics.rateLimited.inc({ limit }),
+    },
+  });
+}
+
+/** The live event streams' hub, with its settings (EVENTS_DEFAULTS where none is given). */
+function eventHubOf(options: AppOptions, registry: EventRegistry, logger: FastifyBaseLogger, metrics: ApiMetrics) {
+  const { blocking, ...eventSettings } = options.events ?? {};
+  const events = { ...EVENTS_DEFAULTS, ...eventSettings };
+  return new EventHub({
+    log: eventLog(options.redis, options.layout.partitions, { clockMarginMs: events.clockMarginMs }),
+    events: registry,
+    blocking,
+    logger,
+    lingerMs: events.lingerMs,
+    pollMs: events.pollMs,
+    heartbeatMs: events.heartbeatMs,
+    maxStreamsPerToken: events.maxStreamsPerToken,
+    maxStreams: events.maxStreams,
+    maxBufferedBytes: events.maxBufferedBytes,
+    observer: metrics && {
+      opened: (transport) => metrics.eventStreams.inc({ transport }),
+      closed: (transport) => metrics.eventStreams.dec({ transport }),
+      sent: (transport, count) => metrics.eventsSent.inc({ transport }, count),
+    },
+  });
+}
+
+/** Each request's tRPC context: its credentials, the services, the events. */
+function contextFactory(
+  options: AppOptions,
+  guard: Guard,
+  store: ReturnType<typeof createPlantService>,
+  hub: EventHub,
+) {
+  return async ({ req }: { req: FastifyRequest }): Promise<Context> => ({
+    auth: await guard.authOf(req, false),
+    requestId: req.id,
+    store,
+    tokens: options.tokens?.store,
+    webhooks: options.webhooks,
+    imports: options.imports,
+    events: hub,
+    partitions: options.layout.partitions,
+    responseHeaders: {},
+    preconditions: { ifMatch: req.headers["if-match"], ifNoneMatch: req.headers["if-none-match"], notModified: false },
+  });
 }

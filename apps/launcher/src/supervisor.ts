@@ -122,6 +122,29 @@ function onSignal(signal: NodeJS.Signals) {
 }
 
 async function main(): Promise<void> {
+  installLifecycleHandlers();
+  const config = configOrExit();
+  exitUnlessEntriesBuilt(config);
+  await exitUnlessPortFree(config);
+  const store = await chooseRedis(config);
+  if (!store) return; // A signal arrived while Redis was starting; shutdown() stops it.
+  if (!(await layoutUsable(store.redisUrl))) return void shutdown(1);
+  const tokens = tokensOf(config);
+  if (!tokens) return void shutdown(1);
+  const env = servicesEnv(config, store, tokens);
+  // Chosen once, after Redis took its port: a restarted worker serves its metrics where it did.
+  const { host: metricsHost, port: givenMetricsPort } = config.workerMetrics;
+  const metrics = config.workerMetrics.enabled
+    ? await workerMetricsPort(metricsHost, config.port, givenMetricsPort)
+    : undefined;
+  if (stopping) return; // A signal arrived meanwhile: nothing more to start.
+  if (metrics?.note) logError(metrics.note);
+  superviseServices(config, env, metrics);
+  await announceWhenReady(config, tokens, metrics);
+}
+
+/** Signals stop everything in order; so does the front process's going away; the supervisor's own death kills the rest. */
+function installLifecycleHandlers() {
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, onSignal);
   // The front process is gone (even killed with SIGKILL): stop everything rather than linger.
   process.once("disconnect", () => {
@@ -134,25 +157,34 @@ async function main(): Promise<void> {
     for (const service of services.values()) if (service.running()) service.child.kill("SIGTERM");
     if (redis && redis.process.exitCode === null && redis.process.signalCode === null) redis.process.kill("SIGTERM");
   });
+}
 
+function configOrExit(): LauncherConfig {
   const parsed = parseConfig(process.env);
   if (!parsed.ok) {
     logError("invalid environment:");
     for (const error of parsed.errors) logError(`  ${error}`);
     process.exit(1);
   }
-  const config = parsed.config;
+  return parsed.config;
+}
 
-  for (const [name, entry] of [
+const entriesOf = (config: LauncherConfig) =>
+  [
     ["api", config.apiEntry],
     ["worker", config.workerEntry],
-  ] as const) {
+  ] as const;
+
+function exitUnlessEntriesBuilt(config: LauncherConfig) {
+  for (const [name, entry] of entriesOf(config)) {
     if (!existsSync(entry)) {
       logError(`${name} entry point ${entry} not found; build first (npm run build) or use npm start.`);
       process.exit(1);
     }
   }
+}
 
+async function exitUnlessPortFree(config: LauncherConfig) {
   const problem = await portProblem(config.host, config.port);
   if (problem) {
     logError(
@@ -162,9 +194,12 @@ async function main(): Promise<void> {
     );
     process.exit(1);
   }
+}
 
-  let redisUrl = config.redisUrl;
-  let dataVolume: DataVolumeSettings | undefined;
+/** The store: the cluster or Redis configured, else the embedded one (undefined when a signal came while it started). */
+async function chooseRedis(
+  config: LauncherConfig,
+): Promise<{ redisUrl: string | undefined; dataVolume?: DataVolumeSettings } | undefined> {
   if (config.clusterNodes) {
     log(
       `Redis: using the Redis Cluster at REDIS_CLUSTER_NODES ${config.clusterNodes
@@ -172,52 +207,57 @@ async function main(): Promise<void> {
         .map((node) => (node.includes("://") ? redactUrl(node) : node))
         .join(",")}.`,
     );
-  } else if (redisUrl) {
-    log(`Redis: using REDIS_URL ${redactUrl(redisUrl)}.`);
-  } else {
-    const embedded = await startEmbeddedRedis(config);
-    if (!embedded) return; // A signal arrived while Redis was starting; shutdown() stops it.
-    redisUrl = embedded.url;
-    dataVolume = embedded.volume;
+    return { redisUrl: config.redisUrl };
   }
+  if (config.redisUrl) {
+    log(`Redis: using REDIS_URL ${redactUrl(config.redisUrl)}.`);
+    return { redisUrl: config.redisUrl };
+  }
+  const embedded = await startEmbeddedRedis(config);
+  return embedded && { redisUrl: embedded.url, dataVolume: embedded.volume };
+}
 
-  if (!(await layoutUsable(redisUrl))) return void shutdown(1);
-
-  // Generated tokens are kept with the data, so the curl and the password printed last time still work.
-  const tokenFiles = { api: join(config.dataDir, "api-token"), admin: join(config.dataDir, "admin-token") };
-  let apiTokens: string[];
-  let adminToken: string;
+/**
+ * The api's and the admin's tokens: configured, or generated and kept with the data, so the curl
+ * and the password printed last time still work. Undefined (said why) when a kept one is unreadable.
+ */
+function tokensOf(config: LauncherConfig) {
+  const files = { api: join(config.dataDir, "api-token"), admin: join(config.dataDir, "admin-token") };
   try {
-    apiTokens = config.apiTokens ?? [keptToken(tokenFiles.api)];
-    adminToken = config.adminToken ?? keptToken(tokenFiles.admin);
+    const apiTokens = config.apiTokens ?? [keptToken(files.api)];
+    const adminToken = config.adminToken ?? keptToken(files.admin);
+    return { apiTokens, adminToken, files };
   } catch (error) {
     if (!(error instanceof KeptTokenError)) throw error;
     logError(error.message);
-    return void shutdown(1);
+    return undefined;
   }
+}
+type Tokens = NonNullable<ReturnType<typeof tokensOf>>;
 
+/** The environment of the api and the worker: the launcher's own, less its flag, with the store and tokens. */
+function servicesEnv(
+  config: LauncherConfig,
+  store: { redisUrl: string | undefined; dataVolume?: DataVolumeSettings },
+  tokens: Tokens,
+): NodeJS.ProcessEnv {
   const { [SUPERVISOR_FLAG]: _flag, ...inherited } = process.env;
-  const env: NodeJS.ProcessEnv = {
+  return {
     ...inherited,
     PORT: String(config.port),
     HOST: config.host,
-    ...(redisUrl ? { REDIS_URL: redisUrl } : {}),
+    ...(store.redisUrl ? { REDIS_URL: store.redisUrl } : {}),
     // The api refuses plant changes before the embedded Redis's volume is full (it would exit then).
-    ...(dataVolume ? { REDIS_DATA_DIR: dataVolume.dir } : {}),
-    API_TOKENS: apiTokens.join(","),
-    ADMIN_TOKEN: adminToken,
+    ...(store.dataVolume ? { REDIS_DATA_DIR: store.dataVolume.dir } : {}),
+    API_TOKENS: tokens.apiTokens.join(","),
+    ADMIN_TOKEN: tokens.adminToken,
   };
-  // Chosen once, after Redis took its port: a restarted worker serves its metrics where it did.
-  const { host: metricsHost, port: givenMetricsPort } = config.workerMetrics;
-  const metrics = config.workerMetrics.enabled
-    ? await workerMetricsPort(metricsHost, config.port, givenMetricsPort)
-    : undefined;
-  if (stopping) return; // A signal arrived meanwhile: nothing more to start.
-  if (metrics?.note) logError(metrics.note);
-  for (const [name, entry] of [
-    ["api", config.apiEntry],
-    ["worker", config.workerEntry],
-  ] as const) {
+}
+
+type MetricsPort = Awaited<ReturnType<typeof workerMetricsPort>> | undefined;
+
+function superviseServices(config: LauncherConfig, env: NodeJS.ProcessEnv, metrics: MetricsPort) {
+  for (const [name, entry] of entriesOf(config)) {
     const niceness = name === "worker" ? config.workerNiceness : 0;
     const serviceEnv = name === "worker" && metrics ? { ...env, WORKER_METRICS_PORT: String(metrics.port) } : env;
     const ipc = name === "api"; // the supervision report goes to the api (supervision.ts)
@@ -225,15 +265,18 @@ async function main(): Promise<void> {
     const childEnv = ipc ? { ...serviceEnv, PLANT_STORE_LAUNCHER_IPC: "1" } : serviceEnv;
     supervise(name, () => startService(name, entry, childEnv, options), config.restartPolicy);
   }
+}
 
+/** The banner once the api accepts connections (or a note that it does not yet, after 60 s). */
+async function announceWhenReady(config: LauncherConfig, tokens: Tokens, metrics: MetricsPort) {
   if (await waitForPort(config.host, config.port, 60_000, () => stopping)) {
     process.stdout.write(
       readyBanner({
         host: config.host,
         port: config.port,
-        generatedApiToken: config.apiTokens ? undefined : apiTokens[0],
-        generatedAdminToken: config.adminToken ? undefined : adminToken,
-        tokenFiles: { api: shownPath(tokenFiles.api), admin: shownPath(tokenFiles.admin) },
+        generatedApiToken: config.apiTokens ? undefined : tokens.apiTokens[0],
+        generatedAdminToken: config.adminToken ? undefined : tokens.adminToken,
+        tokenFiles: { api: shownPath(tokens.files.api), admin: shownPath(tokens.files.admin) },
         workerMetrics: metrics,
       }),
     );

@@ -250,93 +250,145 @@ export async function takeTurns(context: Pick<ImportContext, "imports" | "queue"
  * (waitForRoom): an import is not failed for a fault that ends by itself.
  */
 export async function runImport(job: Job, token: string | undefined, context: ImportContext): Promise<ImportSummary> {
+  const { importId, stored: started } = await startImport(job, context);
+  let stored: StoredImport;
+  try {
+    await importChunks(job, token, importId, started, context);
+    stored = await concluded(importId, context);
+  } catch (error) {
+    if (error instanceof DelayedError || error instanceof ImportTakenError) throw error;
+    if (error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1))
+      await failForGood(importId, context, error);
+    throw error;
+  }
+  return reportFinished(job, importId, stored, context);
+}
+
+/** Marks the import running (it may run already: a retry); a running import's token's other imports move up a turn. */
+async function startImport(job: Job, context: ImportContext) {
   const data = ImportJobData.safeParse(job.data);
   if (!data.success) throw new UnrecoverableError(`invalid ${job.name} payload: ${data.error.message}`);
   const { importId } = data.data;
-  const { imports, logger } = context;
-  let stored: StoredImport | undefined = await imports.start(importId, new Date().toISOString());
+  const stored = await context.imports.start(importId, new Date().toISOString());
   if (!stored) throw new UnrecoverableError(`there is no import ${importId} (its upload expired before it was queued)`);
   if (stored.status === "running") {
     // Out of turn for a moment at worst: the import goes on.
     await takeTurns(context, stored.actor).catch((error: unknown) =>
-      logger.warn("the token's other imports could not move up a turn", { importId, error: String(error) }),
+      context.logger.warn("the token's other imports could not move up a turn", { importId, error: String(error) }),
     );
   }
-  try {
-    let position: ImportPosition = {
-      stored,
-      status: stored.status,
-      chunk: stored.status === "running" ? await imports.headChunk(importId) : null,
-    };
-    // The dashboard's progress: sent while the next chunk is committed, at most one at a time.
-    let progressSent: Promise<unknown> = Promise.resolve();
-    const pace = pacer(context.linesPerSecond);
-    while (position.status === "running" && position.chunk !== null) {
-      if (context.closing()) {
-        // Back to the queue without counting an attempt: a worker (this one restarted, or another) goes on.
-        await progressSent;
-        await job.moveToDelayed(Date.now() + 1, token);
-        const lines = position.stored.lines;
-        logger.info("import handed back to the queue: the worker is closing", { importId, lines });
-        throw new DelayedError();
-      }
-      const current = { ...position, chunk: position.chunk };
-      const waited = await waitForRoom(importId, current, context);
-      if (waited) {
-        position = waited;
-        continue;
-      }
-      try {
-        position = await importChunk(importId, current, context, pace);
-        if (current.waitingSince !== undefined) {
-          logger.info("import goes on: the store has room again", {
-            importId,
-            waitedMs: Date.now() - current.waitingSince,
-          });
-        }
-      } catch (error) {
-        const afterWait = await waitForRoom(importId, current, context, error);
-        if (!afterWait) throw error;
-        position = afterWait;
-        continue;
-      }
+  return { importId, stored };
+}
+
+/** The upload's chunks in order, until none is left, the import is cancelled, or the worker closes. */
+async function importChunks(
+  job: Job,
+  token: string | undefined,
+  importId: string,
+  stored: StoredImport,
+  context: ImportContext,
+) {
+  let position: ImportPosition = {
+    stored,
+    status: stored.status,
+    chunk: stored.status === "running" ? await context.imports.headChunk(importId) : null,
+  };
+  // The dashboard's progress: sent while the next chunk is committed, at most one at a time.
+  let progressSent: Promise<unknown> = Promise.resolve();
+  const pace = pacer(context.linesPerSecond);
+  while (position.status === "running" && position.chunk !== null) {
+    if (context.closing()) {
       await progressSent;
-      progressSent = job.updateProgress(percentOf(position.stored));
+      await handBack(job, token, importId, position.stored, context);
     }
+    const current = { ...position, chunk: position.chunk };
+    const next = await nextPosition(importId, current, context, pace);
+    position = next.position;
+    if (!next.imported) continue;
     await progressSent;
-    stored = await imports.read(importId);
-    if (!stored) throw new UnrecoverableError(`import ${importId} disappeared while it ran`);
-    if (stored.status === "running") {
-      const missing = stored.totalLines - stored.lines;
-      const finished =
-        missing === 0
-          ? await imports.finish(importId, "succeeded", new Date().toISOString())
-          : await imports.finish(
-              importId,
-              "failed",
-              new Date().toISOString(),
-              `${missing} line(s) of the upload were lost before they were judged`,
-            );
-      stored = finished === undefined ? stored : await imports.read(importId);
-      if (!stored) throw new UnrecoverableError(`import ${importId} disappeared while it ran`);
-    }
-  } catch (error) {
-    if (error instanceof DelayedError || error instanceof ImportTakenError) throw error;
-    const last = error instanceof UnrecoverableError || job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
-    if (last) {
-      const reason = error instanceof Error ? error.message : String(error);
-      await imports.finish(importId, "failed", new Date().toISOString(), reason).catch(() => undefined);
-      const failed = await imports.read(importId).catch(() => undefined);
-      if (failed) await ended(context, importOf(failed)).catch(() => undefined);
-    }
-    throw error;
+    progressSent = job.updateProgress(percentOf(position.stored));
   }
+  await progressSent;
+}
+
+/** Back to the queue without counting an attempt: a worker (this one restarted, or another) goes on. */
+async function handBack(
+  job: Job,
+  token: string | undefined,
+  importId: string,
+  stored: StoredImport,
+  context: ImportContext,
+): Promise<never> {
+  await job.moveToDelayed(Date.now() + 1, token);
+  context.logger.info("import handed back to the queue: the worker is closing", { importId, lines: stored.lines });
+  throw new DelayedError();
+}
+
+/** The chunk imported, or, while the store has no room, the position waited at (`imported` false). */
+async function nextPosition(
+  importId: string,
+  current: ImportPosition & { chunk: Buffer },
+  context: ImportContext,
+  pace: (lines: number) => Promise<void>,
+): Promise<{ position: ImportPosition; imported: boolean }> {
+  const waited = await waitForRoom(importId, current, context);
+  if (waited) return { position: waited, imported: false };
+  try {
+    const position = await importChunk(importId, current, context, pace);
+    if (current.waitingSince !== undefined) {
+      context.logger.info("import goes on: the store has room again", {
+        importId,
+        waitedMs: Date.now() - current.waitingSince,
+      });
+    }
+    return { position, imported: true };
+  } catch (error) {
+    const afterWait = await waitForRoom(importId, current, context, error);
+    if (!afterWait) throw error;
+    return { position: afterWait, imported: false };
+  }
+}
+
+/** The import once its chunks are done: a running one finishes, succeeded unless lines were lost before they were judged. */
+async function concluded(importId: string, { imports }: ImportContext): Promise<StoredImport> {
+  const stored = await imports.read(importId);
+  if (!stored) throw new UnrecoverableError(`import ${importId} disappeared while it ran`);
+  if (stored.status !== "running") return stored;
+  const missing = stored.totalLines - stored.lines;
+  const finished =
+    missing === 0
+      ? await imports.finish(importId, "succeeded", new Date().toISOString())
+      : await imports.finish(
+          importId,
+          "failed",
+          new Date().toISOString(),
+          `${missing} line(s) of the upload were lost before they were judged`,
+        );
+  const after = finished === undefined ? stored : await imports.read(importId);
+  if (!after) throw new UnrecoverableError(`import ${importId} disappeared while it ran`);
+  return after;
+}
+
+/** The last attempt failed: the import is marked failed with the reason, and its end told. */
+async function failForGood(importId: string, context: ImportContext, error: unknown) {
+  const reason = error instanceof Error ? error.message : String(error);
+  await context.imports.finish(importId, "failed", new Date().toISOString(), reason).catch(() => undefined);
+  const failed = await context.imports.read(importId).catch(() => undefined);
+  if (failed) await ended(context, importOf(failed)).catch(() => undefined);
+}
+
+async function reportFinished(
+  job: Job,
+  importId: string,
+  stored: StoredImport,
+  context: ImportContext,
+): Promise<ImportSummary> {
   const summary = importOf(stored);
   if ((FINISHED_IMPORT_STATUSES as readonly string[]).includes(summary.status)) {
     await ended(context, summary);
     await job.updateProgress(percentOf(stored));
   }
-  logger.info("import finished", {
+  context.logger.info("import finished", {
     importId,
     status: summary.status,
     lines: summary.lines,

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { entryIdMs, type OutboxEntry, parseEventId, type RateLimiter, rateLimitNames } from "@plant-store/store";
-import { type Authenticator, authChallenge, hasScope, scopeChallenge } from "@plant-store/tokens";
+import { type Authenticator, judgeCredential, type Refusal } from "@plant-store/tokens";
 import type { Job, Queue, Worker } from "bullmq";
 import { UnrecoverableError } from "bullmq";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
@@ -56,6 +56,9 @@ function commitTimesOf(job: Job): number[] {
   return times;
 }
 
+/** Where the scrape-time series read from: undefined until the relay and queues run. */
+type SourcesRef = () => MetricsSources | undefined;
+
 /**
  * The worker's Prometheus metrics (prom-client): the relay (events relayed, its lag, dead letters,
  * partitions held), the jobs of each queue (completed, failed, retried, durations, and for the
@@ -67,61 +70,113 @@ export function createWorkerMetrics() {
   collectDefaultMetrics({ register: registry, prefix: "plant_store_worker_" });
   const registers = [registry];
   let sources: MetricsSources | undefined;
+  const sourcesNow = () => sources;
+  const relay = relaySeries(registers);
+  const jobs = jobSeries(registers);
+  backlogGauges(registers, sourcesNow);
+  relayStateGauges(registers, sourcesNow);
+  queueJobsGauge(registers, sourcesNow);
 
-  const relayed = new Counter({
-    name: "plant_store_outbox_relayed_events_total",
-    help: "Outbox events this worker's relay handed to the queues",
-    registers,
-  });
-  const deadLettered = new Counter({
-    name: "plant_store_outbox_dead_lettered_total",
-    help: "Outbox entries this worker's relay could not read and moved to a dead-letter stream",
-    registers,
-  });
-  const relayLag = new Histogram({
-    name: "plant_store_relay_lag_seconds",
-    help: "Time from an event's commit to its jobs being queued",
-    buckets: LAG_BUCKETS,
-    registers,
-  });
-  const completed = new Counter({
-    name: "plant_store_jobs_completed_total",
-    help: "Jobs completed, by queue",
-    labelNames: ["queue"] as const,
-    registers,
-  });
-  const failed = new Counter({
-    name: "plant_store_jobs_failed_total",
-    help: "Jobs failed for good (left in the failed set), by queue",
-    labelNames: ["queue"] as const,
-    registers,
-  });
-  const retried = new Counter({
-    name: "plant_store_jobs_retried_total",
-    help: "Job attempts that failed and will be retried, by queue",
-    labelNames: ["queue"] as const,
-    registers,
-  });
-  const jobDuration = new Histogram({
-    name: "plant_store_job_duration_seconds",
-    help: "Time a job's successful attempt took, by queue",
-    labelNames: ["queue"] as const,
-    buckets: JOB_BUCKETS,
-    registers,
-  });
-  const sideWorkLag = new Histogram({
-    name: "plant_store_side_work_lag_seconds",
-    help: "Time from an event's commit to its side work done, by queue (per event)",
-    labelNames: ["queue"] as const,
-    buckets: LAG_BUCKETS,
-    registers,
-  });
+  return {
+    registry,
 
+    /** Where the scrape-time series read from, once the relay and queues run. */
+    observe(from: MetricsSources) {
+      sources = from;
+    },
+
+    /** What the relay reports (see RelayOptions.observer). */
+    relay: {
+      relayed(entries: readonly OutboxEntry[]) {
+        relay.relayed.inc(entries.length);
+        const now = Date.now();
+        for (const entry of entries) relay.lag.observe(Math.max(0, now - entryIdMs(entry.entryId)) / 1000);
+      },
+      deadLettered() {
+        relay.deadLettered.inc();
+      },
+    },
+
+    /** Counts a BullMQ worker's jobs; `events`: its jobs carry plant events (side-work lag). */
+    watch(worker: Worker, options: { events: boolean }) {
+      const queue = worker.name;
+      // Bound once: prom-client hashes a label object on every observe otherwise (once per event here).
+      const queueLag = jobs.sideWorkLag.labels({ queue });
+      worker.on("completed", (job) => {
+        jobs.completed.inc({ queue });
+        const finished = job.finishedOn ?? Date.now();
+        if (job.processedOn !== undefined)
+          jobs.duration.observe({ queue }, Math.max(0, finished - job.processedOn) / 1000);
+        if (!options.events) return;
+        for (const committed of commitTimesOf(job)) queueLag.observe(Math.max(0, finished - committed) / 1000);
+      });
+      worker.on("failed", (job, error) => {
+        if (willRetry(job, error)) jobs.retried.inc({ queue });
+        else jobs.failed.inc({ queue });
+      });
+    },
+  };
+}
+
+/** The relay's events relayed, entries dead-lettered, and lag from commit to queued. */
+function relaySeries(registers: Registry[]) {
+  return {
+    relayed: new Counter({
+      name: "plant_store_outbox_relayed_events_total",
+      help: "Outbox events this worker's relay handed to the queues",
+      registers,
+    }),
+    deadLettered: new Counter({
+      name: "plant_store_outbox_dead_lettered_total",
+      help: "Outbox entries this worker's relay could not read and moved to a dead-letter stream",
+      registers,
+    }),
+    lag: new Histogram({
+      name: "plant_store_relay_lag_seconds",
+      help: "Time from an event's commit to its jobs being queued",
+      buckets: LAG_BUCKETS,
+      registers,
+    }),
+  };
+}
+
+/** Each queue's jobs: completed, failed for good, retried, their durations, and the side work's lag per event. */
+function jobSeries(registers: Registry[]) {
+  const perQueue = { labelNames: ["queue"] as const, registers };
+  return {
+    completed: new Counter({ name: "plant_store_jobs_completed_total", help: "Jobs completed, by queue", ...perQueue }),
+    failed: new Counter({
+      name: "plant_store_jobs_failed_total",
+      help: "Jobs failed for good (left in the failed set), by queue",
+      ...perQueue,
+    }),
+    retried: new Counter({
+      name: "plant_store_jobs_retried_total",
+      help: "Job attempts that failed and will be retried, by queue",
+      ...perQueue,
+    }),
+    duration: new Histogram({
+      name: "plant_store_job_duration_seconds",
+      help: "Time a job's successful attempt took, by queue",
+      buckets: JOB_BUCKETS,
+      ...perQueue,
+    }),
+    sideWorkLag: new Histogram({
+      name: "plant_store_side_work_lag_seconds",
+      help: "Time from an event's commit to its side work done, by queue (per event)",
+      buckets: LAG_BUCKETS,
+      ...perQueue,
+    }),
+  };
+}
+
+/** The held partitions' outboxes at scrape time: depth, oldest entry's age, dead letters. */
+function backlogGauges(registers: Registry[], sourcesNow: SourcesRef) {
   // One read of the held partitions' outboxes per scrape, shared by the three series made of it.
   let backlogs: { at: number; read: Promise<Map<number, Backlog> | undefined> } | undefined;
   const readBacklogs = () => {
     if (backlogs && Date.now() - backlogs.at < 1000) return backlogs.read;
-    const from = sources;
+    const from = sourcesNow();
     const read = from
       ? within(
           Promise.all([...from.held()].map(async (p) => [p, await from.backlog(p)] as const)).then((l) => new Map(l)),
@@ -131,7 +186,7 @@ export function createWorkerMetrics() {
     backlogs = { at: Date.now(), read };
     return read;
   };
-  const backlogGauge = (name: string, help: string, value: (backlog: Backlog, now: number) => number) =>
+  const perPartition = (name: string, help: string, value: (backlog: Backlog, now: number) => number) =>
     new Gauge({
       name,
       help,
@@ -143,12 +198,12 @@ export function createWorkerMetrics() {
         for (const [p, backlog] of (await readBacklogs()) ?? []) this.set({ partition: p }, value(backlog, now));
       },
     });
-  backlogGauge(
+  perPartition(
     "plant_store_outbox_depth",
     "Entries waiting in the outbox of each partition this worker relays (not yet relayed, or relayed and not yet acknowledged)",
     (backlog) => backlog.depth,
   );
-  backlogGauge(
+  perPartition(
     "plant_store_outbox_oldest_age_seconds",
     "Age of the oldest entry waiting in each partition's outbox (0 when empty)",
     (backlog, now) => (backlog.oldestMs === undefined ? 0 : Math.max(0, now - backlog.oldestMs) / 1000),
@@ -162,12 +217,16 @@ export function createWorkerMetrics() {
       this.set([...(read?.values() ?? [])].reduce((sum, backlog) => sum + backlog.deadLetters, 0));
     },
   });
+}
+
+/** The relay now: the partitions it holds, its linger, and the store's partition count. */
+function relayStateGauges(registers: Registry[], sourcesNow: SourcesRef) {
   new Gauge({
     name: "plant_store_relay_partitions_held",
     help: "Outbox partitions this worker relays now",
     registers,
     collect() {
-      this.set(sources?.held().size ?? 0);
+      this.set(sourcesNow()?.held().size ?? 0);
     },
   });
   new Gauge({
@@ -175,6 +234,7 @@ export function createWorkerMetrics() {
     help: "How long the relay gathers outbox events between reads now: grows under load (bigger batches), back to RELAY_LINGER_MS when quiet",
     registers,
     collect() {
+      const sources = sourcesNow();
       if (sources) this.set(sources.lingerMs() / 1000);
     },
   });
@@ -183,9 +243,14 @@ export function createWorkerMetrics() {
     help: "The store's outbox partitions (all workers together should hold every one)",
     registers,
     collect() {
+      const sources = sourcesNow();
       if (sources) this.set(sources.partitions);
     },
   });
+}
+
+/** Each queue's jobs by state, read from BullMQ at scrape time. */
+function queueJobsGauge(registers: Registry[], sourcesNow: SourcesRef) {
   new Gauge({
     name: "plant_store_queue_jobs",
     help: "Jobs in each queue by state, read from BullMQ at scrape time",
@@ -195,7 +260,9 @@ export function createWorkerMetrics() {
       this.reset();
       const counted = await within(
         Promise.all(
-          (sources?.queues ?? []).map(async (queue) => [queue.name, await queue.getJobCounts(...JOB_STATES)] as const),
+          (sourcesNow()?.queues ?? []).map(
+            async (queue) => [queue.name, await queue.getJobCounts(...JOB_STATES)] as const,
+          ),
         ),
         SCRAPE_REDIS_DEADLINE_MS,
       ).catch(() => undefined);
@@ -204,46 +271,6 @@ export function createWorkerMetrics() {
       }
     },
   });
-
-  return {
-    registry,
-
-    /** Where the scrape-time series read from, once the relay and queues run. */
-    observe(from: MetricsSources) {
-      sources = from;
-    },
-
-    /** What the relay reports (see RelayOptions.observer). */
-    relay: {
-      relayed(entries: readonly OutboxEntry[]) {
-        relayed.inc(entries.length);
-        const now = Date.now();
-        for (const entry of entries) relayLag.observe(Math.max(0, now - entryIdMs(entry.entryId)) / 1000);
-      },
-      deadLettered() {
-        deadLettered.inc();
-      },
-    },
-
-    /** Counts a BullMQ worker's jobs; `events`: its jobs carry plant events (side-work lag). */
-    watch(worker: Worker, options: { events: boolean }) {
-      const queue = worker.name;
-      // Bound once: prom-client hashes a label object on every observe otherwise (once per event here).
-      const queueLag = sideWorkLag.labels({ queue });
-      worker.on("completed", (job) => {
-        completed.inc({ queue });
-        const finished = job.finishedOn ?? Date.now();
-        if (job.processedOn !== undefined)
-          jobDuration.observe({ queue }, Math.max(0, finished - job.processedOn) / 1000);
-        if (!options.events) return;
-        for (const committed of commitTimesOf(job)) queueLag.observe(Math.max(0, finished - committed) / 1000);
-      });
-      worker.on("failed", (job, error) => {
-        if (willRetry(job, error)) retried.inc({ queue });
-        else failed.inc({ queue });
-      });
-    },
-  };
 }
 
 export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;
@@ -251,12 +278,18 @@ export type WorkerMetrics = ReturnType<typeof createWorkerMetrics>;
 const JSON_TYPE = "application/json";
 const sendError = (response: ServerResponse, status: number, message: string, headers: Record<string, string> = {}) =>
   response.writeHead(status, { "content-type": JSON_TYPE, ...headers }).end(JSON.stringify({ error: status, message }));
+/** Sends the shared token guard's answer, as the api sends it. */
+const sendRefusal = (response: ServerResponse, refusal: Refusal) =>
+  response
+    .writeHead(refusal.status, { "content-type": JSON_TYPE, ...refusal.headers })
+    .end(JSON.stringify(refusal.body));
 
 /**
  * `GET /metrics` on its own port: the Prometheus text for a token with `metrics:read` (or
- * `admin`), with the api's 401/403 answers and challenges, and its throttle: an address's failed
- * authentications count against the same per-address limit as at the api (one counter for both),
- * and past it they are answered 429 (a valid token never is). Anything else is a 404 or 405, every
+ * `admin`), judged by the api's token guard (judgeCredential): the same 401/403 answers and
+ * challenges, and its throttle: an address's failed authentications count against the same
+ * per-address limit as at the api (one counter for both), and past it they are answered 429 (a
+ * valid token never is). Anything else is a 404 or 405, every
  * error in the specification's Error shape.
  */
 export async function serveMetrics(options: {
@@ -286,20 +319,8 @@ export async function serveMetrics(options: {
     }
     const auth = await within(authenticator.authenticate(request.headers.authorization), SCRAPE_REDIS_DEADLINE_MS);
     if (!auth) return sendError(response, 503, "The token store did not answer in time; retry later");
-    if (!auth.ok) {
-      const window = await countFailure(request);
-      if (window?.exceeded) {
-        return sendError(response, 429, "Too many failed authentication attempts from this address; retry later", {
-          "retry-after": String(window.resetSeconds),
-        });
-      }
-      const challenge = authChallenge(auth.reason);
-      return sendError(response, 401, challenge.message, { "www-authenticate": challenge.wwwAuthenticate });
-    }
-    if (!hasScope(auth.principal, "metrics:read")) {
-      const challenge = scopeChallenge("metrics:read");
-      return sendError(response, 403, challenge.message, { "www-authenticate": challenge.wwwAuthenticate });
-    }
+    const verdict = await judgeCredential(auth, { scope: "metrics:read", countFailure: () => countFailure(request) });
+    if (verdict.kind !== "admitted") return sendRefusal(response, verdict.refusal);
     const text = await registry.metrics();
     response.writeHead(200, { "content-type": registry.contentType });
     response.end(request.method === "HEAD" ? undefined : text);

@@ -68,9 +68,18 @@ type StreamReply = [key: string, entries: [id: string, fields: string[] | null][
 const sameItems = (a: readonly number[], b: readonly number[]) =>
   a.length === b.length && a.every((item, i) => item === b[i]);
 
-/** The outbox operations of the relay: one consumer group per partition's stream. */
+/**
+ * The outbox operations of the relay: one consumer group per partition's stream. Made of three
+ * sets: reading new and abandoned entries, their upkeep (acknowledging, trimming, measuring), and
+ * the dead letters.
+ */
 export function outbox(client: RedisClient) {
   defineScripts(client);
+  return { ...outboxReads(client), ...outboxUpkeep(client), ...deadLetterOperations(client) };
+}
+
+/** Reading the partitions' entries: new ones (polled, or waited for on one node) and those a relay left pending. */
+function outboxReads(client: RedisClient) {
   const group = storeKeys.outboxGroup;
   let lastRead = {
     partitions: [] as readonly number[],
@@ -182,7 +191,13 @@ export function outbox(client: RedisClient) {
       for (const [entryId, fields] of claimed) if (fields) entries.push({ partition, entryId, fields });
       return { entries, next };
     },
+  };
+}
 
+/** Acknowledging relayed entries, removing idle consumers, trimming, and what waits in a partition. */
+function outboxUpkeep(client: RedisClient) {
+  const group = storeKeys.outboxGroup;
+  return {
     /**
      * Acknowledges relayed entries (entry ids per partition). They stay in the outbox, the store's
      * event log, until `trim` removes them. One command on one node; one per partition on a cluster.
@@ -223,19 +238,6 @@ export function outbox(client: RedisClient) {
       return true;
     },
 
-    /** Moves an unreadable entry to the partition's dead-letter stream (and acknowledges it). */
-    async deadLetter(entry: OutboxEntry, error: string): Promise<void> {
-      const keys = partitionKeys(entry.partition);
-      await client.deadLetterEntry(
-        keys.outbox,
-        keys.outboxDead,
-        group,
-        entry.entryId,
-        oneLine(error),
-        JSON.stringify(entry.fields),
-      );
-    },
-
     /** Entries of the partition not yet relayed: not acknowledged by the relay (for metrics and tests). */
     depth: async (partition: number) => (await backlogOf(client, partition)).depth,
 
@@ -273,6 +275,25 @@ export function outbox(client: RedisClient) {
         return removed.reduce((sum, n) => sum + n, 0);
       }
       return client.trimOutbox(partitions.length * 2, ...partitions.flatMap(keysOf), ...args);
+    },
+  };
+}
+
+/** The partitions' dead letters: moving an unreadable entry there, listing, replaying and discarding them. */
+function deadLetterOperations(client: RedisClient) {
+  const group = storeKeys.outboxGroup;
+  return {
+    /** Moves an unreadable entry to the partition's dead-letter stream (and acknowledges it). */
+    async deadLetter(entry: OutboxEntry, error: string): Promise<void> {
+      const keys = partitionKeys(entry.partition);
+      await client.deadLetterEntry(
+        keys.outbox,
+        keys.outboxDead,
+        group,
+        entry.entryId,
+        oneLine(error),
+        JSON.stringify(entry.fields),
+      );
     },
 
     /** The partition's dead letters, oldest first, at most `count`, after the one with id `after` if given. */

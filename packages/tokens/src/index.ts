@@ -13,6 +13,14 @@ export { type CachedVerifier, type CachedVerifierOptions, cachedVerifier } from 
 export { authChallenge, scopeChallenge } from "./challenge.js";
 export { bootstrapTokens } from "./config.js";
 export {
+  type CredentialCheck,
+  type GuardVerdict,
+  judgeCredential,
+  type Refusal,
+  type RefusalWindow,
+  refusals,
+} from "./guard.js";
+export {
   createTokenStore,
   isTokenId,
   isTokenShaped,

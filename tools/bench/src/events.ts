@@ -124,21 +124,22 @@ async function measureFanOut(url: string, pid: number | undefined, firstId: numb
   return { unread, fanOut };
 }
 
-await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
-  const before = environment();
-  console.log(machineLine());
+/** The store, and the api (with metrics and room for every stream) and the worker as their own processes. */
+async function startProcesses() {
   const stack = await startStack({ appendfsync: "always" });
   const api = await startApiProcess(stack, {
     metrics: true,
     env: { EVENTS_MAX_STREAMS_PER_TOKEN: String(streamCount + 10), EVENTS_MAX_STREAMS: String(streamCount + 10) },
   });
   await startWorkerProcess(stack);
+  return api;
+}
 
-  // Latency: one stream; creates paced at `rate`; each event's arrival against its create's 200.
-  const okAt = new Map<number, number>();
+/** One live stream, noting when each plant's event arrived (by plant id). */
+async function followArrivals(url: string) {
   const eventAt = new Map<number, number>();
   let buffer = "";
-  const live = await openStream(api.url, (chunk) => {
+  const live = await openStream(url, (chunk) => {
     const at = performance.now();
     buffer += chunk;
     let end = buffer.indexOf("\n\n");
@@ -150,9 +151,13 @@ await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
     }
   });
   if (live.status !== 200) throw new Error(`GET /plants/events → ${live.status}`);
-  await sleep(500);
+  return { live, eventAt };
+}
+
+/** `rate × durationS` creates paced at `rate`, at most `concurrency` in flight; when each got its 200. */
+async function pacedCreates(url: string, errors: string[]) {
+  const okAt = new Map<number, number>();
   const total = rate * durationS;
-  const errors: string[] = [];
   let inFlight = 0;
   let sent = 0;
   const started = performance.now();
@@ -168,7 +173,7 @@ await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
     const id = ID_BASE + sent++;
     inFlight++;
     pending.push(
-      request(`${api.url}/plants`, { method: "POST", body: `{"id":${id},"name":"bench ${id}"}` })
+      request(`${url}/plants`, { method: "POST", body: `{"id":${id},"name":"bench ${id}"}` })
         .then((response) => {
           if (response.status === 200) okAt.set(id, performance.now());
           else if (errors.length < 20) errors.push(`${response.status} ${response.text.slice(0, 120)}`);
@@ -178,7 +183,14 @@ await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
     );
   }
   await Promise.all(pending);
-  const offeredS = (performance.now() - started) / 1000;
+  return { okAt, sent, offeredS: (performance.now() - started) / 1000 };
+}
+
+/** Latency: one stream; creates paced at `rate`; each event's arrival against its create's 200. */
+async function measureLatency(url: string, errors: string[]) {
+  const { live, eventAt } = await followArrivals(url);
+  await sleep(500);
+  const { okAt, sent, offeredS } = await pacedCreates(url, errors);
   const deadline = Date.now() + 10_000;
   while (eventAt.size < okAt.size && Date.now() < deadline) await sleep(50);
   live.close();
@@ -186,11 +198,31 @@ await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
     const arrived = eventAt.get(id);
     return arrived === undefined ? [] : [Math.max(0, arrived - at)];
   });
-  const latency = summarize(lags);
-  const missing = okAt.size - lags.length;
+  return {
+    creates: okAt.size,
+    seen: lags.length,
+    missing: okAt.size - lags.length,
+    summary: summarize(lags),
+    sent,
+    offeredS,
+  };
+}
+type Latency = Awaited<ReturnType<typeof measureLatency>>;
 
-  // Idle cost: the api's CPU with no stream, then with `streamCount` idle ones.
-  const pid = api.child.pid;
+/** `streamCount` idle streams, opened 50 at a time; `onData` counts what they receive. */
+async function openIdleStreams(url: string, onData: () => void) {
+  const streams: { close(): void; status: number }[] = [];
+  for (let i = 0; i < streamCount; i += 50) {
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(50, streamCount - i) }, () => openStream(url, onData)),
+    );
+    streams.push(...batch);
+  }
+  return streams;
+}
+
+/** Idle cost: the api's CPU with no stream, then with `streamCount` idle ones. */
+async function measureIdleCost(url: string, pid: number | undefined) {
   const cpuOver = async (seconds: number) => {
     const from = cpuSecondsOf(pid) ?? Number.NaN;
     await sleep(seconds * 1000);
@@ -198,48 +230,45 @@ await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
   };
   await sleep(2000);
   const withoutStreams = await cpuOver(idleS);
-  const streams: { close(): void; status: number }[] = [];
   let received = 0;
-  for (let i = 0; i < streamCount; i += 50) {
-    const batch = await Promise.all(
-      Array.from({ length: Math.min(50, streamCount - i) }, () =>
-        openStream(api.url, () => {
-          received++;
-        }),
-      ),
-    );
-    streams.push(...batch);
-  }
+  const streams = await openIdleStreams(url, () => {
+    received++;
+  });
   const refused = streams.filter((stream) => stream.status !== 200).length;
   await sleep(3000);
   const withStreams = await cpuOver(idleS);
-  const check = await request(`${api.url}/metrics`);
+  const check = await request(`${url}/metrics`);
   const open = /^plant_store_event_streams_open\{transport="sse"\} (\d+)$/m.exec(check.text)?.[1];
   for (const stream of streams) stream.close();
+  return { withoutStreams, withStreams, open, refused, received };
+}
+type IdleCost = Awaited<ReturnType<typeof measureIdleCost>>;
 
-  await sleep(2000);
-  const { unread, fanOut } = await measureFanOut(api.url, pid, ID_BASE + sent, errors);
-
+function printLatency(latency: Latency, errors: string[]) {
+  const { summary } = latency;
   console.log(
-    `\nlive events: one stream, ${rate} creates/s offered for ${durationS} s (${(sent / offeredS).toFixed(0)}/s sent)`,
+    `\nlive events: one stream, ${rate} creates/s offered for ${durationS} s (${(latency.sent / latency.offeredS).toFixed(0)}/s sent)`,
   );
   console.log(
     table(
       ["creates 200", "events seen", "missing", "p50 ms", "p90 ms", "p99 ms", "max ms", "errors"],
       [
         [
-          String(okAt.size),
-          String(lags.length),
-          String(missing),
-          ms(latency.p50),
-          ms(latency.p90),
-          ms(latency.p99),
-          ms(latency.max),
+          String(latency.creates),
+          String(latency.seen),
+          String(latency.missing),
+          ms(summary.p50),
+          ms(summary.p90),
+          ms(summary.p99),
+          ms(summary.max),
           String(errors.length),
         ],
       ],
     ),
   );
+}
+
+function printIdleCost({ open, refused, withStreams, withoutStreams }: IdleCost) {
   console.log(`\nidle streams: the api's CPU over ${idleS} s (share of one core)`);
   console.log(
     table(
@@ -256,6 +285,9 @@ await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
       ],
     ),
   );
+}
+
+function printFanOut({ unread, fanOut }: Awaited<ReturnType<typeof measureFanOut>>) {
   console.log(
     `\nfan-out: the api's CPU per event and reader, ${readerCount} readers of each transport, ${burst} creates (less the burst unread: ${unread.toFixed(2)} s)`,
   );
@@ -265,16 +297,44 @@ await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
       Object.entries(fanOut).map(([transport, us]) => [transport, us.toFixed(1)]),
     ),
   );
+}
+
+await runBench("events", (durationS + idleS * 2 + 240) * 1000, async () => {
+  const before = environment();
+  console.log(machineLine());
+  const api = await startProcesses();
+  const errors: string[] = [];
+  const latency = await measureLatency(api.url, errors);
+  const pid = api.child.pid;
+  const idle = await measureIdleCost(api.url, pid);
+  await sleep(2000);
+  const { unread, fanOut } = await measureFanOut(api.url, pid, ID_BASE + latency.sent, errors);
+
+  printLatency(latency, errors);
+  printIdleCost(idle);
+  printFanOut({ unread, fanOut });
   if (errors.length > 0) console.log(`errors: ${errors.join("; ")}`);
   const file = writeResult("events", {
     before,
     after: environment(),
     options: { rate, durationS, concurrency, streamCount, idleS, readerCount, burst },
-    latency: { creates: okAt.size, seen: lags.length, missing, ...roundSummary(latency) },
-    idle: { streams: streamCount, open: Number(open), refused, cpu: withStreams, cpuWithout: withoutStreams, received },
+    latency: {
+      creates: latency.creates,
+      seen: latency.seen,
+      missing: latency.missing,
+      ...roundSummary(latency.summary),
+    },
+    idle: {
+      streams: streamCount,
+      open: Number(idle.open),
+      refused: idle.refused,
+      cpu: idle.withStreams,
+      cpuWithout: idle.withoutStreams,
+      received: idle.received,
+    },
     fanOut: { unreadCpuS: unread, microsecondsPerEventAndReader: fanOut },
     errors,
   });
   console.log(`\nresults: ${file}`);
-  return errors.length === 0 && missing === 0 && refused === 0;
+  return errors.length === 0 && latency.missing === 0 && idle.refused === 0;
 });

@@ -14,7 +14,7 @@ import { indexKeys } from "@plant-store/store";
 import { request, TOKEN } from "./http.js";
 import { environment, machineLine, table, verdict, writeResult } from "./report.js";
 import { cpuSecondsOf, integerOption, runBench, startApiProcess, startStack, startWorkerProcess } from "./stack.js";
-import { ms, roundSummary, type Summary, summarize } from "./stats.js";
+import { ms, roundSummary, summarize } from "./stats.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -44,9 +44,12 @@ const lines = integerOption("lines", args.lines, 1, 1_000_000);
 const rate = integerOption("rate", args.rate, 1, 2000);
 const seconds = integerOption("seconds", args.seconds, 1, 120);
 const pace = args.pace === undefined ? undefined : integerOption("pace", args.pace, 0, 1_000_000);
-const fsync = args.fsync;
-if (fsync !== "always" && fsync !== "everysec" && fsync !== "no")
-  throw new Error("--fsync must be always, everysec or no");
+const fsync = fsyncOption(args.fsync);
+function fsyncOption(value: string) {
+  if (value !== "always" && value !== "everysec" && value !== "no")
+    throw new Error("--fsync must be always, everysec or no");
+  return value;
+}
 
 const TARGETS = { committedS: 15, indexedS: 30, p99Ratio: 3 };
 /** Ids well apart: the imported plants, the paced creates before and during the import. */
@@ -90,7 +93,7 @@ async function pacedCreates(baseUrl: string, firstId: number, stop: () => boolea
 }
 
 /** Live entries of a tag's read index (the imported plants carry a tag of their own). */
-async function indexedWithTag(stack: Awaited<ReturnType<typeof startStack>>, tag: string): Promise<number> {
+async function indexedWithTag(stack: Stack, tag: string): Promise<number> {
   const keys = indexKeys(tag);
   const buckets = await stack.redis.zrange(keys.directory, 0, -1);
   const counts = await Promise.all(buckets.map((bucket) => stack.redis.zcount(keys.bucket(BigInt(bucket)), 0, "+inf")));
@@ -99,114 +102,143 @@ async function indexedWithTag(stack: Awaited<ReturnType<typeof startStack>>, tag
 
 const seconds2 = (value: number) => `${value.toFixed(2)} s`;
 
-await runBench("import", (2 * seconds + 300) * 1000, async () => {
-  const before = environment();
-  console.log(machineLine());
+type Stack = Awaited<ReturnType<typeof startStack>>;
+
+/** The store, the api and the worker as their own processes. */
+async function startProcesses() {
   const stack = await startStack({ appendfsync: fsync, cluster: args.cluster });
   console.log(
     `store: ${stack.kind}, appendfsync ${fsync}, ${stack.partitions} partitions; import pace: ${pace === undefined ? "the worker's default" : pace === 0 ? "none" : `${pace} lines/s`}`,
   );
   const api = await startApiProcess(stack);
   const worker = await startWorkerProcess(stack, pace === undefined ? {} : { IMPORT_LINES_PER_SECOND: String(pace) });
+  return { stack, api, worker };
+}
+type Processes = Awaited<ReturnType<typeof startProcesses>>;
 
-  // Warm-up: a few creates, so neither run pays for first calls.
-  const warm = await pacedCreates(
-    api.url,
-    POST_ID_BASE - 1000,
-    (() => {
-      const until = performance.now() + 1000;
-      return () => performance.now() > until;
-    })(),
-  );
+const cpuNow = ({ stack, api, worker }: Processes) => ({
+  api: cpuSecondsOf(api.pid),
+  worker: cpuSecondsOf(worker.pid),
+  redis: cpuSecondsOf(stack.redisPids()),
+});
+type CpuSnapshot = ReturnType<typeof cpuNow>;
+
+/** A second of creates, so neither measured run pays for first calls. */
+async function warmUp(apiUrl: string) {
+  const until = performance.now() + 1000;
+  const warm = await pacedCreates(apiUrl, POST_ID_BASE - 1000, () => performance.now() > until);
   if (warm.errors.length > 0) throw new Error(`warm-up failed: ${warm.errors[0]}`);
+}
 
-  // POST /plants without an import.
-  console.log(`POST /plants at ${rate}/s for ${seconds} s without an import…`);
-  const quietUntil = performance.now() + seconds * 1000;
-  const quiet = await pacedCreates(api.url, POST_ID_BASE, () => performance.now() > quietUntil);
+/** POST /plants without an import, for `seconds`. */
+function createsWithoutImport(apiUrl: string, firstId: number, again: boolean) {
+  console.log(`POST /plants at ${rate}/s for ${seconds} s without an import${again ? ", again" : ""}…`);
+  const until = performance.now() + seconds * 1000;
+  return pacedCreates(apiUrl, firstId, () => performance.now() > until);
+}
 
-  // The upload, then the import, with the same load of creates meanwhile.
-  const tag = `imported-${randomBytes(4).toString("hex")}`;
-  const body = Array.from({ length: lines }, (_, i) =>
+const importBody = (tag: string) =>
+  Array.from({ length: lines }, (_, i) =>
     JSON.stringify({ id: IMPORT_ID_BASE + i, name: `Imported plant ${i}`, tag }),
   ).join("\n");
-  console.log(`uploading ${lines.toLocaleString("en-US")} lines (${(body.length / 2 ** 20).toFixed(1)} MiB)…`);
-  const cpuBefore = {
-    api: cpuSecondsOf(api.pid),
-    worker: cpuSecondsOf(worker.pid),
-    redis: cpuSecondsOf(stack.redisPids()),
-  };
-  const uploadStarted = performance.now();
-  const uploaded = await fetch(`${api.url}/plants/imports`, {
+
+/** Uploads the import; its id and when the upload started and ended (its 202). */
+async function upload(apiUrl: string, body: string) {
+  const startedAt = performance.now();
+  const uploaded = await fetch(`${apiUrl}/plants/imports`, {
     method: "POST",
     headers: { authorization: `Bearer ${TOKEN}`, "content-type": IMPORT_MEDIA_TYPE },
     body,
   });
-  const uploadEnd = performance.now();
+  const endedAt = performance.now();
   const accepted = (await uploaded.json()) as { id: string };
   if (uploaded.status !== 202) throw new Error(`upload → ${uploaded.status}: ${JSON.stringify(accepted)}`);
+  return { id: accepted.id, startedAt, endedAt };
+}
 
+/** Polls the import until it is over (or the deadline), with the paced creates running meanwhile. */
+async function awaitCommitted(apiUrl: string, importId: string, deadline: number, firstCreateId: number) {
   let committedAt: number | undefined;
-  let indexedAt: number | undefined;
   let finished: Import | undefined;
-  const deadline = uploadEnd + 120_000;
-  const during = pacedCreates(api.url, quiet.nextId, () => committedAt !== undefined || performance.now() > deadline);
+  const during = pacedCreates(apiUrl, firstCreateId, () => committedAt !== undefined || performance.now() > deadline);
   while (committedAt === undefined && performance.now() < deadline) {
-    const response = await request(`${api.url}/plants/imports/${accepted.id}`);
+    const response = await request(`${apiUrl}/plants/imports/${importId}`);
     const found = JSON.parse(response.text) as Import;
     if (["succeeded", "failed", "cancelled"].includes(found.status)) {
       committedAt = performance.now();
       finished = found;
     } else await sleep(50);
   }
-  const load = await during;
-  const cpuAfterCommit = {
-    api: cpuSecondsOf(api.pid),
-    worker: cpuSecondsOf(worker.pid),
-    redis: cpuSecondsOf(stack.redisPids()),
-  };
-  while (indexedAt === undefined && performance.now() < deadline) {
-    if ((await indexedWithTag(stack, tag)) >= lines) indexedAt = performance.now();
-    else await sleep(100);
-  }
-  // POST /plants without an import again: the machine's load may have changed meanwhile.
-  console.log(`POST /plants at ${rate}/s for ${seconds} s without an import, again…`);
-  const afterUntil = performance.now() + seconds * 1000;
-  const quietAfter = await pacedCreates(api.url, load.nextId, () => performance.now() > afterUntil);
-  if (finished?.status !== "succeeded") throw new Error(`the import did not succeed: ${JSON.stringify(finished)}`);
-  if (finished.created !== lines) throw new Error(`the import created ${finished.created} of ${lines} plants`);
+  return { committedAt, finished, load: await during };
+}
 
-  const committedS = ((committedAt as number) - uploadEnd) / 1000;
-  const indexedS = indexedAt === undefined ? Number.NaN : (indexedAt - uploadEnd) / 1000;
-  const runS = (Date.parse(finished.finishedAt ?? "") - Date.parse(finished.startedAt ?? "")) / 1000;
-  const without: Summary = summarize([...quiet.latencies, ...quietAfter.latencies]);
-  const withoutBefore: Summary = summarize(quiet.latencies);
-  const withoutAfter: Summary = summarize(quietAfter.latencies);
-  const withImport: Summary = summarize(load.latencies);
-  const ratio = withImport.p99 / without.p99;
+/** When every imported plant was listed in its tag's index, or undefined past the deadline. */
+async function awaitIndexed(stack: Stack, tag: string, deadline: number) {
+  while (performance.now() < deadline) {
+    if ((await indexedWithTag(stack, tag)) >= lines) return performance.now();
+    await sleep(100);
+  }
+  return undefined;
+}
+
+type Paced = Awaited<ReturnType<typeof pacedCreates>>;
+
+/** What the run measured, as the table prints it and the result records it. */
+interface Measured {
+  kind: string;
+  uploadS: number;
+  committedS: number;
+  runS: number;
+  indexedS: number;
+  quiet: Paced;
+  load: Paced;
+  quietAfter: Paced;
+  cpuBefore: CpuSnapshot;
+  cpuAfterCommit: CpuSnapshot;
+}
+
+function postSummaries({ quiet, load, quietAfter }: Measured) {
+  const without = summarize([...quiet.latencies, ...quietAfter.latencies]);
+  const withImport = summarize(load.latencies);
+  return {
+    without,
+    withoutBefore: summarize(quiet.latencies),
+    withoutAfter: summarize(quietAfter.latencies),
+    withImport,
+    ratio: withImport.p99 / without.p99,
+  };
+}
+type PostSummaries = ReturnType<typeof postSummaries>;
+
+function printResults(m: Measured, post: PostSummaries) {
+  const { without, withoutBefore, withoutAfter, withImport, ratio } = post;
   const cpu = (which: "api" | "worker" | "redis") => {
-    const [a, b] = [cpuBefore[which], cpuAfterCommit[which]];
+    const [a, b] = [m.cpuBefore[which], m.cpuAfterCommit[which]];
     return a === undefined || b === undefined ? "-" : seconds2(b - a);
   };
-
-  console.log(`\nimport of ${lines.toLocaleString("en-US")} lines (${stack.kind})`);
+  console.log(`\nimport of ${lines.toLocaleString("en-US")} lines (${m.kind})`);
   console.log(
     table(
       ["measure", "value", "target", ""],
       [
-        ["upload (202 after)", seconds2((uploadEnd - uploadStarted) / 1000), "-", ""],
+        ["upload (202 after)", seconds2(m.uploadS), "-", ""],
         [
           "committed, after the upload's end",
-          seconds2(committedS),
+          seconds2(m.committedS),
           `≤ ${TARGETS.committedS} s`,
-          verdict(committedS <= TARGETS.committedS),
+          verdict(m.committedS <= TARGETS.committedS),
         ],
-        ["  of which the job ran", seconds2(runS), "-", `${Math.round(lines / runS).toLocaleString("en-US")} lines/s`],
+        [
+          "  of which the job ran",
+          seconds2(m.runS),
+          "-",
+          `${Math.round(lines / m.runS).toLocaleString("en-US")} lines/s`,
+        ],
         [
           "indexed, after the upload's end",
-          seconds2(indexedS),
+          seconds2(m.indexedS),
           `≤ ${TARGETS.indexedS} s`,
-          verdict(indexedS <= TARGETS.indexedS),
+          verdict(m.indexedS <= TARGETS.indexedS),
         ],
         [
           "POST /plants p99, during / without",
@@ -226,25 +258,66 @@ await runBench("import", (2 * seconds + 300) * 1000, async () => {
     ),
   );
   console.log(
-    `(creates at ${rate}/s: ${without.count} without the import (before and after it), ${withImport.count} during it; ${quiet.missed + load.missed + quietAfter.missed} ticks missed)`,
+    `(creates at ${rate}/s: ${without.count} without the import (before and after it), ${withImport.count} during it; ${missedTicks(m)} ticks missed)`,
   );
+}
+
+const missedTicks = ({ quiet, load, quietAfter }: Measured) => quiet.missed + load.missed + quietAfter.missed;
+
+await runBench("import", (2 * seconds + 300) * 1000, async () => {
+  const before = environment();
+  console.log(machineLine());
+  const processes = await startProcesses();
+  const { stack, api } = processes;
+  await warmUp(api.url);
+  const quiet = await createsWithoutImport(api.url, POST_ID_BASE, false);
+
+  // The upload, then the import, with the same load of creates meanwhile.
+  const tag = `imported-${randomBytes(4).toString("hex")}`;
+  const body = importBody(tag);
+  console.log(`uploading ${lines.toLocaleString("en-US")} lines (${(body.length / 2 ** 20).toFixed(1)} MiB)…`);
+  const cpuBefore = cpuNow(processes);
+  const uploaded = await upload(api.url, body);
+  const deadline = uploaded.endedAt + 120_000;
+  const { committedAt, finished, load } = await awaitCommitted(api.url, uploaded.id, deadline, quiet.nextId);
+  const cpuAfterCommit = cpuNow(processes);
+  const indexedAt = await awaitIndexed(stack, tag, deadline);
+  // POST /plants without an import again: the machine's load may have changed meanwhile.
+  const quietAfter = await createsWithoutImport(api.url, load.nextId, true);
+  if (finished?.status !== "succeeded") throw new Error(`the import did not succeed: ${JSON.stringify(finished)}`);
+  if (finished.created !== lines) throw new Error(`the import created ${finished.created} of ${lines} plants`);
+
+  const measured: Measured = {
+    kind: stack.kind,
+    uploadS: (uploaded.endedAt - uploaded.startedAt) / 1000,
+    committedS: ((committedAt as number) - uploaded.endedAt) / 1000,
+    runS: (Date.parse(finished.finishedAt ?? "") - Date.parse(finished.startedAt ?? "")) / 1000,
+    indexedS: indexedAt === undefined ? Number.NaN : (indexedAt - uploaded.endedAt) / 1000,
+    quiet,
+    load,
+    quietAfter,
+    cpuBefore,
+    cpuAfterCommit,
+  };
+  const post = postSummaries(measured);
+  printResults(measured, post);
   const errors = [...quiet.errors, ...load.errors, ...quietAfter.errors];
   if (errors.length > 0) console.log(`errors: ${errors.length}, first: ${errors[0]}`);
   const path = writeResult("import", {
     environment: before,
     options: { lines, rate, seconds, fsync, pace, store: stack.kind },
-    uploadS: (uploadEnd - uploadStarted) / 1000,
-    committedS,
-    jobRunS: runS,
-    indexedS,
+    uploadS: measured.uploadS,
+    committedS: measured.committedS,
+    jobRunS: measured.runS,
+    indexedS: measured.indexedS,
     post: {
-      without: roundSummary(without),
-      withoutBefore: roundSummary(withoutBefore),
-      withoutAfter: roundSummary(withoutAfter),
-      during: roundSummary(withImport),
-      p99Ratio: ratio,
+      without: roundSummary(post.without),
+      withoutBefore: roundSummary(post.withoutBefore),
+      withoutAfter: roundSummary(post.withoutAfter),
+      during: roundSummary(post.withImport),
+      p99Ratio: post.ratio,
     },
-    missedTicks: quiet.missed + load.missed + quietAfter.missed,
+    missedTicks: missedTicks(measured),
     errors: errors.slice(0, 20),
     import: finished,
   });

@@ -54,9 +54,12 @@ const durationS = integerOption("duration", args.duration, 1, 120);
 const concurrency = integerOption("concurrency", args.concurrency, 1, 1000);
 const deadlineS = integerOption("deadline", args.deadline, 1, 120);
 const pollMs = integerOption("poll", args.poll, 0, 1000);
-const fsync = args.fsync;
-if (fsync !== "always" && fsync !== "everysec" && fsync !== "no")
-  throw new Error("--fsync must be always, everysec or no");
+const fsync = fsyncOption(args.fsync);
+function fsyncOption(value: string) {
+  if (value !== "always" && value !== "everysec" && value !== "no")
+    throw new Error("--fsync must be always, everysec or no");
+  return value;
+}
 const workerEnv: Record<string, string> = {};
 if (args["worker-concurrency"] !== undefined) {
   workerEnv.WORKER_CONCURRENCY = String(integerOption("worker-concurrency", args["worker-concurrency"], 1, 1000));
@@ -190,87 +193,111 @@ async function failedJobs(stack: Stack) {
   return { sideWork };
 }
 
-await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
-  const startedAtWall = Date.now();
-  const before = environment();
-  console.log(machineLine());
+/** What one run gathers: the creates tracked, when the follower saw each, the errors. */
+interface Run {
+  apiUrl: string;
+  runTag: string;
+  listUrl: string;
+  tracked: Tracked[];
+  /** performance.now() when the follower first saw each id. */
+  seen: Map<string, number>;
+  /** Created (200) but not yet seen by the follower. */
+  pending: Set<string>;
+  errors: Errors;
+}
+
+/** The store, the api and the worker as their own processes, warmed up. */
+async function startProcesses() {
   const stack = await startStack({ appendfsync: fsync, cluster: args.cluster });
   console.log(`store: ${stack.kind}, ${stack.partitions} partitions`);
   const api = await startApiProcess(stack);
   const worker = await startWorkerProcess(stack, workerEnv);
   const workerStartLines = worker.lines();
   await warmUp(api.url, WARMUP_CREATES);
+  return { stack, api, worker, workerStartLines };
+}
+type Processes = Awaited<ReturnType<typeof startProcesses>>;
 
+function newRun(apiUrl: string): Run {
   const runTag = `lag-${randomBytes(6).toString("hex")}`;
-  const listUrl = `${api.url}/plants?limit=100&tag=${runTag}`;
-  const total = rate * durationS;
-  const intervalMs = 1000 / rate;
-  const tracked: Tracked[] = [];
-  const seen = new Map<string, number>();
-  /** Created (200) but not yet seen by the follower. */
-  const pending = new Set<string>();
-  const errors = new Errors();
-  let loadDone = false;
-  const followerState = { done: () => loadDone && pending.size === 0, deadlineAt: Number.POSITIVE_INFINITY };
-
-  console.log(
-    `index-lag: ${total} creates offered at ${rate}/s for ${durationS} s (≤ ${concurrency} in flight), ` +
-      `tag ${runTag}, Redis appendfsync ${fsync}`,
-  );
-  const processes = {
-    bench: process.pid,
-    api: api.child.pid,
-    worker: worker.child.pid,
-    redis: stack.redisPids(),
+  return {
+    apiUrl,
+    runTag,
+    listUrl: `${apiUrl}/plants?limit=100&tag=${runTag}`,
+    tracked: [],
+    seen: new Map(),
+    pending: new Set(),
+    errors: new Errors(),
   };
-  const cpuBefore = Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, cpuSecondsOf(pid)]));
-  const following = follow(listUrl, seen, pending, followerState, errors);
+}
 
-  // The load: create i is due at start + i × interval; a full set of slots delays it (counted as slip).
+const pidsOf = ({ stack, api, worker }: Processes) => ({
+  bench: process.pid,
+  api: api.child.pid,
+  worker: worker.child.pid,
+  redis: stack.redisPids(),
+});
+type Pids = ReturnType<typeof pidsOf>;
+
+const cpuSecondsNow = (pids: Pids) =>
+  Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSecondsOf(pid)]));
+
+function cpuUsedSince(pids: Pids, before: Record<string, number | undefined>, elapsedS: number) {
+  return Object.entries(pids).map(([name, pid]) => {
+    const used = (cpuSecondsOf(pid) ?? Number.NaN) - (before[name] ?? Number.NaN);
+    return { process: name, cpuS: round(used), coreShare: round(used / elapsedS) };
+  });
+}
+
+/** Create i, then its read-your-write by id. */
+async function createOne(run: Run, i: number) {
+  const plant: Tracked = { id: String(ID_BASE + i) };
+  run.tracked.push(plant);
+  const body = JSON.stringify({ id: ID_BASE + i, name: `lag ${i}`, tag: run.runTag });
+  const created = await request(`${run.apiUrl}/plants`, { method: "POST", body });
+  if (created.status !== 200) {
+    run.errors.add(`POST /plants → ${created.status}: ${created.text.slice(0, 200)}`);
+    return;
+  }
+  plant.createdAt = performance.now();
+  plant.createMs = created.ms;
+  if (!run.seen.has(plant.id)) run.pending.add(plant.id);
+  await readBackById(run, plant, plant.createdAt);
+}
+
+/** GET /plants/{id} right after the 200 (the hash is written in the same step as the 200); when not there, until it is. */
+async function readBackById(run: Run, plant: Tracked, createdAt: number) {
+  const byId = await request(`${run.apiUrl}/plants/${plant.id}`);
+  plant.byIdMs = byId.ms;
+  plant.byIdAtOnce = byId.status === 200;
+  if (byId.status === 200) {
+    const [got] = idsOf(byId.text);
+    if (got !== plant.id) run.errors.add(`GET /plants/${plant.id} answered id ${got}`);
+    return;
+  }
+  if (byId.status !== 404) {
+    run.errors.add(`GET /plants/${plant.id} → ${byId.status}: ${byId.text.slice(0, 200)}`);
+    return;
+  }
+  for (let attempt = 0; attempt < 2000 && performance.now() - createdAt < deadlineS * 1000; attempt++) {
+    await sleep(5);
+    const retry = await request(`${run.apiUrl}/plants/${plant.id}`);
+    if (retry.status === 200) {
+      plant.byIdVisibleAt = performance.now();
+      return;
+    }
+  }
+}
+
+/** The load: create i is due at start + i × interval; a full set of slots delays it (counted as slip). */
+async function offerLoad(run: Run, total: number) {
+  const intervalMs = 1000 / rate;
   let inFlight = 0;
   let maxInFlight = 0;
   let maxSlip = 0;
   const waiting: (() => void)[] = [];
   const tasks: Promise<void>[] = [];
   const loadStart = performance.now();
-  let lastCreatedAt = loadStart;
-
-  const createOne = async (i: number) => {
-    const plant: Tracked = { id: String(ID_BASE + i) };
-    tracked.push(plant);
-    const body = JSON.stringify({ id: ID_BASE + i, name: `lag ${i}`, tag: runTag });
-    const created = await request(`${api.url}/plants`, { method: "POST", body });
-    if (created.status !== 200) {
-      errors.add(`POST /plants → ${created.status}: ${created.text.slice(0, 200)}`);
-      return;
-    }
-    plant.createdAt = performance.now();
-    plant.createMs = created.ms;
-    lastCreatedAt = Math.max(lastCreatedAt, plant.createdAt);
-    if (!seen.has(plant.id)) pending.add(plant.id);
-    // Read-your-write by id, right after the 200: the hash is written in the same step as the 200.
-    const byId = await request(`${api.url}/plants/${plant.id}`);
-    plant.byIdMs = byId.ms;
-    plant.byIdAtOnce = byId.status === 200;
-    if (byId.status === 200) {
-      const [got] = idsOf(byId.text);
-      if (got !== plant.id) errors.add(`GET /plants/${plant.id} answered id ${got}`);
-      return;
-    }
-    if (byId.status !== 404) {
-      errors.add(`GET /plants/${plant.id} → ${byId.status}: ${byId.text.slice(0, 200)}`);
-      return;
-    }
-    for (let attempt = 0; attempt < 2000 && performance.now() - plant.createdAt < deadlineS * 1000; attempt++) {
-      await sleep(5);
-      const retry = await request(`${api.url}/plants/${plant.id}`);
-      if (retry.status === 200) {
-        plant.byIdVisibleAt = performance.now();
-        return;
-      }
-    }
-  };
-
   for (let i = 0; i < total; i++) {
     const due = loadStart + i * intervalMs;
     const wait = due - performance.now();
@@ -280,8 +307,8 @@ await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
     inFlight++;
     maxInFlight = Math.max(maxInFlight, inFlight);
     tasks.push(
-      createOne(i)
-        .catch((error: unknown) => errors.add(`create ${i}: ${errorText(error)}`))
+      createOne(run, i)
+        .catch((error: unknown) => run.errors.add(`create ${i}: ${errorText(error)}`))
         .finally(() => {
           inFlight--;
           waiting.shift()?.();
@@ -289,31 +316,32 @@ await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
     );
   }
   await Promise.all(tasks);
-  loadDone = true;
-  followerState.deadlineAt = performance.now() + deadlineS * 1000;
-  const follower = await following;
-  const elapsedS = (performance.now() - loadStart) / 1000;
-  const cpu = Object.entries(processes).map(([name, pid]) => {
-    const used = (cpuSecondsOf(pid) ?? Number.NaN) - (cpuBefore[name] ?? Number.NaN);
-    return { process: name, cpuS: round(used), coreShare: round(used / elapsedS) };
-  });
+  const lastCreatedAt = run.tracked.reduce((last, plant) => Math.max(last, plant.createdAt ?? last), loadStart);
+  return { loadStart, lastCreatedAt, maxInFlight, maxSlip };
+}
+type Load = Awaited<ReturnType<typeof offerLoad>>;
 
-  // Classify what the follower never saw: not in the index at all, or indexed behind its cursor.
-  const created = tracked.filter((plant) => plant.createdAt !== undefined);
-  const unseen = created.filter((plant) => !seen.has(plant.id));
-  const swept = unseen.length > 0 ? await sweep(listUrl, Math.ceil(total / 100) + 20, errors) : new Set<string>();
-  const unseenDetails = await Promise.all(
+/** Classifies what the follower never saw: not in the index at all, or indexed behind its cursor. */
+async function classifyUnseen(stack: Stack, run: Run, created: Tracked[], total: number) {
+  const unseen = created.filter((plant) => !run.seen.has(plant.id));
+  const swept =
+    unseen.length > 0 ? await sweep(run.listUrl, Math.ceil(total / 100) + 20, run.errors) : new Set<string>();
+  const details = await Promise.all(
     unseen.slice(0, 100).map(async (plant) => ({
       id: plant.id,
       listedNow: swept.has(plant.id),
-      ...(await indexState(stack, plant.id, runTag)),
+      ...(await indexState(stack, plant.id, run.runTag)),
     })),
   );
   const passedByFollower = unseen.filter((plant) => swept.has(plant.id)).length;
-  const jobsFailed = await failedJobs(stack);
+  return { count: unseen.length, details, passedByFollower };
+}
+type Unseen = Awaited<ReturnType<typeof classifyUnseen>>;
 
+/** Each created plant's latencies: its create, its listing, its read by id. */
+function latenciesOf(run: Run, created: Tracked[], load: Load) {
   const listLags = created.flatMap((p) => {
-    const at = seen.get(p.id);
+    const at = run.seen.get(p.id);
     return at === undefined || p.createdAt === undefined ? [] : [at - p.createdAt];
   });
   const createMs = created.map((p) => p.createMs ?? Number.NaN);
@@ -323,16 +351,24 @@ await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
     p.byIdVisibleAt === undefined || p.createdAt === undefined ? [] : [p.byIdVisibleAt - p.createdAt],
   );
   const byIdNever = byIdLate.length - byIdLateLags.length;
-  const achievedRate = created.length / ((lastCreatedAt - loadStart) / 1000);
+  const achievedRate = created.length / ((load.lastCreatedAt - load.loadStart) / 1000);
+  return { listLags, createMs, byIdMs, byIdLate: byIdLate.length, byIdLateLags, byIdNever, achievedRate };
+}
+type Latencies = ReturnType<typeof latenciesOf>;
 
+function summariesOf(latencies: Latencies, followerRtts: number[]) {
   const summaries: Record<string, Summary> = {
-    "create: POST → 200": summarize(createMs),
-    "visible in list: 200 → first page showing it": summarize(listLags),
-    "GET /plants/{id} right after the 200": summarize(byIdMs),
-    "follower page request": summarize(follower.rtts),
+    "create: POST → 200": summarize(latencies.createMs),
+    "visible in list: 200 → first page showing it": summarize(latencies.listLags),
+    "GET /plants/{id} right after the 200": summarize(latencies.byIdMs),
+    "follower page request": summarize(followerRtts),
   };
-  if (byIdLateLags.length > 0) summaries["by id, when not at once: 200 → visible"] = summarize(byIdLateLags);
+  if (latencies.byIdLateLags.length > 0)
+    summaries["by id, when not at once: 200 → visible"] = summarize(latencies.byIdLateLags);
+  return summaries;
+}
 
+function printSummaries(summaries: Record<string, Summary>) {
   console.log(
     `\nlatencies (ms); "visible in list" is taken when the page's body had arrived, so it includes up to one\n` +
       `poll (${pollMs} ms pause + a follower page request) on top of the indexing itself\n`,
@@ -352,23 +388,42 @@ await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
       ]),
     ),
   );
+}
+
+/** The run's counts, as the table prints them and as the result records them. */
+interface Counts {
+  total: number;
+  created: number;
+  load: Load;
+  latencies: Latencies;
+  unseen: Unseen;
+  follower: { polls: number; pagesFollowed: number };
+  jobsFailed: { sideWork: number };
+  errors: number;
+}
+
+function printCounts(c: Counts, processes: Processes) {
+  const { api, worker, workerStartLines } = processes;
   const counts: [string, string][] = [
-    ["creates offered", String(total)],
-    ["creates answered 200", String(created.length)],
-    ["achieved create rate", `${achievedRate.toFixed(1)}/s (offered ${rate}/s)`],
-    ["most requests in flight", `${maxInFlight} of ${concurrency}`],
-    ["largest start delay behind schedule", `${ms(maxSlip)} ms`],
-    ["seen in a page before its 200 was read", String(listLags.filter((lag) => lag < 0).length)],
-    ["never seen by the follower", String(unseen.length)],
-    ["  of which listed at the end (passed by the cursor)", String(passedByFollower)],
-    ["GET /plants/{id} not 200 at once", String(byIdLate.length)],
-    ["  of which never visible within the deadline", String(byIdNever)],
-    ["follower: polls / Links followed", `${follower.polls} / ${follower.pagesFollowed}`],
-    ["failed side-work jobs", String(jobsFailed.sideWork)],
-    ["errors (non-2xx, network)", String(errors.count)],
+    ["creates offered", String(c.total)],
+    ["creates answered 200", String(c.created)],
+    ["achieved create rate", `${c.latencies.achievedRate.toFixed(1)}/s (offered ${rate}/s)`],
+    ["most requests in flight", `${c.load.maxInFlight} of ${concurrency}`],
+    ["largest start delay behind schedule", `${ms(c.load.maxSlip)} ms`],
+    ["seen in a page before its 200 was read", String(c.latencies.listLags.filter((lag) => lag < 0).length)],
+    ["never seen by the follower", String(c.unseen.count)],
+    ["  of which listed at the end (passed by the cursor)", String(c.unseen.passedByFollower)],
+    ["GET /plants/{id} not 200 at once", String(c.latencies.byIdLate)],
+    ["  of which never visible within the deadline", String(c.latencies.byIdNever)],
+    ["follower: polls / Links followed", `${c.follower.polls} / ${c.follower.pagesFollowed}`],
+    ["failed side-work jobs", String(c.jobsFailed.sideWork)],
+    ["errors (non-2xx, network)", String(c.errors)],
     ["log lines after start-up (api warn+, worker)", `${api.lines()} / ${worker.lines() - workerStartLines}`],
   ];
   console.log(`\n${table(["count", "value"], counts)}`);
+}
+
+function printCpu(cpu: ReturnType<typeof cpuUsedSince>, elapsedS: number) {
   console.log(`\nCPU used from the first create until the follower stopped (${elapsedS.toFixed(1)} s)\n`);
   console.log(
     table(
@@ -380,39 +435,102 @@ await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
       ]),
     ),
   );
-  for (const message of errors.kept) console.log(`error: ${message}`);
-  for (const detail of unseenDetails.slice(0, 10)) console.log(`never seen: ${JSON.stringify(detail)}`);
+}
+
+function printDiagnostics(run: Run, unseen: Unseen, { api, worker, workerStartLines }: Processes) {
+  for (const message of run.errors.kept) console.log(`error: ${message}`);
+  for (const detail of unseen.details.slice(0, 10)) console.log(`never seen: ${JSON.stringify(detail)}`);
   if (worker.lines() > workerStartLines) console.log(`worker output (tail):\n${worker.output.join("\n")}`);
   if (api.lines() > 0) console.log(`api output (tail):\n${api.output.join("\n")}`);
+}
 
-  const ok = errors.count === 0 && unseen.length === 0 && byIdNever === 0 && created.length === total;
+const countsRecord = (c: Counts) => ({
+  offered: c.total,
+  created: c.created,
+  achievedRate: round(c.latencies.achievedRate),
+  maxInFlight: c.load.maxInFlight,
+  maxSlipMs: round(c.load.maxSlip),
+  seenBefore200: c.latencies.listLags.filter((lag) => lag < 0).length,
+  neverSeen: c.unseen.count,
+  passedByFollower: c.unseen.passedByFollower,
+  byIdNotAtOnce: c.latencies.byIdLate,
+  byIdNever: c.latencies.byIdNever,
+  followerPolls: c.follower.polls,
+  followerLinksFollowed: c.follower.pagesFollowed,
+  failedJobs: c.jobsFailed,
+  errors: c.errors,
+});
+
+/** The load, with the follower walking the listing meanwhile and after it, until every create is seen or the deadline. */
+async function loadAndFollow(run: Run, total: number) {
+  let loadDone = false;
+  const followerState = { done: () => loadDone && run.pending.size === 0, deadlineAt: Number.POSITIVE_INFINITY };
+  const following = follow(run.listUrl, run.seen, run.pending, followerState, run.errors);
+  const load = await offerLoad(run, total);
+  loadDone = true;
+  followerState.deadlineAt = performance.now() + deadlineS * 1000;
+  return { load, follower: await following };
+}
+
+await runBench("index-lag", (durationS + deadlineS + 180) * 1000, async () => {
+  const startedAtWall = Date.now();
+  const before = environment();
+  console.log(machineLine());
+  const processes = await startProcesses();
+  const run = newRun(processes.api.url);
+  const total = rate * durationS;
+  console.log(
+    `index-lag: ${total} creates offered at ${rate}/s for ${durationS} s (≤ ${concurrency} in flight), ` +
+      `tag ${run.runTag}, Redis appendfsync ${fsync}`,
+  );
+  const pids = pidsOf(processes);
+  const cpuBefore = cpuSecondsNow(pids);
+  const { load, follower } = await loadAndFollow(run, total);
+  const elapsedS = (performance.now() - load.loadStart) / 1000;
+  const cpu = cpuUsedSince(pids, cpuBefore, elapsedS);
+
+  const created = run.tracked.filter((plant) => plant.createdAt !== undefined);
+  const unseen = await classifyUnseen(processes.stack, run, created, total);
+  const jobsFailed = await failedJobs(processes.stack);
+  const latencies = latenciesOf(run, created, load);
+  const summaries = summariesOf(latencies, follower.rtts);
+  const counts = {
+    total,
+    created: created.length,
+    load,
+    latencies,
+    unseen,
+    follower,
+    jobsFailed,
+    errors: run.errors.count,
+  };
+  printSummaries(summaries);
+  printCounts(counts, processes);
+  printCpu(cpu, elapsedS);
+  printDiagnostics(run, unseen, processes);
+
+  const ok = run.errors.count === 0 && unseen.count === 0 && latencies.byIdNever === 0 && created.length === total;
   const path = writeResult("index-lag", {
     benchmark: "index-lag",
     startedAt: new Date(startedAtWall).toISOString(),
     ok,
     environment: { ...before, loadAverage1mAtEnd: environment().loadAverage1m },
-    settings: { rate, durationS, concurrency, deadlineS, pollMs, redisAppendfsync: fsync, ...workerEnv, runTag },
-    summaries: Object.fromEntries(Object.entries(summaries).map(([name, s]) => [name, roundSummary(s)])),
-    counts: {
-      offered: total,
-      created: created.length,
-      achievedRate: round(achievedRate),
-      maxInFlight,
-      maxSlipMs: round(maxSlip),
-      seenBefore200: listLags.filter((lag) => lag < 0).length,
-      neverSeen: unseen.length,
-      passedByFollower,
-      byIdNotAtOnce: byIdLate.length,
-      byIdNever,
-      followerPolls: follower.polls,
-      followerLinksFollowed: follower.pagesFollowed,
-      failedJobs: jobsFailed,
-      errors: errors.count,
+    settings: {
+      rate,
+      durationS,
+      concurrency,
+      deadlineS,
+      pollMs,
+      redisAppendfsync: fsync,
+      ...workerEnv,
+      runTag: run.runTag,
     },
+    summaries: Object.fromEntries(Object.entries(summaries).map(([name, s]) => [name, roundSummary(s)])),
+    counts: countsRecord(counts),
     cpu: { elapsedS: round(elapsedS), processes: cpu },
-    errors: errors.kept,
-    unseen: unseenDetails,
-    listLagsMs: listLags.map(round),
+    errors: run.errors.kept,
+    unseen: unseen.details,
+    listLagsMs: latencies.listLags.map(round),
   });
   console.log(`\n${ok ? "ok" : "FAILED"}; written ${path}`);
   return ok;

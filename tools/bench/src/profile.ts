@@ -66,10 +66,13 @@ Redis commands, jobs
 The worker's tuning variables (RELAY_*, JOB_*, WORKER_CONCURRENCY) are passed on, as in npm run bench.`);
   process.exit(0);
 }
-const appendfsync = args.appendfsync;
-if (appendfsync !== "always" && appendfsync !== "everysec" && appendfsync !== "no") {
-  console.error(`--appendfsync must be always, everysec or no (got ${appendfsync})`);
-  process.exit(2);
+const appendfsync = appendfsyncOption(args.appendfsync);
+function appendfsyncOption(value: string) {
+  if (value !== "always" && value !== "everysec" && value !== "no") {
+    console.error(`--appendfsync must be always, everysec or no (got ${value})`);
+    process.exit(2);
+  }
+  return value;
 }
 const durationS = integerOption("duration", args.duration, 1, 300);
 const warmupS = integerOption("warmup", args.warmup, 1, 600);
@@ -94,127 +97,134 @@ async function jobsCompleted(metricsUrl: string): Promise<Map<string, number>> {
   return jobs;
 }
 
-await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
-  console.log(machineLine());
+/** The store, and the api and the worker as their own processes (profiled with --cpu-prof). */
+async function startProcesses(profileDir: string) {
   const stack = await startStack({ appendfsync, cluster: args.cluster });
-  const results = fileURLToPath(new URL("../results/", import.meta.url));
-  const profileDir = join(results, `profile-${new Date().toISOString().replace(/[:.]/g, "-")}`);
   const profFlags = (name: string) =>
     args["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${join(profileDir, name)}`] : [];
   const api = await startApiProcess(stack, { metrics: true, nodeFlags: profFlags("api") });
   const worker = await startWorkerProcess(stack, { API_TOKENS: TOKEN }, profFlags("worker"));
   const ready = worker.output.find((line) => line.includes('"msg":"worker ready"'));
   const metricsUrl = (JSON.parse(ready ?? "{}") as { metrics?: string }).metrics ?? "";
-  const counts = storeCounts(stack.redis, stack.partitions);
   const masters: Redis[] = isCluster(stack.redis) ? stack.redis.nodes("master") : [stack.redis];
-  let nextId = 1;
-  const post = () =>
-    createRequest({ authorization: `Bearer ${TOKEN}`, "content-type": "application/json" }, () => nextId++);
+  const counts = storeCounts(stack.redis, stack.partitions);
+  return { stack, api, worker, metricsUrl, masters, counts };
+}
+type Processes = Awaited<ReturnType<typeof startProcesses>>;
+type Receiver = Awaited<ReturnType<typeof subscribeReceiver>>;
 
-  const receiver = args.webhook ? await subscribeReceiver(api.url) : undefined;
-  const warmup = await autocannon({ url: api.url, connections, duration: warmupS, requests: [post()] });
-  let created = warmup["2xx"];
-  const sideWorkDone = async (plants: number) => {
-    const done = await waitUntil(
-      SIDE_WORK_LIMIT_MS,
-      async () => (await counts.indexed()) >= plants && (receiver?.firstAt.size ?? plants) >= plants,
-      20,
-    );
-    if (!done) {
-      const what = receiver ? "indexed and delivered" : "indexed";
-      throw new Error(`the worker had not ${what} ${plants} plants within ${SIDE_WORK_LIMIT_MS / 1000} s`);
-    }
+/** Waits until the worker has indexed (and, with a subscriber, delivered) `plants` plants. */
+async function awaitSideWork({ counts }: Processes, receiver: Receiver | undefined, plants: number) {
+  const done = await waitUntil(
+    SIDE_WORK_LIMIT_MS,
+    async () => (await counts.indexed()) >= plants && (receiver?.firstAt.size ?? plants) >= plants,
+    20,
+  );
+  if (!done) {
+    const what = receiver ? "indexed and delivered" : "indexed";
+    throw new Error(`the worker had not ${what} ${plants} plants within ${SIDE_WORK_LIMIT_MS / 1000} s`);
+  }
+}
+
+/** CPU seconds used and seconds spent waiting for a CPU, per process (the load generator is this one). */
+function cpuNow({ stack, api, worker }: Processes) {
+  const pids = {
+    api: api.child.pid,
+    worker: worker.child.pid,
+    redis: stack.redisPids(),
+    "load generator": process.pid,
   };
-  await sideWorkDone(created);
+  return Object.fromEntries(
+    Object.entries(pids).map(([name, pid]) => [
+      name,
+      { used: cpuSecondsOf(pid) ?? 0, waited: cpuWaitSecondsOf(pid) ?? Number.NaN },
+    ]),
+  );
+}
 
-  const processes = { api: api.child.pid, worker: worker.child.pid, redis: stack.redisPids() };
-  /** CPU seconds used and seconds spent waiting for a CPU, per process (the load generator is this one). */
-  const cpu = () =>
-    Object.fromEntries(
-      Object.entries({ ...processes, "load generator": process.pid }).map(([name, pid]) => [
-        name,
-        { used: cpuSecondsOf(pid) ?? 0, waited: cpuWaitSecondsOf(pid) ?? Number.NaN },
-      ]),
-    );
+/** What the run is measured against: the CPU, the worker's jobs, Redis's memory and AOF; Redis's stats reset. */
+async function readBefore(processes: Processes) {
+  const { stack, masters, metricsUrl } = processes;
   await Promise.all(masters.map((node) => node.config("RESETSTAT")));
-  const footprintBefore = await redisFootprint(stack.redis);
+  const footprint = await redisFootprint(stack.redis);
   const aofMarks = await Promise.all(masters.map(aofMark));
-  const jobsBefore = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
-  const [cpuBefore, machineBefore] = [cpu(), machineTicks()];
-  const run = await autocannon({
-    url: api.url,
-    connections,
-    duration: durationS,
-    requests: [post()],
-    ...(rate > 0 ? { overallRate: rate } : {}),
-  });
-  const ok = run["2xx"];
-  created += ok;
-  await sideWorkDone(created);
-  const [cpuAfter, machineAfter] = [cpu(), machineTicks()];
-  const jobsAfter = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
-  const footprintAfter = await redisFootprint(stack.redis);
-  const appended = await Promise.all(masters.map((node, i) => aofAppendedSince(node, aofMarks[i])));
+  const jobs = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
+  const [cpu, machine] = [cpuNow(processes), machineTicks()];
+  return { footprint, aofMarks, jobs, cpu, machine };
+}
+type Before = Awaited<ReturnType<typeof readBefore>>;
+
+/** The same, once the run's side work is done: the AOF's growth and Redis's command stats besides. */
+async function readAfter(processes: Processes, before: Before) {
+  const { stack, masters, metricsUrl } = processes;
+  const [cpu, machine] = [cpuNow(processes), machineTicks()];
+  const jobs = metricsUrl ? await jobsCompleted(metricsUrl) : new Map<string, number>();
+  const footprint = await redisFootprint(stack.redis);
+  const appended = await Promise.all(masters.map((node, i) => aofAppendedSince(node, before.aofMarks[i])));
   const commands = sumCommandStats(
     await Promise.all(masters.map(async (node) => parseCommandStats(await node.info("commandstats")))),
   );
-  const busy = (machineAfter.busy - machineBefore.busy) / Math.max(1, machineAfter.total - machineBefore.total);
+  return { cpu, machine, jobs, footprint, appended, commands };
+}
+type After = Awaited<ReturnType<typeof readAfter>>;
 
+/** Per-create figures: `ok` creates were acknowledged in the run. */
+function printCpuAndJobs(before: Before, after: After, ok: number) {
   const perCreate = (seconds: number) =>
     Number.isNaN(seconds) ? "-" : ((seconds * 1000) / Math.max(1, ok)).toFixed(3);
   console.log(
-    `\nPOST /plants, ${connections} connections, ${durationS} s, ${stack.kind}, worker running${receiver ? ", a webhook subscriber" : ""}: ${Math.round(run.requests.average)} req/s, ` +
-      `p50 ${run.latency.p50} ms, p99 ${run.latency.p99} ms, ${run.non2xx} non-2xx; machine ${(busy * 100).toFixed(0)} % busy until the side work was done`,
-  );
-  console.log(
     table(
       ["process", "CPU ms per create", "waiting for a CPU, ms per create"],
-      Object.keys(cpuAfter).map((name) => {
-        const [before, after] = [cpuBefore[name], cpuAfter[name]];
-        return [
-          name,
-          perCreate((after?.used ?? 0) - (before?.used ?? 0)),
-          perCreate((after?.waited ?? 0) - (before?.waited ?? 0)),
-        ];
+      Object.keys(after.cpu).map((name) => {
+        const [was, is] = [before.cpu[name], after.cpu[name]];
+        return [name, perCreate((is?.used ?? 0) - (was?.used ?? 0)), perCreate((is?.waited ?? 0) - (was?.waited ?? 0))];
       }),
     ),
   );
   console.log(
     table(
       ["queue", "jobs", "events per job"],
-      [...jobsAfter].map(([queue, after]) => {
-        const jobs = after - (jobsBefore.get(queue) ?? 0);
+      [...after.jobs].map(([queue, done]) => {
+        const jobs = done - (before.jobs.get(queue) ?? 0);
         return [queue, String(jobs), jobs === 0 ? "-" : (ok / jobs).toFixed(1)];
       }),
     ),
   );
-  const grown = (field: keyof RedisFootprint) =>
-    ((footprintAfter[field] - footprintBefore[field]) / Math.max(1, ok)).toFixed(0);
+}
+
+function printRedisFootprint(before: RedisFootprint, after: RedisFootprint, ok: number) {
+  const grown = (field: keyof RedisFootprint) => ((after[field] - before[field]) / Math.max(1, ok)).toFixed(0);
   console.log(
     `\nRedis per create (every master): ${grown("aofBytes")} bytes appended to the AOF, ${grown("memoryBytes")} bytes more memory` +
-      (footprintAfter.rewrites > footprintBefore.rewrites ? " (an AOF rewrite ran: the AOF figure is off)" : ""),
+      (after.rewrites > before.rewrites ? " (an AOF rewrite ran: the AOF figure is off)" : ""),
   );
-  if (appended.every((piece) => piece !== undefined)) {
-    const shares = aofComposition(appended);
-    const total = shares.reduce((sum, share) => sum + share.bytes, 0);
-    console.log(`\nWhat the AOF grew by, per create (every master; a script's writes as the commands it ran)`);
-    console.log(
-      table(
-        ["command", "key", "commands", "bytes", "share"],
-        shares
-          .slice(0, 15)
-          .map((share) => [
-            share.command,
-            share.key,
-            (share.commands / ok).toFixed(3),
-            (share.bytes / ok).toFixed(0),
-            `${((share.bytes / Math.max(1, total)) * 100).toFixed(1)} %`,
-          ]),
-      ),
-    );
-  } else {
+}
+
+function printAofComposition(appended: After["appended"], ok: number) {
+  if (!appended.every((piece) => piece !== undefined)) {
     console.log("\n(no AOF breakdown: an AOF rewrite ran, or the AOF files are not readable here)");
+    return;
   }
+  const shares = aofComposition(appended);
+  const total = shares.reduce((sum, share) => sum + share.bytes, 0);
+  console.log(`\nWhat the AOF grew by, per create (every master; a script's writes as the commands it ran)`);
+  console.log(
+    table(
+      ["command", "key", "commands", "bytes", "share"],
+      shares
+        .slice(0, 15)
+        .map((share) => [
+          share.command,
+          share.key,
+          (share.commands / ok).toFixed(3),
+          (share.bytes / ok).toFixed(0),
+          `${((share.bytes / Math.max(1, total)) * 100).toFixed(1)} %`,
+        ]),
+    ),
+  );
+}
+
+function printCommands(commands: After["commands"], ok: number) {
   console.log(`\nRedis commands per create (every master; a script's own commands are counted inside it too)`);
   console.log(
     table(
@@ -229,26 +239,68 @@ await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
         ]),
     ),
   );
+}
+
+/** Each process's busy time by code, from the profiles it wrote as it exited. */
+function printCpuProfiles(profileDir: string) {
+  for (const name of ["api", "worker"]) {
+    const dir = join(profileDir, name);
+    for (const file of readdirSync(dir).filter((f) => f.endsWith(".cpuprofile"))) {
+      const { busyMs, owners } = selfTimeByOwner(JSON.parse(readFileSync(join(dir, file), "utf8")) as CpuProfile);
+      console.log(
+        `\n${name}: ${busyMs.toFixed(0)} ms busy over its life (start-up and warm-up included), self time by code`,
+      );
+      console.log(
+        table(
+          ["code", "share"],
+          owners.slice(0, 15).map((o) => [o.name, `${(o.share * 100).toFixed(1)} %`]),
+        ),
+      );
+      console.log(`  ${join(dir, file)} (open in Chrome DevTools, Performance)`);
+    }
+  }
+}
+
+await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
+  console.log(machineLine());
+  const results = fileURLToPath(new URL("../results/", import.meta.url));
+  const profileDir = join(results, `profile-${new Date().toISOString().replace(/[:.]/g, "-")}`);
+  const processes = await startProcesses(profileDir);
+  const { stack, api } = processes;
+  let nextId = 1;
+  const post = () =>
+    createRequest({ authorization: `Bearer ${TOKEN}`, "content-type": "application/json" }, () => nextId++);
+
+  const receiver = args.webhook ? await subscribeReceiver(api.url) : undefined;
+  const warmup = await autocannon({ url: api.url, connections, duration: warmupS, requests: [post()] });
+  let created = warmup["2xx"];
+  await awaitSideWork(processes, receiver, created);
+
+  const before = await readBefore(processes);
+  const run = await autocannon({
+    url: api.url,
+    connections,
+    duration: durationS,
+    requests: [post()],
+    ...(rate > 0 ? { overallRate: rate } : {}),
+  });
+  const ok = run["2xx"];
+  created += ok;
+  await awaitSideWork(processes, receiver, created);
+  const after = await readAfter(processes, before);
+  const busy = (after.machine.busy - before.machine.busy) / Math.max(1, after.machine.total - before.machine.total);
+
+  console.log(
+    `\nPOST /plants, ${connections} connections, ${durationS} s, ${stack.kind}, worker running${receiver ? ", a webhook subscriber" : ""}: ${Math.round(run.requests.average)} req/s, ` +
+      `p50 ${run.latency.p50} ms, p99 ${run.latency.p99} ms, ${run.non2xx} non-2xx; machine ${(busy * 100).toFixed(0)} % busy until the side work was done`,
+  );
+  printCpuAndJobs(before, after, ok);
+  printRedisFootprint(before.footprint, after.footprint, ok);
+  printAofComposition(after.appended, ok);
+  printCommands(after.commands, ok);
 
   await receiver?.stop();
   await stack.stop(); // SIGTERM: each process writes its profile as it exits
-  if (args["cpu-prof"]) {
-    for (const name of ["api", "worker"]) {
-      const dir = join(profileDir, name);
-      for (const file of readdirSync(dir).filter((f) => f.endsWith(".cpuprofile"))) {
-        const { busyMs, owners } = selfTimeByOwner(JSON.parse(readFileSync(join(dir, file), "utf8")) as CpuProfile);
-        console.log(
-          `\n${name}: ${busyMs.toFixed(0)} ms busy over its life (start-up and warm-up included), self time by code`,
-        );
-        console.log(
-          table(
-            ["code", "share"],
-            owners.slice(0, 15).map((o) => [o.name, `${(o.share * 100).toFixed(1)} %`]),
-          ),
-        );
-        console.log(`  ${join(dir, file)} (open in Chrome DevTools, Performance)`);
-      }
-    }
-  }
+  if (args["cpu-prof"]) printCpuProfiles(profileDir);
   return run.non2xx === 0 && run.errors === 0;
 });

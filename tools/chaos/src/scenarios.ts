@@ -3,9 +3,10 @@
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { type AckedPlant, Load, outcomeCounts } from "./load.js";
-import { describeStore, Stack, TOKEN } from "./processes.js";
+import { describeStore, Stack, type StoreChoice, TOKEN } from "./processes.js";
 import {
   describeCounts,
+  type FaultOutcome,
   forgetRunIdBase,
   type RunResult,
   type RunSettings,
@@ -24,6 +25,7 @@ import {
   failedJobs,
   lostOf,
   problemsOf,
+  type Verification,
   verify,
   waitQuiet,
   waitSideWork,
@@ -54,92 +56,25 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
   const started = Date.now();
   forgetRunIdBase(settings);
   const store = scenario.store ?? settings.store;
-  const stack = await Stack.start({
-    apis: scenario.apis,
-    workers: scenario.workers,
-    logDir: join(settings.logDir, `${name}-${settings.run}`),
-    store,
-    ...(scenario.env ? { env: scenario.env } : {}),
-  });
-  let teardown: (() => Promise<void>) | undefined;
-  if (store.kind === "external") {
-    // Not the run's own store: check only the run's plants (ids idBase … idBase + 999 999), and
-    // count only the jobs that failed during the run.
-    const base = runIdBase(settings);
-    stack.view.owns = (id) => {
-      const n = BigInt(id);
-      return n >= base && n < base + 1_000_000n;
-    };
-    stack.view.failedBefore = await failedJobs(stack.redis);
-  }
+  const stack = await startStack(scenario, settings, store);
   const problems: string[] = [];
   const notes: string[] = [];
+  let teardown: (() => Promise<void>) | undefined;
   let load: Load | undefined;
   try {
     teardown = await scenario.setup?.(stack);
-    load = new Load({
-      targets: stack.apis.map((api) => api.url),
-      token: TOKEN,
-      concurrency: settings.concurrency,
-      durationMs: settings.durationMs,
-      maxRequests: 200_000,
-      label: `${name}-${settings.run}`,
-      idBase: runIdBase(settings),
-      requestTimeoutMs: 10_000,
-      retries: 2,
-    });
+    load = startLoad(stack, settings, name);
     await sleep(settings.durationMs * scenario.faultAt);
     const outcome = await scenario.fault(stack, load, settings);
-    const expectedExtra = outcome.expected ?? [];
-    const ackedList = (until: number) =>
-      [...(load as Load).acked.values()].filter((plant) => plant.ackedAt <= until) as (AckedPlant | ExpectedPlant)[];
-
-    // Recovery: every plant acknowledged up to the fault's end indexed and audited.
-    let recoverMs: number | undefined;
-    if (outcome.faultEnd !== undefined) {
-      const before = ackedList(outcome.faultEnd);
-      const recovered = await waitSideWork(stack.view, () => before, settings.recoveryTimeoutMs);
-      recoverMs = recovered.ms === undefined ? undefined : Date.now() - outcome.faultEnd;
-      if (recovered.ms === undefined) {
-        problems.push(
-          `not recovered within ${settings.recoveryTimeoutMs} ms: ${recovered.missing.length} plant(s) without side work`,
-        );
-      }
-    }
-    await load.done;
-    const loadEnd = Date.now();
-    // Then everything acknowledged during the whole run.
-    const all = [...ackedList(Number.POSITIVE_INFINITY), ...expectedExtra];
-    const final = await waitSideWork(stack.view, () => all, settings.recoveryTimeoutMs);
-    if (outcome.faultEnd === undefined && final.ms !== undefined) recoverMs = Date.now() - loadEnd;
-    if (final.ms === undefined) {
-      problems.push(
-        `side work incomplete ${settings.recoveryTimeoutMs} ms after the load: ${final.missing.length} plant(s)`,
-      );
-      if (outcome.faultEnd === undefined) recoverMs = undefined;
-    }
-    const quiet = await waitQuiet(stack.view, settings.recoveryTimeoutMs);
-    if (quiet.ms === undefined) problems.push(`queues not drained after the load: ${JSON.stringify(quiet.backlog)}`);
+    const { all, recoverMs, quiet } = await awaitRecovery(stack, load, outcome, settings, problems);
     await outcome.after?.(load);
     // After `after`, which may add to the fault's problems and notes.
     problems.push(...outcome.problems);
     notes.push(...outcome.notes);
 
     const verification = await verify(stack.view, all);
-    problems.push(...problemsOf(verification));
-    const badBodies = load.attempts.filter((a) => a.status === 200 && a.bodyOk === false).length;
-    if (badBodies > 0) problems.push(`${badBodies} 200 answer(s) without the plant that was sent`);
-    const unexpected = load.attempts.filter(
-      (a) => a.status !== undefined && a.status !== 200 && !(a.status === 503 && a.errorShape),
-    );
-    if (unexpected.length > 0) problems.push(`unexpected answers: ${describeCounts(outcomeCounts(unexpected))}`);
-    const hung = load.attempts.filter((a) => a.error === "TIMEOUT");
-    if (hung.length > 0) problems.push(`${hung.length} request(s) got no answer within 10 s`);
-    const ackedPlants = [...load.acked.values()];
-    notes.push(
-      `outcomes: ${describeCounts(outcomeCounts(load.attempts))}; stored but never acknowledged: ${verification.storedNotAcked}; queues drained ${quiet.ms ?? "—"} ms after the load`,
-      `updates (PATCH of every other plant): ${ackedPlants.filter((p) => p.previous).length} acknowledged, ${ackedPlants.filter((p) => p.inDoubt).length} without an answer (either state accepted); each checked stored, moved in the index, audited once`,
-    );
+    problems.push(...problemsOf(verification), ...answerProblems(load));
+    notes.push(...loadNotes(load, verification, quiet.ms));
     const lost = lostOf(verification);
     const duplicated = duplicatesOf(verification);
     return {
@@ -164,24 +99,136 @@ export async function runScenario(name: string, settings: RunSettings): Promise<
     load?.stop();
     await load?.done.catch(() => {});
     problems.push(`run aborted: ${error instanceof Error ? error.message : String(error)}`);
-    return {
-      scenario: name,
-      run: settings.run,
-      store: describeStore(store),
-      sent: load?.sent ?? 0,
-      acknowledged: load?.acked.size ?? 0,
-      lost: 0,
-      duplicated: 0,
-      recoverFrom: "fault end",
-      ok: false,
-      problems,
-      notes,
-      outcomes: load ? outcomeCounts(load.attempts) : {},
-      wallMs: Date.now() - started,
-    };
+    return abortedResult({ name, settings, store, load, problems, notes, started });
   } finally {
     load?.stop();
     await teardown?.();
     await stack.stop();
   }
+}
+
+/** A fresh stack for the scenario; on a store not the run's own, scoped to the run's plants. */
+async function startStack(scenario: Scenario, settings: RunSettings, store: StoreChoice) {
+  const stack = await Stack.start({
+    apis: scenario.apis,
+    workers: scenario.workers,
+    logDir: join(settings.logDir, `${scenario.name}-${settings.run}`),
+    store,
+    ...(scenario.env ? { env: scenario.env } : {}),
+  });
+  if (store.kind === "external") {
+    // Not the run's own store: check only the run's plants (ids idBase … idBase + 999 999), and
+    // count only the jobs that failed during the run.
+    const base = runIdBase(settings);
+    stack.view.owns = (id) => {
+      const n = BigInt(id);
+      return n >= base && n < base + 1_000_000n;
+    };
+    stack.view.failedBefore = await failedJobs(stack.redis);
+  }
+  return stack;
+}
+
+const startLoad = (stack: Stack, settings: RunSettings, name: string) =>
+  new Load({
+    targets: stack.apis.map((api) => api.url),
+    token: TOKEN,
+    concurrency: settings.concurrency,
+    durationMs: settings.durationMs,
+    maxRequests: 200_000,
+    label: `${name}-${settings.run}`,
+    idBase: runIdBase(settings),
+    requestTimeoutMs: 10_000,
+    retries: 2,
+  });
+
+/**
+ * Recovery: every plant acknowledged up to the fault's end indexed and audited (timed from the
+ * fault's end), then everything acknowledged during the whole run (timed from the load's end when
+ * there was no fault), then the queues drained.
+ */
+async function awaitRecovery(
+  stack: Stack,
+  load: Load,
+  outcome: FaultOutcome,
+  settings: RunSettings,
+  problems: string[],
+) {
+  const ackedUntil = (until: number) =>
+    [...load.acked.values()].filter((plant) => plant.ackedAt <= until) as (AckedPlant | ExpectedPlant)[];
+  const { faultEnd } = outcome;
+  let recoverMs: number | undefined;
+  if (faultEnd !== undefined) {
+    const before = ackedUntil(faultEnd);
+    const recovered = await waitSideWork(stack.view, () => before, settings.recoveryTimeoutMs);
+    recoverMs = recovered.ms === undefined ? undefined : Date.now() - faultEnd;
+    if (recovered.ms === undefined) {
+      problems.push(
+        `not recovered within ${settings.recoveryTimeoutMs} ms: ${recovered.missing.length} plant(s) without side work`,
+      );
+    }
+  }
+  await load.done;
+  const loadEnd = Date.now();
+  const all = [...ackedUntil(Number.POSITIVE_INFINITY), ...(outcome.expected ?? [])];
+  const final = await waitSideWork(stack.view, () => all, settings.recoveryTimeoutMs);
+  if (faultEnd === undefined && final.ms !== undefined) recoverMs = Date.now() - loadEnd;
+  if (final.ms === undefined) {
+    problems.push(
+      `side work incomplete ${settings.recoveryTimeoutMs} ms after the load: ${final.missing.length} plant(s)`,
+    );
+    if (faultEnd === undefined) recoverMs = undefined;
+  }
+  const quiet = await waitQuiet(stack.view, settings.recoveryTimeoutMs);
+  if (quiet.ms === undefined) problems.push(`queues not drained after the load: ${JSON.stringify(quiet.backlog)}`);
+  return { all, recoverMs, quiet };
+}
+
+/** What the load's answers got wrong: a 200 without its plant, an answer other than 200 or the Error-shaped 503, none at all. */
+function answerProblems(load: Load): string[] {
+  const problems: string[] = [];
+  const badBodies = load.attempts.filter((a) => a.status === 200 && a.bodyOk === false).length;
+  if (badBodies > 0) problems.push(`${badBodies} 200 answer(s) without the plant that was sent`);
+  const unexpected = load.attempts.filter(
+    (a) => a.status !== undefined && a.status !== 200 && !(a.status === 503 && a.errorShape),
+  );
+  if (unexpected.length > 0) problems.push(`unexpected answers: ${describeCounts(outcomeCounts(unexpected))}`);
+  const hung = load.attempts.filter((a) => a.error === "TIMEOUT");
+  if (hung.length > 0) problems.push(`${hung.length} request(s) got no answer within 10 s`);
+  return problems;
+}
+
+function loadNotes(load: Load, verification: Verification, quietMs: number | undefined): string[] {
+  const ackedPlants = [...load.acked.values()];
+  return [
+    `outcomes: ${describeCounts(outcomeCounts(load.attempts))}; stored but never acknowledged: ${verification.storedNotAcked}; queues drained ${quietMs ?? "—"} ms after the load`,
+    `updates (PATCH of every other plant): ${ackedPlants.filter((p) => p.previous).length} acknowledged, ${ackedPlants.filter((p) => p.inDoubt).length} without an answer (either state accepted); each checked stored, moved in the index, audited once`,
+  ];
+}
+
+function abortedResult(run: {
+  name: string;
+  settings: RunSettings;
+  store: StoreChoice;
+  load: Load | undefined;
+  problems: string[];
+  notes: string[];
+  started: number;
+}): RunResult {
+  const { load } = run;
+  return {
+    scenario: run.name,
+    run: run.settings.run,
+    store: describeStore(run.store),
+    sent: load?.sent ?? 0,
+    acknowledged: load?.acked.size ?? 0,
+    lost: 0,
+    duplicated: 0,
+    recoverFrom: "fault end",
+    ok: false,
+    problems: run.problems,
+    notes: run.notes,
+    outcomes: load ? outcomeCounts(load.attempts) : {},
+    wallMs: Date.now() - run.started,
+  };
 }

@@ -11,9 +11,10 @@ import {
   type Authenticator,
   type AuthFailure,
   type AuthResult,
-  authChallenge,
-  hasScope,
-  scopeChallenge,
+  judgeCredential,
+  type Principal,
+  type Refusal,
+  refusals,
 } from "@plant-store/tokens";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { basicPassword, repeatsAuthorization } from "../auth.js";
@@ -63,8 +64,9 @@ const setWindowHeaders = (reply: FastifyReply, window: Window, windowSeconds: nu
     "ratelimit-policy": `${window.limit};w=${windowSeconds}`,
   });
 
-const tooMany = (reply: FastifyReply, window: Window, message: string) =>
-  reply.code(429).header("retry-after", window.resetSeconds).send(apiError(429, message));
+/** Sends the shared guard's answer (the worker's /metrics sends the same). */
+const answer = (reply: FastifyReply, refusal: Refusal) =>
+  reply.code(refusal.status).headers(refusal.headers).send(refusal.body);
 
 /** What the guard tells the metrics (see http/metrics.ts). */
 export type GuardObserver = {
@@ -72,14 +74,6 @@ export type GuardObserver = {
   rateLimited(limit: "token" | "address"): void;
 };
 
-/**
- * The one gate in front of every protected route: authenticates, counts and logs failures without
- * secrets, throttles the failures of an address that keeps failing (429 instead of 401), checks
- * the scope, and applies the per-token limit. A valid credential is judged by its token's limit
- * alone, never by its address's failures: those may be another client's behind the same address,
- * and tokens (256 random bits) are not found by guessing. Answers the request itself
- * (401/403/429) and returns false when it must not go on.
- */
 /** The dashboard's 401 messages when its credential is a password (HTTP Basic) or absent. */
 const dashboardFailureMessages: Partial<Record<AuthFailure, string>> = {
   missing: "Authentication required: sign in with a token that has the admin scope as the password (any user name)",
@@ -88,6 +82,27 @@ const dashboardFailureMessages: Partial<Record<AuthFailure, string>> = {
   revoked: "The dashboard password (a token) has been revoked",
 };
 
+/** The dashboard's 401: a Basic challenge, naming the password when the credential was one (or absent). */
+function dashboardRefusal(request: FastifyRequest, reason: AuthFailure, refusal: Refusal): Refusal {
+  // A browser signs in to the dashboard with a password: name that, not a bearer token.
+  const asPassword = reason === "missing" || basicPassword(request.headers.authorization) !== undefined;
+  const message = (asPassword ? dashboardFailureMessages[reason] : undefined) ?? refusal.body.message;
+  return {
+    status: 401,
+    body: { error: 401, message },
+    headers: { "www-authenticate": 'Basic realm="Plant Store admin", charset="UTF-8"' },
+  };
+}
+
+/**
+ * The one gate in front of every protected route: authenticates, counts and logs failures without
+ * secrets, throttles the failures of an address that keeps failing (429 instead of 401), checks
+ * the scope, and applies the per-token limit. A valid credential is judged by its token's limit
+ * alone, never by its address's failures: those may be another client's behind the same address,
+ * and tokens (256 random bits) are not found by guessing. The judging and the answers are the
+ * shared token guard's (judgeCredential). Answers the request itself (401/403/429) and returns
+ * false when it must not go on.
+ */
 export function createGuard({
   authenticator,
   limiter,
@@ -105,12 +120,6 @@ export function createGuard({
   const authOf = (request: FastifyRequest, basic: boolean) => {
     request.auth ??= authenticator.authenticate(credentialOf(request, basic));
     return request.auth;
-  };
-
-  /** 429 for an address that failed to authenticate too often. */
-  const throttled = (reply: FastifyReply, window: Window) => {
-    observer?.rateLimited("address");
-    return tooMany(reply, window, "Too many failed authentication attempts from this address; retry later");
   };
 
   const counterShards = shardBreaker(redis, { deadlineMs: counterDeadlineMs });
@@ -143,57 +152,61 @@ export function createGuard({
     return undefined;
   }
 
-  /**
-   * A failed authentication: counted against the request's address; past the address's limit
-   * 429, else logged, counted by reason and (unless the caller answers it) 401.
-   */
-  async function refuse(request: FastifyRequest, reply: FastifyReply, reason: AuthFailure, check: GuardCheck) {
+  /** Counts a failed authentication against the request's address. */
+  const countFailure = (request: FastifyRequest) => {
     const failures = rateLimitNames.authFailures(request.ip);
-    const window = await counted(request, failures, () => limiter.hit(failures, limits.authFailures));
-    if (window?.exceeded) return !throttled(reply, window);
+    return counted(request, failures, () => limiter.hit(failures, limits.authFailures));
+  };
+
+  /** A failed authentication below its address's limit: logged, counted by reason and (unless the caller answers it) 401. */
+  async function refuse(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    reason: AuthFailure,
+    refusal: Refusal,
+    check: GuardCheck,
+  ) {
     request.log.warn({ reason, ip: request.ip }, "authentication failed");
     observer?.authFailure(reason);
     await redis
       .hincrby(storeKeys.authFailures, reason, 1)
       .catch((error: unknown) => request.log.warn({ err: error }, "could not count an authentication failure"));
     if (check.rejectFailures === false) return true;
-    const challenge = authChallenge(reason);
-    if (!check.basic) {
-      reply.code(401).header("www-authenticate", challenge.wwwAuthenticate).send(apiError(401, challenge.message));
-      return false;
-    }
-    // A browser signs in to the dashboard with a password: name that, not a bearer token.
-    const asPassword = reason === "missing" || basicPassword(request.headers.authorization) !== undefined;
-    const message = (asPassword ? dashboardFailureMessages[reason] : undefined) ?? challenge.message;
-    reply
-      .code(401)
-      .header("www-authenticate", 'Basic realm="Plant Store admin", charset="UTF-8"')
-      .send(apiError(401, message));
+    answer(reply, check.basic ? dashboardRefusal(request, reason, refusal) : refusal);
     return false;
   }
 
-  /** Per-token limit headers, and 429 once it is used up. */
-  const applyWindow = (reply: FastifyReply, window: Window) => {
+  /** The per-token limit: its headers, and 429 once it is used up. */
+  async function applyTokenLimit(request: FastifyRequest, reply: FastifyReply, principal: Principal) {
+    const requests = rateLimitNames.token(principal.id);
+    const window = await counted(request, requests, () => limiter.take(requests, limits.perToken));
+    if (!window) return true;
     setWindowHeaders(reply, window, limiter.windowSeconds);
     if (!window.exceeded) return true;
     observer?.rateLimited("token");
-    return !tooMany(reply, window, "Rate limit exceeded for this token; retry later");
-  };
+    answer(reply, refusals.tokenLimit(window));
+    return false;
+  }
 
   async function admit(request: FastifyRequest, reply: FastifyReply, check: GuardCheck): Promise<boolean> {
     // Configured and recently verified tokens need no lookup, and a busy token is counted in leased
     // blocks (RateLimiter.take): most requests reach Redis only for their commit.
     const auth = await reach(() => authOf(request, check.basic === true));
-    if (!auth.ok) return refuse(request, reply, auth.reason, check);
-    if (check.scope && !hasScope(auth.principal, check.scope)) {
-      const challenge = scopeChallenge(check.scope);
-      request.log.warn({ principal: auth.principal.id, scope: check.scope }, "insufficient scope");
-      reply.code(403).header("www-authenticate", challenge.wwwAuthenticate).send(apiError(403, challenge.message));
-      return false;
+    const verdict = await judgeCredential(auth, { scope: check.scope, countFailure: () => countFailure(request) });
+    switch (verdict.kind) {
+      case "admitted":
+        return applyTokenLimit(request, reply, verdict.principal);
+      case "throttled":
+        observer?.rateLimited("address");
+        answer(reply, verdict.refusal);
+        return false;
+      case "unauthenticated":
+        return refuse(request, reply, verdict.reason, verdict.refusal, check);
+      case "out-of-scope":
+        request.log.warn({ principal: verdict.principal.id, scope: verdict.scope }, "insufficient scope");
+        answer(reply, verdict.refusal);
+        return false;
     }
-    const requests = rateLimitNames.token(auth.principal.id);
-    const window = await counted(request, requests, () => limiter.take(requests, limits.perToken));
-    return window ? applyWindow(reply, window) : true;
   }
 
   return {

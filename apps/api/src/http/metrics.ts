@@ -39,120 +39,22 @@ export interface ApiMetricsSources {
  * one status it answered (its calls' common status, or 207 when they differ).
  */
 export function createApiMetrics(sources: ApiMetricsSources) {
-  const { outageOngoing, mastersShortOfReplicas = async () => 0 } = sources;
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "plant_store_api_" });
   const registers = [registry];
-  const metrics = {
-    requests: new Counter({
-      name: "plant_store_http_requests_total",
-      help: "HTTP requests answered, by operation, method and status",
-      labelNames: ["operation", "method", "status"] as const,
-      registers,
-    }),
-    duration: new Histogram({
-      name: "plant_store_http_request_duration_seconds",
-      help: "Time from a request's arrival to its answer being ready to send, by operation and method",
-      labelNames: ["operation", "method"] as const,
-      buckets: DURATION_BUCKETS,
-      registers,
-    }),
-    authFailures: new Counter({
-      name: "plant_store_auth_failures_total",
-      help: "Failed authentications, by reason (missing, malformed, invalid, expired, revoked)",
-      labelNames: ["reason"] as const,
-      registers,
-    }),
-    rateLimited: new Counter({
-      name: "plant_store_rate_limited_total",
-      help: "Requests refused with 429, by limit (token: the token's requests; address: failed authentications)",
-      labelNames: ["limit"] as const,
-      registers,
-    }),
-    redisErrors: new Counter({
-      name: "plant_store_redis_errors_total",
-      help: "Requests answered 503 because Redis failed or was too slow",
-      registers,
-    }),
-    eventStreams: new Gauge({
-      name: "plant_store_event_streams_open",
-      help: "Live event streams open now, by transport (sse: GET /plants/events; trpc: plants.events)",
-      labelNames: ["transport"] as const,
-      registers,
-    }),
-    eventsSent: new Counter({
-      name: "plant_store_events_sent_total",
-      help: "Events sent on live event streams, by transport (one per event and stream)",
-      labelNames: ["transport"] as const,
-      registers,
-    }),
-  };
-  for (const transport of ["sse", "trpc"]) {
-    metrics.eventStreams.set({ transport }, 0);
-    metrics.eventsSent.inc({ transport }, 0);
-  }
+  const metrics = { ...httpSeries(registers), ...eventStreamSeries(registers) };
   // Counted in a plain number, read at scrape time: a gauge update per request costs more.
   let inFlight = 0;
-  new Gauge({
-    name: "plant_store_http_requests_in_flight",
-    help: "Requests being handled now",
-    registers,
-    collect() {
-      this.set(inFlight);
-    },
-  });
-  new Gauge({
-    name: "plant_store_redis_outage",
-    help: "1 while Redis is unreachable (requests answer 503), else 0",
-    registers,
-    collect() {
-      this.set(outageOngoing() ? 1 : 0);
-    },
-  });
-  new Gauge({
-    name: "plant_store_redis_masters_short_of_replicas",
-    help: "Masters with fewer in-sync replicas than REDIS_MIN_REPLICAS_ACK: their shard's writes answer 503, its reads go on",
-    registers,
-    async collect() {
-      // A master that does not answer is the outage's and the shard breaker's business, not this gauge's.
-      this.set(await mastersShortOfReplicas().catch(() => 0));
-    },
-  });
-
+  stateGauges(registers, sources, () => inFlight);
   if (sources.capacity) capacityGauges(registers, sources.capacity);
   if (sources.supervision) supervisionGauges(registers, sources.supervision);
+  const count = requestCounter(metrics);
 
-  // The REST operations sit behind a catch-all route: a wildcard that matched no operation is a miss.
-  const operationOf = (request: FastifyRequest) => {
-    const procedure = request.restRoute?.procedure ?? request.trpcProcedure;
-    if (procedure) return procedure;
-    const url = request.routeOptions.url;
-    return url && !url.includes("*") ? url : "unmatched";
-  };
-
-  // The series of each (operation, method, status), bound once: prom-client hashes a label object
-  // on every inc/observe otherwise. Bounded like the labels themselves.
-  const series = new Map<string, { count: Counter.Internal; time: Histogram.Internal<"operation" | "method"> }>();
   const finish = (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
     if (request.metricsDone) return;
     request.metricsDone = true;
     inFlight--;
-    const operation = operationOf(request);
-    // tRPC's adapter sends a fetch Response, whose status Fastify applies only after onSend.
-    const status = payload instanceof Response ? payload.status : reply.statusCode;
-    // A REST HEAD runs as its path's GET until it is answered (rest.ts): counted as the HEAD it is.
-    const method = request.restHead ? "HEAD" : request.method;
-    const key = `${operation} ${method} ${status}`;
-    let bound = series.get(key);
-    if (!bound) {
-      bound = {
-        count: metrics.requests.labels(operation, method, String(status)),
-        time: metrics.duration.labels(operation, method),
-      };
-      series.set(key, bound);
-    }
-    bound.count.inc();
-    bound.time.observe(reply.elapsedTime / 1000);
+    count(request, reply, payload);
   };
 
   return {
@@ -185,6 +87,125 @@ export function createApiMetrics(sources: ApiMetricsSources) {
         return reply.type(registry.contentType).send(await registry.metrics());
       });
     },
+  };
+}
+
+/** Requests by operation, method and status, their durations, and the guard's and Redis's refusals. */
+function httpSeries(registers: Registry[]) {
+  return {
+    requests: new Counter({
+      name: "plant_store_http_requests_total",
+      help: "HTTP requests answered, by operation, method and status",
+      labelNames: ["operation", "method", "status"] as const,
+      registers,
+    }),
+    duration: new Histogram({
+      name: "plant_store_http_request_duration_seconds",
+      help: "Time from a request's arrival to its answer being ready to send, by operation and method",
+      labelNames: ["operation", "method"] as const,
+      buckets: DURATION_BUCKETS,
+      registers,
+    }),
+    authFailures: new Counter({
+      name: "plant_store_auth_failures_total",
+      help: "Failed authentications, by reason (missing, malformed, invalid, expired, revoked)",
+      labelNames: ["reason"] as const,
+      registers,
+    }),
+    rateLimited: new Counter({
+      name: "plant_store_rate_limited_total",
+      help: "Requests refused with 429, by limit (token: the token's requests; address: failed authentications)",
+      labelNames: ["limit"] as const,
+      registers,
+    }),
+    redisErrors: new Counter({
+      name: "plant_store_redis_errors_total",
+      help: "Requests answered 503 because Redis failed or was too slow",
+      registers,
+    }),
+  };
+}
+
+/** Live event streams open and events sent, by transport (both exported at 0 from the start). */
+function eventStreamSeries(registers: Registry[]) {
+  const series = {
+    eventStreams: new Gauge({
+      name: "plant_store_event_streams_open",
+      help: "Live event streams open now, by transport (sse: GET /plants/events; trpc: plants.events)",
+      labelNames: ["transport"] as const,
+      registers,
+    }),
+    eventsSent: new Counter({
+      name: "plant_store_events_sent_total",
+      help: "Events sent on live event streams, by transport (one per event and stream)",
+      labelNames: ["transport"] as const,
+      registers,
+    }),
+  };
+  for (const transport of ["sse", "trpc"]) {
+    series.eventStreams.set({ transport }, 0);
+    series.eventsSent.inc({ transport }, 0);
+  }
+  return series;
+}
+
+/** Read at scrape time: requests in flight, the outage, masters short of replicas. */
+function stateGauges(registers: Registry[], sources: ApiMetricsSources, inFlight: () => number) {
+  const { outageOngoing, mastersShortOfReplicas = async () => 0 } = sources;
+  new Gauge({
+    name: "plant_store_http_requests_in_flight",
+    help: "Requests being handled now",
+    registers,
+    collect() {
+      this.set(inFlight());
+    },
+  });
+  new Gauge({
+    name: "plant_store_redis_outage",
+    help: "1 while Redis is unreachable (requests answer 503), else 0",
+    registers,
+    collect() {
+      this.set(outageOngoing() ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "plant_store_redis_masters_short_of_replicas",
+    help: "Masters with fewer in-sync replicas than REDIS_MIN_REPLICAS_ACK: their shard's writes answer 503, its reads go on",
+    registers,
+    async collect() {
+      // A master that does not answer is the outage's and the shard breaker's business, not this gauge's.
+      this.set(await mastersShortOfReplicas().catch(() => 0));
+    },
+  });
+}
+
+// The REST operations sit behind a catch-all route: a wildcard that matched no operation is a miss.
+const operationOf = (request: FastifyRequest) => {
+  const procedure = request.restRoute?.procedure ?? request.trpcProcedure;
+  if (procedure) return procedure;
+  const url = request.routeOptions.url;
+  return url && !url.includes("*") ? url : "unmatched";
+};
+
+/** Counts an answered request and its duration under its (operation, method, status). */
+function requestCounter({ requests, duration }: ReturnType<typeof httpSeries>) {
+  // The series of each (operation, method, status), bound once: prom-client hashes a label object
+  // on every inc/observe otherwise. Bounded like the labels themselves.
+  const series = new Map<string, { count: Counter.Internal; time: Histogram.Internal<"operation" | "method"> }>();
+  return (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
+    const operation = operationOf(request);
+    // tRPC's adapter sends a fetch Response, whose status Fastify applies only after onSend.
+    const status = payload instanceof Response ? payload.status : reply.statusCode;
+    // A REST HEAD runs as its path's GET until it is answered (rest.ts): counted as the HEAD it is.
+    const method = request.restHead ? "HEAD" : request.method;
+    const key = `${operation} ${method} ${status}`;
+    let bound = series.get(key);
+    if (!bound) {
+      bound = { count: requests.labels(operation, method, String(status)), time: duration.labels(operation, method) };
+      series.set(key, bound);
+    }
+    bound.count.inc();
+    bound.time.observe(reply.elapsedTime / 1000);
   };
 }
 

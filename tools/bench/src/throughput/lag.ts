@@ -49,80 +49,159 @@ export type LagRun = Awaited<ReturnType<typeof measureLag>>;
 /** The lag of record (no webhook subscriber, the index), and the run with one (the webhooks' first attempts). */
 export type Lag = LagRun & { withWebhooks: LagRun };
 
+type Receiver = Awaited<ReturnType<typeof subscribeReceiver>>;
+
 /**
  * Creates at `rate`/s for --lag-duration s with the worker running. Each 200's arrival time is
  * recorded by id; a poller on its own connection notes when each id first shows up in the
  * creation index.
  */
 async function measureLag(bench: Bench, rate: number, drainEventsPerS: number, webhooks: boolean) {
-  const { stack, withCpu, failures } = bench;
-  const { topConnections, lagDurationS, warmupS } = bench.options;
-  const service = bench.targets.service;
-  const { redis } = stack;
-  const okAt = new Map<number, number>();
-  let repeated200 = 0;
-  const receiver = webhooks ? await subscribeReceiver(service.url) : undefined;
-  if (receiver) {
-    // The delivery path's own warm-up (not recorded), as the api's: --warmup s at this rate, until
-    // delivered. Measured cold, the first seconds' deliveries ran on code not yet optimized, and
-    // the backlog they left took the rest of the run to drain (p99 1.4-3.6 s, against ~0.35 s warm).
-    const warm = await autocannon({
-      url: service.url,
-      connections: topConnections,
-      duration: warmupS,
-      overallRate: rate,
-      requests: [postRequest(service)],
-    });
-    const delivered = await waitUntil(WEBHOOK_DEADLINE_MS, async () => receiver.firstAt.size >= warm["2xx"], 50);
-    if (!delivered) failures.push(`lag: the webhook warm-up's ${warm["2xx"]} creates were not all delivered`);
-  }
+  const { topConnections, lagDurationS } = bench.options;
+  const receiver = webhooks ? await subscribeReceiver(bench.targets.service.url) : undefined;
+  if (receiver) await warmUpDeliveries(bench, receiver, rate);
+  const clock = await redisClock(bench.stack.redis);
+  const poller = new IndexPoller(bench, clock.startMicros);
 
-  // The Redis clock against this one (both wall clocks on one machine): should be ~0.
+  const okAt = new Map<number, number>();
+  const load = await offerCreates(bench, rate, okAt);
+  const loadEnd = performance.now();
+  const { deadlineMs, settledS } = await awaitIndexed(poller, okAt, drainEventsPerS, loadEnd);
+  await poller.stop();
+  const deliveredS = receiver ? await awaitDelivered(receiver, okAt, loadEnd) : undefined;
+  const lags = lagsOf(okAt, poller.indexedAt, receiver);
+  reportLostWork(bench.failures, okAt.size, lags, deadlineMs);
+
+  const summaries: Record<string, Summary> = { "200 → indexed": summarize(lags.index) };
+  if (receiver) summaries["200 → webhook's first attempt"] = summarize(lags.webhook);
+  const result = load.value;
+  return {
+    offeredPerS: rate,
+    durationS: lagDurationS,
+    connections: topConnections,
+    created: okAt.size,
+    indexed: okAt.size - lags.notIndexed,
+    delivered: receiver ? okAt.size - lags.notDelivered : undefined,
+    reqPerS: result.requests.average,
+    peakPerS: peakRate(
+      [...okAt.values()].sort((a, b) => a - b),
+      100,
+    ),
+    latencyMs: { p50: result.latency.p50, p99: result.latency.p99, max: result.latency.max },
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    polls: poller.polls,
+    deadlineS: round(deadlineMs / 1000),
+    /** From the end of the load until all was indexed (or the deadline). */
+    settledS: round(settledS),
+    /** From the end of the load until every create's webhook had arrived (or WEBHOOK_DEADLINE_MS). */
+    deliveredS,
+    clockOffsetMs: round(clock.offsetMs),
+    cpu: load.cpu,
+    summaries,
+  };
+}
+
+/**
+ * The delivery path's own warm-up (not recorded), as the api's: --warmup s at this rate, until
+ * delivered. Measured cold, the first seconds' deliveries ran on code not yet optimized, and
+ * the backlog they left took the rest of the run to drain (p99 1.4-3.6 s, against ~0.35 s warm).
+ */
+async function warmUpDeliveries(bench: Bench, receiver: Receiver, rate: number) {
+  const service = bench.targets.service;
+  const warm = await autocannon({
+    url: service.url,
+    connections: bench.options.topConnections,
+    duration: bench.options.warmupS,
+    overallRate: rate,
+    requests: [postRequest(service)],
+  });
+  const delivered = await waitUntil(WEBHOOK_DEADLINE_MS, async () => receiver.firstAt.size >= warm["2xx"], 50);
+  if (!delivered) bench.failures.push(`lag: the webhook warm-up's ${warm["2xx"]} creates were not all delivered`);
+}
+
+/** The Redis clock against this one (both wall clocks on one machine: the offset should be ~0), and its now in µs. */
+async function redisClock(redis: Bench["stack"]["redis"]) {
   const asked = nowMs();
   const [seconds, micros] = await redis.time();
   const answered = nowMs();
-  const clockOffsetMs = Number(seconds) * 1000 + Number(micros) / 1000 - (asked + answered) / 2;
+  const offsetMs = Number(seconds) * 1000 + Number(micros) / 1000 - (asked + answered) / 2;
   const startMicros = BigInt(seconds ?? 0) * 1_000_000n + BigInt(micros ?? 0);
+  return { offsetMs, startMicros };
+}
 
-  const poller = connect(stack.target, { name: "bench-index-poller", maxRetriesPerRequest: 1 });
-  poller.on("error", () => {});
-  const indexedAt = new Map<string, number>();
-  let newest = startMicros;
-  let polling = true;
-  let polls = 0;
-  const pollLoop = (async () => {
+/** Polls the creation index on its own connection, noting when each id first shows up in it. */
+class IndexPoller {
+  readonly indexedAt = new Map<string, number>();
+  polls = 0;
+  private readonly poller: ReturnType<typeof connect>;
+  private newest: bigint;
+  private polling = true;
+  private readonly loop: Promise<void>;
+
+  constructor(
+    private readonly bench: Bench,
+    private readonly startMicros: bigint,
+  ) {
+    this.newest = startMicros;
+    this.poller = connect(bench.stack.target, { name: "bench-index-poller", maxRetriesPerRequest: 1 });
+    this.poller.on("error", () => {});
+    this.loop = this.run();
+  }
+
+  async stop() {
+    this.polling = false;
+    await this.loop;
+    await disconnect(this.poller);
+  }
+
+  private async run() {
     try {
-      while (polling) {
-        const lookback = BigInt(polls % WIDE_POLL_EVERY === 0 ? WIDE_LOOKBACK_MICROS : INDEX_LOOKBACK_MICROS);
-        const from = newest - lookback > startMicros ? newest - lookback : startMicros;
-        const nowMicros = BigInt(Date.now() + 1000) * 1000n;
-        const replies = [];
-        for (let bucket = indexBucketOf(from); bucket <= indexBucketOf(nowMicros); bucket++) {
-          replies.push(await poller.zrange(indexKeys().bucket(bucket), `(${from}`, "+inf", "BYSCORE"));
-        }
-        const at = nowMs();
-        polls++;
-        for (const reply of replies) {
-          for (const member of reply) {
-            const { id, created: score } = indexMemberParts(member); // the member holds its score
-            if (indexedAt.has(id)) continue;
-            indexedAt.set(id, at);
-            const created = BigInt(score);
-            if (created > newest) newest = created;
-          }
-        }
+      while (this.polling) {
+        this.note(await this.poll(), nowMs());
         await sleep(INDEX_POLL_MS);
       }
     } catch (error) {
-      failures.push(`index poller: ${error instanceof Error ? error.message : String(error)}`);
+      this.bench.failures.push(`index poller: ${error instanceof Error ? error.message : String(error)}`);
     }
-  })();
+  }
 
-  const load = await withCpu(() =>
+  /** The entries past the newest seen less a look-back (see INDEX_LOOKBACK_MICROS), of every bucket up to now. */
+  private async poll() {
+    const lookback = BigInt(this.polls % WIDE_POLL_EVERY === 0 ? WIDE_LOOKBACK_MICROS : INDEX_LOOKBACK_MICROS);
+    const from = this.newest - lookback > this.startMicros ? this.newest - lookback : this.startMicros;
+    const nowMicros = BigInt(Date.now() + 1000) * 1000n;
+    const replies = [];
+    for (let bucket = indexBucketOf(from); bucket <= indexBucketOf(nowMicros); bucket++) {
+      replies.push(await this.poller.zrange(indexKeys().bucket(bucket), `(${from}`, "+inf", "BYSCORE"));
+    }
+    return replies;
+  }
+
+  private note(replies: string[][], at: number) {
+    this.polls++;
+    for (const reply of replies) {
+      for (const member of reply) {
+        const { id, created: score } = indexMemberParts(member); // the member holds its score
+        if (this.indexedAt.has(id)) continue;
+        this.indexedAt.set(id, at);
+        const created = BigInt(score);
+        if (created > this.newest) this.newest = created;
+      }
+    }
+  }
+}
+
+/** The load: creates at `rate`/s for --lag-duration s; the time of each 200 by id into `okAt`. */
+async function offerCreates(bench: Bench, rate: number, okAt: Map<number, number>) {
+  const service = bench.targets.service;
+  let repeated200 = 0;
+  const load = await bench.withCpu(() =>
     autocannon({
       url: service.url,
-      connections: topConnections,
-      duration: lagDurationS,
+      connections: bench.options.topConnections,
+      duration: bench.options.lagDurationS,
       overallRate: rate,
       // autocannon's correction for coordinated omission assumes an interval of ceil(1/rate) ms with
       // rate in requests per second, i.e. 1 ms, and would add made-up samples to the latencies.
@@ -137,91 +216,72 @@ async function measureLag(bench: Bench, rate: number, drainEventsPerS: number, w
   );
   const result = load.value;
   if (result.non2xx > 0 || result.errors > 0 || result.timeouts > 0) {
-    failures.push(
+    bench.failures.push(
       `lag load: ${result.non2xx} non-2xx (${JSON.stringify(result.statusCodeStats ?? {})}), ` +
         `${result.errors} errors, ${result.timeouts} timeouts`,
     );
   }
-  if (repeated200 > 0) failures.push(`lag load: ${repeated200} ids answered 200 twice`);
+  if (repeated200 > 0) bench.failures.push(`lag load: ${repeated200} ids answered 200 twice`);
+  return load;
+}
 
-  // Until every plant with a 200 is indexed (seen by the poller), or the deadline:
-  // 10 s, plus the time the worker would need for all of the load's creates at its measured drain rate,
-  // so that a worker slower than the load is reported in the figures and only lost work fails the run.
+/**
+ * Until every plant with a 200 is indexed (seen by the poller), or the deadline: 10 s, plus the
+ * time the worker would need for all of the load's creates at its measured drain rate, so that a
+ * worker slower than the load is reported in the figures and only lost work fails the run.
+ */
+async function awaitIndexed(poller: IndexPoller, okAt: Map<number, number>, drainEventsPerS: number, loadEnd: number) {
   const backlogMs = drainEventsPerS > 0 ? (okAt.size / drainEventsPerS) * 1000 : DRAIN_LIMIT_MS;
   const deadlineMs = LAG_DEADLINE_MS + Math.min(DRAIN_LIMIT_MS, Math.ceil(backlogMs));
-  const loadEnd = performance.now();
   const allDone = async () => {
-    for (const id of okAt.keys()) if (!indexedAt.has(String(id))) return false;
+    for (const id of okAt.keys()) if (!poller.indexedAt.has(String(id))) return false;
     return true;
   };
   await waitUntil(deadlineMs, allDone, 20);
-  const settledS = (performance.now() - loadEnd) / 1000;
-  polling = false;
-  await pollLoop;
-  await disconnect(poller);
-  // Deliveries may trail the index by far (each is an HTTP request of its own): their own deadline,
-  // so that a slow fan-out shows in the figures and only a lost delivery fails the run.
-  let deliveredS: number | undefined;
-  if (receiver) {
-    const allDelivered = async () => {
-      for (const id of okAt.keys()) if (!receiver.firstAt.has(String(id))) return false;
-      return true;
-    };
-    await waitUntil(WEBHOOK_DEADLINE_MS, allDelivered, 50);
-    deliveredS = round((performance.now() - loadEnd) / 1000);
-    await receiver.stop();
-  }
+  return { deadlineMs, settledS: (performance.now() - loadEnd) / 1000 };
+}
 
-  const indexLags: number[] = [];
-  const webhookLags: number[] = [];
-  let notIndexed = 0;
-  let notDelivered = 0;
+/**
+ * Deliveries may trail the index by far (each is an HTTP request of its own): their own deadline,
+ * so that a slow fan-out shows in the figures and only a lost delivery fails the run. Seconds from
+ * the load's end.
+ */
+async function awaitDelivered(receiver: Receiver, okAt: Map<number, number>, loadEnd: number) {
+  const allDelivered = async () => {
+    for (const id of okAt.keys()) if (!receiver.firstAt.has(String(id))) return false;
+    return true;
+  };
+  await waitUntil(WEBHOOK_DEADLINE_MS, allDelivered, 50);
+  const deliveredS = round((performance.now() - loadEnd) / 1000);
+  await receiver.stop();
+  return deliveredS;
+}
+
+/** Each create's lag to its index entry and (with a receiver) its webhook, and those that never came. */
+function lagsOf(okAt: Map<number, number>, indexedAt: Map<string, number>, receiver: Receiver | undefined) {
+  const lags = { index: [] as number[], webhook: [] as number[], notIndexed: 0, notDelivered: 0 };
   for (const [id, at] of okAt) {
     const indexed = indexedAt.get(String(id));
-    if (indexed === undefined) notIndexed++;
-    else indexLags.push(indexed - at);
+    if (indexed === undefined) lags.notIndexed++;
+    else lags.index.push(indexed - at);
     if (!receiver) continue;
     const delivered = receiver.firstAt.get(String(id));
-    if (delivered === undefined) notDelivered++;
-    else webhookLags.push(delivered - at);
+    if (delivered === undefined) lags.notDelivered++;
+    else lags.webhook.push(delivered - at);
   }
-  if (okAt.size === 0) failures.push("lag load: no create answered 200");
-  if (notIndexed > 0) {
+  return lags;
+}
+
+function reportLostWork(failures: string[], created: number, lags: ReturnType<typeof lagsOf>, deadlineMs: number) {
+  if (created === 0) failures.push("lag load: no create answered 200");
+  if (lags.notIndexed > 0) {
     failures.push(
-      `lag: of ${okAt.size} plants created, ${notIndexed} not indexed within ${(deadlineMs / 1000).toFixed(1)} s after the load`,
+      `lag: of ${created} plants created, ${lags.notIndexed} not indexed within ${(deadlineMs / 1000).toFixed(1)} s after the load`,
     );
   }
-  if (notDelivered > 0) {
+  if (lags.notDelivered > 0) {
     failures.push(
-      `lag: of ${okAt.size} plants created, ${notDelivered} had no webhook delivered within ${WEBHOOK_DEADLINE_MS / 1000} s after the load`,
+      `lag: of ${created} plants created, ${lags.notDelivered} had no webhook delivered within ${WEBHOOK_DEADLINE_MS / 1000} s after the load`,
     );
   }
-  const summaries: Record<string, Summary> = { "200 → indexed": summarize(indexLags) };
-  if (receiver) summaries["200 → webhook's first attempt"] = summarize(webhookLags);
-  return {
-    offeredPerS: rate,
-    durationS: lagDurationS,
-    connections: topConnections,
-    created: okAt.size,
-    indexed: okAt.size - notIndexed,
-    delivered: receiver ? okAt.size - notDelivered : undefined,
-    reqPerS: result.requests.average,
-    peakPerS: peakRate(
-      [...okAt.values()].sort((a, b) => a - b),
-      100,
-    ),
-    latencyMs: { p50: result.latency.p50, p99: result.latency.p99, max: result.latency.max },
-    non2xx: result.non2xx,
-    errors: result.errors,
-    timeouts: result.timeouts,
-    polls,
-    deadlineS: round(deadlineMs / 1000),
-    /** From the end of the load until all was indexed (or the deadline). */
-    settledS: round(settledS),
-    /** From the end of the load until every create's webhook had arrived (or WEBHOOK_DEADLINE_MS). */
-    deliveredS,
-    clockOffsetMs: round(clockOffsetMs),
-    cpu: load.cpu,
-    summaries,
-  };
 }

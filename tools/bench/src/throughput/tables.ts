@@ -12,9 +12,21 @@ export const msText = (value: number | undefined) =>
   value !== undefined && Number.isFinite(value) ? value.toFixed(3) : "-";
 
 export function printTables(options: ThroughputOptions, measured: Measured): void {
-  const { rounds, durationS, lagDurationS, topConnections } = options;
-  const { runs, pairs, drain, keepsUp, lag, metrics } = measured;
-  const { servicePostRate, postTop, cpuPerCreate } = pairs;
+  const { lag } = measured;
+  printRuns(options, measured.runs);
+  printPairs(options, measured.pairs);
+  printDrain(options, measured);
+  printLag(`lag under load: ${lag.offeredPerS} creates/s offered, ${options.lagDurationS} s, worker running`, lag);
+  printLag(
+    `the same with a webhook subscriber (a receiver of the bench's, every plant.created): ${lag.withWebhooks.offeredPerS} creates/s offered`,
+    lag.withWebhooks,
+  );
+  printMetricsCost(measured.metrics);
+  printCpuPerCreate(options, measured.pairs);
+}
+
+/** Every run: its throughput, latencies, errors and CPU. */
+function printRuns({ durationS }: ThroughputOptions, runs: Measured["runs"]): void {
   const runRows = runs.map((r) => [
     String(r.round),
     r.operation,
@@ -66,6 +78,10 @@ export function printTables(options: ThroughputOptions, measured: Measured): voi
       runRows,
     ),
   );
+}
+
+/** The service against the baseline, operation by operation (medians over the rounds). */
+function printPairs({ rounds }: ThroughputOptions, pairs: Measured["pairs"]): void {
   console.log(`\nservice vs baseline (medians over ${rounds} rounds)\n`);
   console.log(
     table(
@@ -93,6 +109,11 @@ export function printTables(options: ThroughputOptions, measured: Measured): voi
       ]),
     ),
   );
+}
+
+/** The worker's drain of the creates made while it was stopped, and whether it keeps up. */
+function printDrain({ topConnections }: ThroughputOptions, { drain, keepsUp, pairs }: Measured): void {
+  const { servicePostRate } = pairs;
   console.log(
     `\nworker drain (of the creates made while it was stopped: each one's index entry; its audit entry is its outbox entry, written by the commit; the relay batches events into BullMQ jobs)\n`,
   );
@@ -113,12 +134,10 @@ export function printTables(options: ThroughputOptions, measured: Measured): voi
       ],
     ),
   );
-  printLag(`lag under load: ${lag.offeredPerS} creates/s offered, ${lagDurationS} s, worker running`, lag);
-  printLag(
-    `the same with a webhook subscriber (a receiver of the bench's, every plant.created): ${lag.withWebhooks.offeredPerS} creates/s offered`,
-    lag.withWebhooks,
-  );
+}
 
+/** The metrics' cost: two fresh apis side by side, metrics on and off. */
+function printMetricsCost(metrics: Measured["metrics"]): void {
   console.log(
     `\nmetrics cost: POST /plants on two fresh apis side by side, ${metrics.twinConnections} connections each, worker stopped, metrics on vs off\n`,
   );
@@ -138,36 +157,41 @@ export function printTables(options: ThroughputOptions, measured: Measured): voi
       ]),
     ),
   );
+}
 
-  if (postTop) {
-    const { service, baseline } = postTop.cpuMsPerOk;
-    console.log(
-      `\nCPU ms per acknowledged create, POST /plants at ${topConnections} connections, worker running (medians of ${rounds} rounds)\n`,
-    );
-    console.log(
-      table(
-        ["target", "server", "worker", "redis", "load generator", "total (without the load generator)"],
+/** CPU ms per acknowledged create, service against baseline (when POST ran at the top connections). */
+function printCpuPerCreate(
+  { rounds, topConnections }: ThroughputOptions,
+  { postTop, cpuPerCreate }: Measured["pairs"],
+): void {
+  if (!postTop) return;
+  const { service, baseline } = postTop.cpuMsPerOk;
+  console.log(
+    `\nCPU ms per acknowledged create, POST /plants at ${topConnections} connections, worker running (medians of ${rounds} rounds)\n`,
+  );
+  console.log(
+    table(
+      ["target", "server", "worker", "redis", "load generator", "total (without the load generator)"],
+      [
         [
-          [
-            "service",
-            msText(service.api),
-            msText(service.worker),
-            msText(service.redis),
-            msText(service.bench),
-            msText(cpuPerCreate.serviceMs),
-          ],
-          [
-            "baseline",
-            msText(baseline.server),
-            "-",
-            msText(baseline.redis),
-            msText(baseline.bench),
-            msText(cpuPerCreate.baselineMs),
-          ],
+          "service",
+          msText(service.api),
+          msText(service.worker),
+          msText(service.redis),
+          msText(service.bench),
+          msText(cpuPerCreate.serviceMs),
         ],
-      ),
-    );
-  }
+        [
+          "baseline",
+          msText(baseline.server),
+          "-",
+          msText(baseline.redis),
+          msText(baseline.bench),
+          msText(cpuPerCreate.baselineMs),
+        ],
+      ],
+    ),
+  );
 }
 
 /** One lag run: its latencies from the 200 (index, and webhooks when subscribed) and its counts. */
