@@ -169,10 +169,13 @@ export interface WebhookAttemptNote {
   retryDelayMs?: number;
 }
 
-/** An event as delivered: its id (the `webhook-id`), type, body and commit time. */
+/**
+ * An event as delivered: its id (the `webhook-id`), type, body and commit time. Its type is any
+ * `<resource>.<verb>` (a resource composed into the service may record types of its own).
+ */
 const DeliveredEvent = z.object({
   eventId: z.string(),
-  type: WebhookEventType,
+  type: z.string().regex(/^[a-z][a-z-]*\.[a-z_]+$/),
   /** The JSON body sent, exactly (int64 ids as exact JSON numbers). */
   body: z.string(),
   /** Epoch ms of the event: the body's `timestamp`. */

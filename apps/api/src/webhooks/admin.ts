@@ -37,7 +37,7 @@ async function deliveryOf(queue: Queue, id: string): Promise<WebhookDelivery | u
   const delivery: WebhookDelivery = {
     id: job.id ?? "",
     eventId: data.data.eventId,
-    type: data.data.type,
+    type: data.data.type as WebhookEventType,
     status,
     attempts,
     createdAt: new Date(data.data.queuedAt).toISOString(),
