@@ -186,7 +186,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
 }
 
 /**
- * Relays the partitions' outbox streams into the side-work queue. The api commits a plant and its
+ * Relays the partitions' outbox streams into the side-work queue. The api commits a change and its
  * outbox entry in one script; this loop turns each entry into jobs and only then acknowledges
  * it, so a crash anywhere leaves the entry either unread or pending — never lost:
  * - the workers share the partitions through leases: this relay reads only those it holds, and a

@@ -72,7 +72,7 @@ const KEEP_BATCHES = { age: 3600, count: 1000 };
 /**
  * One batch delivery job per subscription (of `subscribed`) with the events it wants that were
  * committed while it was active; each event's delivery is claimed for the batch and listed with
- * the subscription's deliveries at once. Used by the fan-out of plant events and by the end of an
+ * the subscription's deliveries at once. Used by the fan-out of change events and by the end of an
  * import (`import.finished`). Returns how many deliveries were queued.
  */
 export async function queueDeliveries(

@@ -15,7 +15,7 @@ import type { FastifyBaseLogger } from "fastify";
 import { History, HistoryReads } from "./history.js";
 
 /**
- * The live event streams of one api process (`GET /plants/events` and the tRPC subscription
+ * The live event streams of one api process (each resource's, e.g. `GET /plants/events` and the tRPC subscription
  * `plants.events`): one read loop over the store's event log (see @plant-store/store's
  * event-log.ts) shared by every stream, never one per connection. It emits the log's events in
  * its order up to the watermark, to each stream that wants them; a stream that starts from a
