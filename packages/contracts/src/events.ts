@@ -29,15 +29,12 @@ export type PlantCreatedEvent = z.output<typeof PlantCreatedEvent>;
 
 /**
  * A plant was deleted. `created`, `name` and `tag` are those of the plant version that was
- * removed, `version` its last (entries written before updates existed have none).
+ * removed, `version` its last.
  */
 export const PlantDeletedEvent = z.object({
   type: z.literal("plant.deleted"),
   ...eventFields,
-  version: z
-    .string()
-    .regex(/^\d{1,16}$/)
-    .optional(),
+  version: z.string().regex(/^\d{1,16}$/),
 });
 export type PlantDeletedEvent = z.output<typeof PlantDeletedEvent>;
 

@@ -181,7 +181,7 @@ export function webhookRecords(client: RedisClient) {
       await client.settleDeliveries(storeKeys.webhookDeliveryRecords(id), ...pairs);
     },
 
-    /** The records of these deliveries (undefined where there is none: a delivery an earlier version queued as a job). */
+    /** The records of these deliveries (undefined where there is none: dropped from the list since it was read). */
     async deliveryRecords(id: string, deliveryIds: readonly string[]): Promise<(DeliveryRecord | undefined)[]> {
       if (deliveryIds.length === 0) return [];
       const stored = await client.hmget(storeKeys.webhookDeliveryRecords(id), ...deliveryIds);

@@ -95,7 +95,8 @@ export function webhookAdmin(redis: RedisClient, connection: RedisClient, config
     const listed = await Promise.all(
       ids.map((id, i) => {
         const record = records[i];
-        if (!record || record.state === "job") return deliveryOf(queue, id);
+        if (!record) return undefined; // dropped from the list (its newest are kept) since it was read
+        if (record.state === "job") return deliveryOf(queue, id);
         // Gone after the days a succeeded delivery is kept, as its job would be.
         if (record.state === "succeeded" && (record.deliveredMs ?? 0) < shownSince) return undefined;
         return recordedDelivery(id, subscriptionId, record);
