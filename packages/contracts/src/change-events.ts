@@ -50,8 +50,6 @@ export interface ResourceEvents<Event extends ChangeEvent = ChangeEvent> {
   readonly types: readonly string[];
   /** Reads an event back (an outbox entry's fields, or a job's copy of an event); throws a ZodError when invalid. */
   parse(record: Readonly<Record<string, unknown>>): Event;
-  /** The id of the resource the event is about (decimal text for int64 ids). */
-  subjectOf(event: Event): string;
   /** The message as JSON text, ids as exact JSON numbers: a webhook delivery's body, a live event's `data:`. */
   body(event: Event): string;
   /** The same message for tRPC clients. */
@@ -71,7 +69,7 @@ export class EventRegistry {
   readonly types: readonly string[];
   private readonly byType = new Map<string, ResourceEvents>();
 
-  constructor(readonly resources: readonly ResourceEvents[]) {
+  constructor(resources: readonly ResourceEvents[]) {
     for (const resource of resources) {
       for (const type of resource.types) {
         if (this.byType.has(type)) throw new Error(`event type ${type} is registered twice`);
@@ -79,11 +77,6 @@ export class EventRegistry {
       }
     }
     this.types = [...this.byType.keys()];
-  }
-
-  /** The resource that records events of `type`. */
-  resourceOf(type: string): ResourceEvents | undefined {
-    return this.byType.get(type);
   }
 
   /**

@@ -73,7 +73,6 @@ export const plantEvents: ResourceEvents<PlantEvent> = {
   resource: "plant",
   types: PLANT_EVENT_TYPES,
   parse: (record) => PlantEvent.parse(record),
-  subjectOf: (event) => event.plantId,
   body(event) {
     const tag = event.tag === undefined ? "" : `,"tag":${JSON.stringify(event.tag)}`;
     const data = `{"id":${int64Json(event.plantId)},"name":${JSON.stringify(event.name)}${tag}}`;
