@@ -7,16 +7,6 @@ import { EVENTS_PATH } from "./rest.js";
 /** The subscription `plants.events`'s input: a tag to follow, and the cursor to resume after. */
 export const PlantEventsInput = z.object({ tag: PlantTag.optional(), lastEventId: LastEventId }).optional();
 
-/**
- * What a subscriber receives per event (contracts' PlantEventMessage), spelled out: the router's
- * type, which clients get, names no server package.
- */
-export type PlantLiveEvent = {
-  type: "plant.created" | "plant.updated" | "plant.deleted";
-  timestamp: string;
-  data: { id: bigint; name: string; tag?: string };
-};
-
 /** The plants' live events: `GET /plants/events` and `plants.events`, a stream following one tag at most. */
 export const plantLiveEvents: LiveEvents = {
   path: EVENTS_PATH,

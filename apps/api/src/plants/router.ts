@@ -16,7 +16,7 @@ import { errors } from "../resource/errors.js";
 import { nextPageLink, pageHeaders } from "../resource/paging.js";
 import { authorizedProcedure, type Context, router } from "../trpc.js";
 import { etagOf, ifMatchCondition, ifNoneMatchVersions, noneMatchHolds } from "./conditional.js";
-import { PlantEventsInput, type PlantLiveEvent } from "./events.js";
+import { PlantEventsInput } from "./events.js";
 import { plantBodyId } from "./rest.js";
 import { type PlantChange, storedPlant, toPlantResponse } from "./service.js";
 
@@ -46,6 +46,16 @@ const badIfMatch = { 400: "If-Match is not * or a list of entity tags" } as cons
 const badIfNoneMatch = "If-None-Match is not * or a list of entity tags";
 
 type PlantsContext = Context & { principal: { id: string } };
+
+/**
+ * What a `plants.events` subscriber receives per event (contracts' PlantEventMessage), spelled out
+ * and not exported: the router's published type, which clients get, then names no server module.
+ */
+type PlantLiveEvent = {
+  type: "plant.created" | "plant.updated" | "plant.deleted";
+  timestamp: string;
+  data: { id: bigint; name: string; tag?: string };
+};
 
 const noSuchPlant = (id: bigint) => new TRPCError({ code: "NOT_FOUND", message: `There is no plant with id ${id}` });
 /** The 412 of a change whose If-Match names no current version (the caller sets the current ETag first). */
