@@ -111,7 +111,9 @@ export function withRawBigInts(value: unknown): unknown {
     let copy: unknown[] | undefined;
     for (let i = 0; i < value.length; i++) {
       const item = withRawBigInts(value[i]);
-      if (item !== value[i]) (copy ??= value.slice())[i] = item;
+      if (item === value[i]) continue;
+      copy ??= value.slice();
+      copy[i] = item;
     }
     return copy ?? value;
   }
@@ -119,7 +121,9 @@ export function withRawBigInts(value: unknown): unknown {
   let copy: Record<string, unknown> | undefined;
   for (const key of Object.keys(object)) {
     const item = withRawBigInts(object[key]);
-    if (item !== object[key]) (copy ??= { ...object })[key] = item;
+    if (item === object[key]) continue;
+    copy ??= { ...object };
+    copy[key] = item;
   }
   return copy ?? value;
 }
