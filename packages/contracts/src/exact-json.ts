@@ -95,8 +95,15 @@ export function parseExactJson(text: string, subject: string): unknown {
   }
 }
 
-/** JSON.rawJSON (Node 21+; TypeScript's ES2023 library does not declare it yet). */
-const rawJSON = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
+/**
+ * JSON.rawJSON (Node 21+; TypeScript's ES2023 library does not declare it yet). On an older Node,
+ * a bigint's answer fails saying why, not with "rawJSON is not a function".
+ */
+const rawJSON =
+  (JSON as unknown as { rawJSON?: (text: string) => unknown }).rawJSON ??
+  (() => {
+    throw new Error("JSON.rawJSON is missing: the service needs Node.js 22.12+ (package.json engines)");
+  });
 
 /**
  * A value JSON.stringify writes exactly: each bigint (an int64 beyond 2^53, on which it throws)
