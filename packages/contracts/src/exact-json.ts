@@ -95,6 +95,46 @@ export function parseExactJson(text: string, subject: string): unknown {
   }
 }
 
+/**
+ * JSON.rawJSON (Node 21+; TypeScript's ES2023 library does not declare it yet). On an older Node,
+ * a bigint's answer fails saying why, not with "rawJSON is not a function".
+ */
+const rawJSON =
+  (JSON as unknown as { rawJSON?: (text: string) => unknown }).rawJSON ??
+  (() => {
+    throw new Error("JSON.rawJSON is missing: the service needs Node.js 22.12+ (package.json engines)");
+  });
+
+/**
+ * A value JSON.stringify writes exactly: each bigint (an int64 beyond 2^53, on which it throws)
+ * as a JSON.rawJSON of its digits, in a copy of only the arrays and plain objects that hold one;
+ * a value holding none is returned as is. Natively, faster than lossless-json's stringify for the
+ * same text (tools/bench/scripts/int64-json.mjs). Walks the value by recursion: for response bodies.
+ */
+export function withRawBigInts(value: unknown): unknown {
+  if (typeof value === "bigint") return rawJSON(value.toString());
+  if (typeof value !== "object" || value === null) return value;
+  if (Array.isArray(value)) {
+    let copy: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      const item = withRawBigInts(value[i]);
+      if (item === value[i]) continue;
+      copy ??= value.slice();
+      copy[i] = item;
+    }
+    return copy ?? value;
+  }
+  const object = value as Record<string, unknown>;
+  let copy: Record<string, unknown> | undefined;
+  for (const key of Object.keys(object)) {
+    const item = withRawBigInts(object[key]);
+    if (item === object[key]) continue;
+    copy ??= { ...object };
+    copy[key] = item;
+  }
+  return copy ?? value;
+}
+
 type Issue = { message: string; path: PropertyKey[] };
 
 /** Validation issues as sentences naming their fields (the contracts' own messages already do). */
