@@ -54,7 +54,7 @@ export interface ResourceEvents<Event extends ChangeEvent = ChangeEvent> {
   body(event: Event): string;
   /** The same message for tRPC clients. */
   message(event: Event): EventMessage;
-  /** The values a live stream's `tag` filter matches (none: a filtered stream never sends it). */
+  /** The topics a live stream may follow that the event belongs to (a plant: its tags); none: a stream following a topic never gets it. */
   topicsOf?(event: Event): readonly string[];
 }
 
