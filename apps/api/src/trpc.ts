@@ -10,7 +10,6 @@ import type { EventHub } from "./events/hub.js";
 import type { ImportService } from "./imports/service.js";
 import { StoreUnavailableError } from "./outage.js";
 import type { PlantService } from "./plants/service.js";
-import type { BodyIdRule } from "./resource/module.js";
 import type { WebhookAdmin } from "./webhooks/admin.js";
 
 /** Per-request context, built the same way for REST and native tRPC. */
@@ -35,6 +34,20 @@ export type Context = {
    * as responseHeaders: procedures see a copy of the context, not the context itself.)
    */
   preconditions: { ifMatch: string | undefined; ifNoneMatch: string | undefined; notModified: boolean };
+};
+
+/**
+ * A PUT's or PATCH's body may repeat the path parameter that names the resource (as `id`); the REST
+ * adapter would let the path's silently win, so a different value is refused with a 400 before the
+ * procedure runs. Declared on the procedure's meta (`bodyId`).
+ */
+export type BodyIdRule = {
+  /** The path parameter the body may repeat; the operation's input schema reads the path's value. */
+  pathParam: string;
+  /** The body's value, as the resource's schema has it (a plant id: an int64). */
+  schema: ZodType;
+  /** What the path names, for the message: "plant". */
+  names: string;
 };
 
 /**

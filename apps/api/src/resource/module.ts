@@ -1,6 +1,9 @@
 import type { ResourceEvents, TokenScope } from "@plant-store/contracts";
 import type { ZodType } from "zod";
 import { type ApiRouter, router } from "../trpc.js";
+
+export type { BodyIdRule } from "../trpc.js";
+
 import type { Json, OperationExamples } from "./openapi.js";
 
 /**
@@ -67,20 +70,6 @@ export type PlainOperation = {
 
 /** Finished document entries (paths or webhooks) and the component schemas they refer to. */
 export type DocumentedParts = { entries: Readonly<Record<string, Json>>; schemas: Readonly<Record<string, Json>> };
-
-/**
- * A PUT's or PATCH's body may repeat the path parameter that names the resource (as `id`); the REST
- * adapter would let the path's silently win, so a different value is refused with a 400 before the
- * procedure runs. Declared on the procedure's meta (`bodyId`).
- */
-export type BodyIdRule = {
-  /** The path parameter the body may repeat; the operation's input schema reads the path's value. */
-  pathParam: string;
-  /** The body's value, as the resource's schema has it (a plant id: an int64). */
-  schema: ZodType;
-  /** What the path names, for the message: "plant". */
-  names: string;
-};
 
 /** What http/ serves: a router, the modules it is composed of, and what the document says of the whole. */
 export type ComposedApi = { router: ApiRouter; resources: readonly ResourceModule[]; info: DocumentInfo };
