@@ -8,6 +8,8 @@ import { exited } from "./child.js";
 export interface RedisServerOptions {
   /** Data folder (AOF files). Default: a new temp folder, removed again by `stop()`. */
   dir?: string;
+  /** Where that new temp folder is made (default the OS's temp dir): e.g. a RAM-backed one to measure. */
+  parentDir?: string;
   /** Default: a free port picked by the OS. */
   port?: number;
   /**
@@ -63,7 +65,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   const binary = redisServerBinary(options.binary);
   if (!binary) throw new Error(INSTALL_HINT);
   const ownsDir = options.dir === undefined;
-  const dir = options.dir ?? mkdtempSync(join(tmpdir(), "plant-store-redis-"));
+  const dir = options.dir ?? mkdtempSync(join(options.parentDir ?? tmpdir(), "plant-store-redis-"));
   // A picked port can be taken before redis binds it: retry a few times with a new one.
   for (let attempt = 1; ; attempt++) {
     const port = options.port ?? (await freePort());

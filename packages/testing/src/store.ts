@@ -35,6 +35,8 @@ export interface TestStoreOptions {
   partitions?: number;
   /** REDIS_MIN_REPLICAS_ACK in `env`; default none (the store's own default). */
   minReplicasAck?: number;
+  /** Where the store's data folder is made (default the OS's temp dir): a benchmark's `--redis-dir`. */
+  parentDir?: string;
 }
 
 /**
@@ -61,7 +63,10 @@ export async function startTestStore(kind: StoreKind, options: TestStoreOptions 
     ...(options.partitions === undefined ? {} : { partitions: options.partitions }),
     ...(options.minReplicasAck === undefined ? {} : { minReplicasAck: options.minReplicasAck }),
   };
-  const appendfsync = options.appendfsync === undefined ? {} : { appendfsync: options.appendfsync };
+  const appendfsync = {
+    ...(options.appendfsync === undefined ? {} : { appendfsync: options.appendfsync }),
+    ...(options.parentDir === undefined ? {} : { parentDir: options.parentDir }),
+  };
   if (kind === "single") {
     const server = await startRedisServer(appendfsync);
     return {

@@ -68,6 +68,8 @@ export async function startStack(options: {
   appendfsync: "always" | "everysec" | "no";
   aof?: boolean;
   cluster?: boolean;
+  /** Where the private store's data folder is made (`--redis-dir`); default the OS's temp dir. */
+  redisDir?: string | undefined;
 }): Promise<Stack> {
   const given = givenClusterEnv(process.env);
   if (given && options.cluster) {
@@ -75,7 +77,10 @@ export async function startStack(options: {
   }
   let store: TestStore | undefined;
   if (!given) {
-    store = await startTestStore(options.cluster ? "cluster" : "single", { appendfsync: options.appendfsync });
+    store = await startTestStore(options.cluster ? "cluster" : "single", {
+      appendfsync: options.appendfsync,
+      ...(options.redisDir === undefined ? {} : { parentDir: options.redisDir }),
+    });
     const { server } = store;
     if (server && (server.port === 6379 || !server.url.startsWith("redis://127.0.0.1:"))) {
       await store.stop();

@@ -67,7 +67,7 @@ class LocalRedisCluster implements RedisCluster {
     this.readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
     this.password = options.password;
     this.ownsDir = options.dir === undefined;
-    this.dir = options.dir ?? mkdtempSync(join(tmpdir(), "plant-store-redis-cluster-"));
+    this.dir = options.dir ?? mkdtempSync(join(options.parentDir ?? tmpdir(), "plant-store-redis-cluster-"));
     mkdirSync(this.dir, { recursive: true });
     process.on("exit", this.onExit);
     this.watchdog = startWatchdog(this.dir, this.ownsDir);

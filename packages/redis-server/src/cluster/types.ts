@@ -16,6 +16,8 @@ export interface RedisClusterOptions {
    * removed by `stop()`.
    */
   dir?: string;
+  /** Where that new temp folder is made (default the OS's temp dir): e.g. a RAM-backed one to measure. */
+  parentDir?: string;
   /** `cluster-node-timeout`: how long a node may be unreachable before it is failed over. Default 2000 ms. */
   nodeTimeoutMs?: number;
   /** How long `startRedisCluster`, `restartNode` wait for a healthy cluster. Default 60 000 ms. */

@@ -58,9 +58,11 @@ export type Bench = Awaited<ReturnType<typeof startBench>>;
 /** Starts the store (AOF fsync always, as deployed), the api and the baseline. */
 export async function startBench(options: ThroughputOptions) {
   const failures: string[] = [];
-  const stack = await startStack({ appendfsync: "always", cluster: options.cluster });
+  const stack = await startStack({ appendfsync: "always", cluster: options.cluster, redisDir: options.redisDir });
   const { redis } = stack;
-  console.log(`store: ${stack.kind}, ${stack.partitions} partitions`);
+  console.log(
+    `store: ${stack.kind}, ${stack.partitions} partitions, data in ${options.redisDir ?? "the OS's temp dir"}`,
+  );
   const api = await startApiProcess(stack);
   const baselineProcess = await startBaselineProcess(stack);
   const targets: Record<Target, TargetState> = {

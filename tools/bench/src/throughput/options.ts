@@ -10,6 +10,11 @@ export interface ThroughputOptions {
   lagDurationS: number;
   warmupS: number;
   cluster: boolean;
+  /**
+   * Where the private store keeps its data (`--redis-dir`): a RAM-backed folder (/dev/shm) shows what
+   * the service costs where fsync is fast. A measurement aid, never a deployment setting.
+   */
+  redisDir: string | undefined;
   /** The drain and the lag load compare with the service's POST rate at this many connections. */
   topConnections: number;
 }
@@ -33,6 +38,7 @@ export function parseThroughputOptions(): ThroughputOptions {
       "lag-duration": { type: "string", default: "10" },
       warmup: { type: "string", default: "3" },
       cluster: { type: "boolean", default: false },
+      "redis-dir": { type: "string" },
       help: { type: "boolean", default: false },
     },
   });
@@ -44,6 +50,9 @@ export function parseThroughputOptions(): ThroughputOptions {
   --lag-duration 10   seconds of creates at half the service's POST rate, with the worker running
   --warmup 3          seconds of POST at 50 connections per target first, not recorded
   --cluster           a private Redis Cluster (3 masters + 3 replicas) instead of one redis-server
+  --redis-dir DIR     make the private store's data folder in DIR (default the OS's temp dir): e.g.
+                      /dev/shm, RAM-backed, to see the figures of a host whose fsync is fast. A
+                      measurement aid: a deployment keeps its data on a disk
 The store: a private redis-server; --cluster: a private cluster; REDIS_CLUSTER_NODES set: that
 cluster (no plants in it yet; REDIS_PASSWORD etc. as for the api). The api, the worker and the
 baseline all get the same store.
@@ -65,6 +74,7 @@ Takes about 6 minutes with the defaults.`);
     lagDurationS,
     warmupS,
     cluster: args.cluster,
+    redisDir: args["redis-dir"],
     topConnections: Math.max(...connectionCounts),
   };
 }
