@@ -23,12 +23,16 @@ local function appendPlantEvent(outboxKey, type, id, name, tag, previous, actor,
   redis.call('XADD', outboxKey, '*', unpack(fields))
 end
 
--- Writes a new plant's hash and its `plant.created` entry: the commit of a create.
+-- Writes a new plant's hash and its `plant.created` entry: the commit of a create. Its fields are
+-- passed to HSET and XADD as they are (no table, no unpack): creates are the hot path.
 local function commitCreatedPlant(plantKey, outboxKey, id, name, tag, created, actor, requestId, at)
   if tag then
     redis.call('HSET', plantKey, 'name', name, 'tag', tag, 'created', created, 'at', at)
+    redis.call('XADD', outboxKey, '*', 'type', 'plant.created', 'plantId', id, 'name', name, 'tag', tag,
+      'actor', actor, 'requestId', requestId, 'at', at, 'created', created)
   else
     redis.call('HSET', plantKey, 'name', name, 'created', created, 'at', at)
+    redis.call('XADD', outboxKey, '*', 'type', 'plant.created', 'plantId', id, 'name', name,
+      'actor', actor, 'requestId', requestId, 'at', at, 'created', created)
   end
-  appendPlantEvent(outboxKey, 'plant.created', id, name, tag, {}, actor, requestId, at, created, nil)
 end
