@@ -18,7 +18,6 @@ import { readFileSync } from "node:fs";
 import { connect as netConnect, type Socket } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { IMPORT_MEDIA_TYPE } from "@plant-store/contracts";
-import { freePort } from "@plant-store/redis-server";
 import {
   connect,
   importCommitter,
@@ -33,12 +32,12 @@ import {
   mainNextTo,
   OTHER_TOKEN,
   type Service,
+  spawnApi,
   spawnService,
   startTestStore,
   type TestStore,
   TOKEN,
   untilLogged,
-  untilReady,
 } from "@plant-store/testing";
 import superjson from "superjson";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -71,28 +70,13 @@ async function startProcessStack(options: { env?: Record<string, string>; worker
     await store.stop();
   };
   try {
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
-    const api = spawnService(
-      "api",
-      apiMain,
-      {
-        ...store.env,
-        PORT: String(port),
-        HOST: "127.0.0.1",
-        API_TOKENS: `${TOKEN},${OTHER_TOKEN}`,
-        ADMIN_TOKEN,
-        LOG_LEVEL: "warn",
-        // The test's own GETs and polls are no abuse: the per-token rate limit stays out of the way.
-        RATE_LIMIT_PER_MINUTE: "1000000",
-        ...options.env,
-        // With the api's flags in production (the Dockerfile, npm start): its memory as it runs there.
-        // Node 24 otherwise lets the young generation grow to 128 MiB here (Node 20 and 22: 32 MiB).
-      },
-      { nodeFlags: ["--max-semi-space-size=16"] },
-    );
+    const { api, url } = await spawnApi(apiMain, store, {
+      tokens: `${TOKEN},${OTHER_TOKEN}`,
+      // The test's own GETs and polls are no abuse: the per-token rate limit stays out of the way.
+      env: { ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: "1000000", ...options.env },
+      readyMs: 30_000,
+    });
     started.push(api);
-    await untilReady(api, url, 30_000);
     let worker: Service | undefined;
     if (options.worker) {
       worker = spawnService("worker", workerMain, {
@@ -105,7 +89,7 @@ async function startProcessStack(options: { env?: Record<string, string>; worker
       started.push(worker);
       await untilLogged(worker, "worker ready", 30_000);
     }
-    return { store, api, worker, port, url, redis, stop };
+    return { store, api, worker, port: Number(new URL(url).port), url, redis, stop };
   } catch (error) {
     await stop();
     throw error;

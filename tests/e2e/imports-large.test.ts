@@ -4,17 +4,8 @@
 // the upload is the subject here (the import itself is the other files' and the bench's).
 import { readFileSync } from "node:fs";
 import { IMPORT_MEDIA_TYPE, type Import, importLimits } from "@plant-store/contracts";
-import { freePort } from "@plant-store/redis-server";
 import { importKeys } from "@plant-store/store";
-import {
-  mainNextTo,
-  type Service,
-  spawnService,
-  startTestStore,
-  type TestStore,
-  TOKEN,
-  untilReady,
-} from "@plant-store/testing";
+import { mainNextTo, type Service, spawnApi, startTestStore, type TestStore, TOKEN } from "@plant-store/testing";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { call } from "./stack.js";
 
@@ -35,16 +26,7 @@ let api: Service;
 let url: string;
 beforeAll(async () => {
   store = await startTestStore("single");
-  const port = await freePort();
-  url = `http://127.0.0.1:${port}`;
-  api = spawnService("api", mainNextTo(import.meta.resolve("@plant-store/api")), {
-    ...store.env,
-    PORT: String(port),
-    HOST: "127.0.0.1",
-    API_TOKENS: TOKEN,
-    LOG_LEVEL: "warn",
-  });
-  await untilReady(api, url, 20_000);
+  ({ api, url } = await spawnApi(mainNextTo(import.meta.resolve("@plant-store/api")), store, { tokens: TOKEN }));
 });
 afterAll(async () => {
   await api?.stop();

@@ -4,8 +4,7 @@
 // Error shape, with the headers every answer carries.
 import { createConnection } from "node:net";
 import { fileURLToPath } from "node:url";
-import { freePort } from "@plant-store/redis-server";
-import { type Service, spawnService, startTestStore, type TestStore, untilReady } from "@plant-store/testing";
+import { type Service, spawnApi, startTestStore, type TestStore } from "@plant-store/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { call, expectError, rawCall, TOKEN } from "./stack.js";
 
@@ -20,17 +19,10 @@ let api: Service;
 let url: string;
 beforeAll(async () => {
   store = await startTestStore("single");
-  const port = await freePort();
-  url = `http://127.0.0.1:${port}`;
-  api = spawnService("api", mainJs, {
-    ...store.env,
-    PORT: String(port),
-    HOST: "127.0.0.1",
-    API_TOKENS: TOKEN,
-    LOG_LEVEL: "warn",
-    IMPORT_MAX_BYTES: String(UPLOAD_MAX_BYTES),
-  });
-  await untilReady(api, url, 20_000);
+  ({ api, url } = await spawnApi(mainJs, store, {
+    tokens: TOKEN,
+    env: { IMPORT_MAX_BYTES: String(UPLOAD_MAX_BYTES) },
+  }));
 });
 afterAll(async () => {
   await api?.stop();

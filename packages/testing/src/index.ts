@@ -2,6 +2,7 @@
 // worker are started and what environment they get.
 export { ADMIN_TOKEN, type CallOptions, call, eventually, expectError, OTHER_TOKEN, rawCall, TOKEN } from "./http.js";
 export {
+  API_NODE_FLAGS,
   type CommandRun,
   type ExitInfo,
   mainNextTo,
@@ -10,6 +11,7 @@ export {
   type Service,
   type SpawnOptions,
   serviceFailure,
+  spawnApi,
   spawnService,
   untilLogged,
   untilReady,

@@ -5,6 +5,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import type { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { freePort } from "@plant-store/redis-server";
 
 export interface ExitInfo {
   code: number | null;
@@ -197,4 +198,41 @@ export function runCommand(
       resolve({ code, stdout, stderr, ms: Date.now() - started });
     });
   });
+}
+
+/** Node's flags for the api as deployed (the Dockerfile's and `npm start`'s): a 16 MiB young generation. */
+export const API_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=16"];
+
+/**
+ * The api's built process (`entry`, its `main.js`) as deployed, with its production Node flags (on
+ * Node 24 the young generation would otherwise grow to 128 MiB, and a memory bound measure that),
+ * on a free port of 127.0.0.1 with the store's variables, `API_TOKENS=tokens`, warn-level logs and
+ * `env` on top; resolves once it is ready.
+ */
+export async function spawnApi(
+  entry: string,
+  store: { env: Record<string, string> },
+  options: { tokens: string; env?: Record<string, string>; readyMs?: number; spawn?: SpawnOptions },
+): Promise<{ api: Service; url: string }> {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const env = {
+    ...store.env,
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    API_TOKENS: options.tokens,
+    LOG_LEVEL: "warn",
+    ...options.env,
+  };
+  const api = spawnService("api", entry, env, {
+    ...options.spawn,
+    nodeFlags: [...API_NODE_FLAGS, ...(options.spawn?.nodeFlags ?? [])],
+  });
+  try {
+    await untilReady(api, url, options.readyMs ?? 20_000);
+  } catch (error) {
+    await api.stop();
+    throw error;
+  }
+  return { api, url };
 }
