@@ -1,13 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
-import {
-  type ChangeEvent,
-  EVENTS_JOB,
-  type EventBatch,
-  type EventRegistry,
-  jobIdFor,
-  UnknownEventType,
-} from "@plant-store/contracts";
+import { type ChangeEvent, EVENTS_JOB, type EventBatch, type EventRegistry, jobIdFor } from "@plant-store/contracts";
 import {
   eventIdOf,
   type Outbox,
@@ -147,9 +140,7 @@ export interface Relay {
  */
 export function unreadableReason(error: unknown): string {
   const issues = (error as { issues?: unknown }).issues;
-  if (error instanceof UnknownEventType || !Array.isArray(issues)) {
-    return error instanceof Error ? error.message : String(error);
-  }
+  if (!Array.isArray(issues)) return error instanceof Error ? error.message : String(error);
   return issues
     .map((issue: { path?: unknown[]; message?: string }) => {
       const path = issue.path?.length ? issue.path.join(".") : "entry";

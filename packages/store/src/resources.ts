@@ -41,7 +41,6 @@ export interface IndexedChange {
 /** The keys of a resource's record and index in a partition. */
 export function resourceKeys(resource: string, p: number) {
   const tag = `{p${p}}`;
-  if (!/^[a-z][a-z-]*$/.test(resource) || resource === "plant") throw new Error(`not a resource name: ${resource}`);
   return {
     record: (id: bigint | string) => `${resource}:${tag}:${id}`,
     index: `${resource}:${tag}:index`,
@@ -50,6 +49,8 @@ export function resourceKeys(resource: string, p: number) {
 
 /** The records of `resource` (its name: `note` for `note:{p<n>}:<id>` and `note.created`). */
 export function resourceRecords(client: RedisClient, layout: Layout, resource: string, durability: Durability) {
+  // Its keys start with its name: the plants' is taken (their hashes are `plant:{p<n>}:<id>`).
+  if (!/^[a-z][a-z-]*$/.test(resource) || resource === "plant") throw new Error(`not a resource name: ${resource}`);
   defineScripts(client);
   const commit = committer(client, durability);
   const partitionOfId = (id: bigint) => partitionOf(id, layout.partitions);
