@@ -7,7 +7,7 @@ export function table(headers: readonly string[], rows: readonly (readonly strin
   const widths = headers.map((header, column) =>
     Math.max(header.length, ...rows.map((row) => (row[column] ?? "").length)),
   );
-  const numeric = (text: string) => /^[-+]?[\d.,]+(?:[x%]| ms| s)?$/.test(text) || text === "-";
+  const numeric = (text: string) => /^[-+]?[\d.,]+(?:[x×%]| %| ms| s)?$/.test(text) || text === "-";
   const line = (cells: readonly string[]) =>
     cells
       .map((cell, column) => {

@@ -15,12 +15,13 @@ import { startBench } from "./throughput/context.js";
 import { measureDrain } from "./throughput/drain.js";
 import { measureLagAtHalfRate } from "./throughput/lag.js";
 import { measureMetricsCost } from "./throughput/metrics-cost.js";
-import { limitMs, parseThroughputOptions } from "./throughput/options.js";
+import { limitMs, parseThroughputOptions, storageOf } from "./throughput/options.js";
 import { pairsOf } from "./throughput/pairs.js";
 import { writeThroughputResult } from "./throughput/result.js";
 import { runRecorder, runRounds, runWorkerStopped, warmUp } from "./throughput/runs.js";
 import { printOutputAndFailures, printSummary } from "./throughput/summary.js";
 import { printTables } from "./throughput/tables.js";
+import { judge, latestJudgedRun, otherStorage, printTargets } from "./throughput/targets.js";
 
 const options = parseThroughputOptions();
 
@@ -42,9 +43,17 @@ await runBench("throughput", limitMs(options), async () => {
   const measured = { runs, pairs, metrics, drain, keepsUp, lag, aofRewritesWorkerStopped, aofRewritesDuringRounds };
   printTables(options, measured);
   printSummary(options, measured);
+  const judged = {
+    ...storageOf(options),
+    startedAt: new Date(startedAtWall).toISOString(),
+    verdicts: judge(options, measured),
+  };
+  printTargets(judged);
+  const other = latestJudgedRun(otherStorage(judged.storage));
+  if (other) printTargets(other);
   printOutputAndFailures(bench, [warmup.worker, worker]);
   const ok = bench.failures.length === 0;
-  const path = writeThroughputResult({ startedAtWall, before }, bench, warmup.getIds, measured);
+  const path = writeThroughputResult({ startedAtWall, before }, bench, warmup.getIds, measured, judged);
   console.log(`\n${ok ? "ok" : "FAILED"}; written ${path}`);
   return ok;
 });

@@ -8,7 +8,7 @@ import { TOKEN } from "../http.js";
 import { cpuSecondsOf, type Service, type Stack, startApiProcess, startBaselineProcess, startStack } from "../stack.js";
 import { type StoreCounts, storeCounts } from "../store-counts.js";
 import { cpuPercent, createRequest, type Target } from "../throughput-helpers.js";
-import type { ThroughputOptions } from "./options.js";
+import { storageOf, type ThroughputOptions } from "./options.js";
 
 const BASELINE_ID_BASE = 1_000_000_000_000;
 const SERVICE_ID_BASE = 2_000_000_000_000;
@@ -60,8 +60,9 @@ export async function startBench(options: ThroughputOptions) {
   const failures: string[] = [];
   const stack = await startStack({ appendfsync: "always", cluster: options.cluster, redisDir: options.redisDir });
   const { redis } = stack;
+  const storage = storageOf(options);
   console.log(
-    `store: ${stack.kind}, ${stack.partitions} partitions, data in ${options.redisDir ?? "the OS's temp dir"}`,
+    `store: ${stack.kind}, ${stack.partitions} partitions, data in ${storage.dataDir} (${storage.storage} storage)`,
   );
   const api = await startApiProcess(stack);
   const baselineProcess = await startBaselineProcess(stack);

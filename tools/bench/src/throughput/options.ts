@@ -1,4 +1,6 @@
 /** The throughput benchmark's command line, and the bounds of its phases (they make its hard time limit). */
+import { statfsSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { parseArgs } from "node:util";
 import { integerOption } from "../stack.js";
 
@@ -86,4 +88,19 @@ export function limitMs({ rounds, durationS, connectionCounts, lagDurationS, war
   return (
     (2 * warmupS + roundsS + lagDurationS + 60) * 1000 + INDEX_WARMUP_LIMIT_MS + 2 * DRAIN_LIMIT_MS + LAG_DEADLINE_MS
   );
+}
+
+export type Storage = "RAM-backed" | "disk";
+
+/** tmpfs's magic number (statfs(2)): its files live in memory, so an fsync there waits for no disk. */
+const TMPFS_MAGIC = 0x01021994;
+
+/** Where the private store's data lives (`--redis-dir`, else the OS's temp dir) and what kind of storage that is. */
+export function storageOf({ redisDir }: ThroughputOptions): { storage: Storage; dataDir: string } {
+  const dataDir = redisDir ?? tmpdir();
+  let ramBacked = false;
+  try {
+    ramBacked = statfsSync(dataDir).type === TMPFS_MAGIC;
+  } catch {} // an unreadable folder fails the store's start, not this label
+  return { storage: ramBacked ? "RAM-backed" : "disk", dataDir };
 }

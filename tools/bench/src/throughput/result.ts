@@ -6,6 +6,7 @@ import { INDEX_LOOKBACK_MICROS, INDEX_POLL_MS, WIDE_LOOKBACK_MICROS, WIDE_POLL_E
 import type { Measured } from "./measured.js";
 import { LAG_DEADLINE_MS } from "./options.js";
 import type { GetIds } from "./runs.js";
+import type { JudgedRun } from "./targets.js";
 
 const roundSummaries = (summaries: Record<string, Summary>) =>
   Object.fromEntries(Object.entries(summaries).map(([name, s]) => [name, roundSummary(s)]));
@@ -16,6 +17,7 @@ export function writeThroughputResult(
   bench: Bench,
   getIds: GetIds,
   measured: Measured,
+  targets: JudgedRun,
 ): string {
   const { options, stack, failures } = bench;
   const { runs, pairs, metrics, drain, keepsUp, lag, aofRewritesDuringRounds, aofRewritesWorkerStopped } = measured;
@@ -71,6 +73,7 @@ export function writeThroughputResult(
       summaries: roundSummaries(lag.summaries),
       withWebhooks: { ...lag.withWebhooks, summaries: roundSummaries(lag.withWebhooks.summaries) },
     },
+    targets,
     summary: {
       postRatioTop: round(postTop?.medianRatio ?? Number.NaN),
       postP99RatioTop: round(postTop?.p99Ratio ?? Number.NaN),

@@ -6,9 +6,7 @@ import type { Bench } from "./context.js";
 import type { Measured } from "./measured.js";
 import type { ThroughputOptions } from "./options.js";
 import { msText, perS, ratioText } from "./tables.js";
-
-/** Issue 38's targets, with the worker running: what the summary's verdicts compare against. */
-const TARGETS = { postRatio: 0.35, p99Ratio: 3, cpuRatio: 4, lagP99Ms: 250, webhookP99Ms: 1000 } as const;
+import { TARGETS } from "./targets.js";
 
 export function printSummary({ rounds, connectionCounts, topConnections }: ThroughputOptions, measured: Measured) {
   const { pairs, metrics, drain, keepsUp, lag, aofRewritesDuringRounds, aofRewritesWorkerStopped } = measured;
