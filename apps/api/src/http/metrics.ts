@@ -2,10 +2,11 @@ import type { SupervisedProcess } from "@plant-store/contracts";
 import type { DataVolumeState, NodeMemory } from "@plant-store/store";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Registry } from "prom-client";
 import type { StoreCapacity } from "../capacity.js";
 import type { Supervision } from "../supervision.js";
 import type { Guard } from "./guard.js";
+import { requestSeries } from "./request-series.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -48,7 +49,7 @@ export function createApiMetrics(sources: ApiMetricsSources) {
   stateGauges(registers, sources, () => inFlight);
   if (sources.capacity) capacityGauges(registers, sources.capacity);
   if (sources.supervision) supervisionGauges(registers, sources.supervision);
-  const count = requestCounter(metrics);
+  const count = requestCounter(registers);
 
   const finish = (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
     if (request.metricsDone) return;
@@ -90,22 +91,9 @@ export function createApiMetrics(sources: ApiMetricsSources) {
   };
 }
 
-/** Requests by operation, method and status, their durations, and the guard's and Redis's refusals. */
+/** The guard's and Redis's refusals (the requests and their durations: request-series.ts). */
 function httpSeries(registers: Registry[]) {
   return {
-    requests: new Counter({
-      name: "plant_store_http_requests_total",
-      help: "HTTP requests answered, by operation, method and status",
-      labelNames: ["operation", "method", "status"] as const,
-      registers,
-    }),
-    duration: new Histogram({
-      name: "plant_store_http_request_duration_seconds",
-      help: "Time from a request's arrival to its answer being ready to send, by operation and method",
-      labelNames: ["operation", "method"] as const,
-      buckets: DURATION_BUCKETS,
-      registers,
-    }),
     authFailures: new Counter({
       name: "plant_store_auth_failures_total",
       help: "Failed authentications, by reason (missing, malformed, invalid, expired, revoked)",
@@ -188,24 +176,14 @@ const operationOf = (request: FastifyRequest) => {
 };
 
 /** Counts an answered request and its duration under its (operation, method, status). */
-function requestCounter({ requests, duration }: ReturnType<typeof httpSeries>) {
-  // The series of each (operation, method, status), bound once: prom-client hashes a label object
-  // on every inc/observe otherwise. Bounded like the labels themselves.
-  const series = new Map<string, { count: Counter.Internal; time: Histogram.Internal<"operation" | "method"> }>();
+function requestCounter(registers: Registry[]) {
+  const record = requestSeries(registers, DURATION_BUCKETS);
   return (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
-    const operation = operationOf(request);
     // tRPC's adapter sends a fetch Response, whose status Fastify applies only after onSend.
     const status = payload instanceof Response ? payload.status : reply.statusCode;
     // A REST HEAD runs as its path's GET until it is answered (rest.ts): counted as the HEAD it is.
     const method = request.restHead ? "HEAD" : request.method;
-    const key = `${operation} ${method} ${status}`;
-    let bound = series.get(key);
-    if (!bound) {
-      bound = { count: requests.labels(operation, method, String(status)), time: duration.labels(operation, method) };
-      series.set(key, bound);
-    }
-    bound.count.inc();
-    bound.time.observe(reply.elapsedTime / 1000);
+    record(operationOf(request), method, status, reply.elapsedTime / 1000);
   };
 }
 
