@@ -65,13 +65,20 @@ let app: FastifyInstance;
 let base: string;
 /** Whether a reply carried its own `statusCode` property when it was sent (the adapter's redefinition). */
 const ownStatusCode: boolean[] = [];
+/** The adapter's per-request additions seen on a request and its reply when it was sent. */
+const ownAdditions: string[][] = [];
 
 beforeAll(async () => {
   app = Fastify();
   // Every body parsed as JSON, whatever its type: the adapter alone decides which types it takes.
   app.addContentTypeParser("*", { parseAs: "string" }, app.getDefaultJsonParser("error", "error"));
-  app.addHook("onSend", (_request, reply, payload, done) => {
+  app.addHook("onSend", (request, reply, payload, done) => {
     ownStatusCode.push(Object.hasOwn(reply, "statusCode"));
+    const added = (object: object, names: string[]) => names.filter((name) => Object.hasOwn(object, name));
+    ownAdditions.push([
+      ...added(request, ["once", "on", "off", "destroy"]),
+      ...added(reply, ["setHeader", "end", "once", "on", "emit", "socket", "headersSent"]),
+    ]);
     done(null, payload);
   });
   await app.register(fastifyTRPCOpenApiPlugin, {
@@ -167,6 +174,20 @@ describe("trpc-to-openapi 3.3.0 patch", () => {
     expect(((await missing.json()) as { message: string }).message).toBe("no such thing");
     expect((await fetch(`${base}/signal`)).status).toBe(200);
     expect(ownStatusCode).toEqual([false, false]);
+  });
+
+  it("Fastify adapter: nothing put on each request and reply, and bodies, headers and statuses still arrive", async () => {
+    ownAdditions.length = 0;
+    const echo = await fetch(`${base}/echo`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"name":"Fern"}',
+    });
+    expect(echo.status).toBe(200);
+    expect(echo.headers.get("content-type")).toMatch(/^application\/json/);
+    expect(await echo.json()).toEqual({ name: "Fern" });
+    expect((await fetch(`${base}/missing`)).status).toBe(404);
+    expect(ownAdditions).toEqual([[], []]);
   });
 
   it("coerceSchema walks a schema once: the coercion is permanent, so later calls return at once", () => {
