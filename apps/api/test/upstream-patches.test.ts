@@ -23,7 +23,23 @@ const seen: { signal?: AbortSignal | undefined; release?: () => void } = {};
 /** The signal last seen (read through a call: the tests reset it, and TypeScript would narrow it). */
 const lastSignal = (): AbortSignal | undefined => seen.signal;
 
+/** The `list` procedure's input, whose `shape` reads are counted (see "input plan"). */
+const listInput = z.object({ tags: z.array(z.string()).optional(), n: z.number() });
+const listShape = listInput.shape;
+let listShapeReads = 0;
+Object.defineProperty(listInput, "shape", {
+  get() {
+    listShapeReads++;
+    return listShape;
+  },
+});
+
 const router = t.router({
+  list: t.procedure
+    .meta({ openapi: { method: "GET", path: "/list" } })
+    .input(listInput)
+    .output(z.object({ tags: z.array(z.string()).optional(), n: z.number() }))
+    .query(({ input }) => input),
   big: t.procedure
     .meta({ openapi: { method: "GET", path: "/big" } })
     .input(z.void())
@@ -188,6 +204,26 @@ describe("trpc-to-openapi 3.3.0 patch", () => {
     expect(await echo.json()).toEqual({ name: "Fern" });
     expect((await fetch(`${base}/missing`)).status).toBe(404);
     expect(ownAdditions).toEqual([[], []]);
+  });
+
+  it("input plan: a procedure's input schema is worked out on its first request only; query arrays still wrapped, strings coerced", async () => {
+    const list = async (query: string) => (await fetch(`${base}/list?${query}`)).json();
+    expect(await list("tags=a&n=3")).toEqual({ tags: ["a"], n: 3 });
+    const readsAfterFirst = listShapeReads;
+    expect(await list("tags=a&tags=b&n=4")).toEqual({ tags: ["a", "b"], n: 4 });
+    expect(await list("n=5")).toEqual({ n: 5 });
+    expect(listShapeReads).toBe(readsAfterFirst);
+  });
+
+  it("procedure lookup: one pass over the path patterns, each run once (no test-then-exec)", async () => {
+    const test = vi.spyOn(RegExp.prototype, "test");
+    try {
+      expect((await fetch(`${base}/signal`)).status).toBe(200);
+      const pathPatternTests = test.mock.contexts.filter((pattern) => (pattern as RegExp).source.startsWith("^\\/"));
+      expect(pathPatternTests).toEqual([]);
+    } finally {
+      test.mockRestore();
+    }
   });
 
   it("coerceSchema walks a schema once: the coercion is permanent, so later calls return at once", () => {
