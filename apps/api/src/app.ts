@@ -99,7 +99,7 @@ export const EVENTS_DEFAULTS: EventsConfig = {
 /**
  * Builds the HTTP service: REST at the root, native tRPC at /trpc, the document, the dashboard.
  * The composition root: the parts are built here and registered in order, since hooks of one kind
- * run in the order they were added (the metrics' onSend before the one that fixes the media type).
+ * run in the order they were added (requestHooks' first, so that it counts each answer before any other changes it).
  */
 export async function buildApp(options: AppOptions) {
   const api = composeApi(options.resources);

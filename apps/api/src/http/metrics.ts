@@ -51,13 +51,6 @@ export function createApiMetrics(sources: ApiMetricsSources) {
   if (sources.supervision) supervisionGauges(registers, sources.supervision);
   const count = requestCounter(registers);
 
-  const finish = (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
-    if (request.metricsDone) return;
-    request.metricsDone = true;
-    inFlight--;
-    count(request, reply, payload);
-  };
-
   return {
     ...metrics,
     registry,
@@ -68,17 +61,21 @@ export function createApiMetrics(sources: ApiMetricsSources) {
     },
 
     /**
-     * Counts each request when its answer is ready (onSend: its status is final). Every request
-     * gets one, also one its client abandoned (Fastify still answers it). Not onResponse nor
-     * onRequestAbort: each of them cost the api ~15 % more CPU per create in paired runs
-     * (Fastify's per-request work for them), where onSend, which runs anyway, cost nothing measurable.
+     * Counts a request when its answer is ready: call from the first onSend hook (requestHooks'),
+     * where its status is final. Every request gets one, also one its client abandoned (Fastify
+     * still answers it). Not onResponse nor onRequestAbort: each of them cost the api ~15 % more
+     * CPU per create in paired runs (Fastify's per-request work for them); onSend runs anyway.
      */
+    answered(request: FastifyRequest, reply: FastifyReply, payload: unknown) {
+      if (request.metricsDone) return;
+      request.metricsDone = true;
+      inFlight--;
+      count(request, reply, payload);
+    },
+
+    /** Gives every request its `metricsDone` mark (on the root, before the routes). */
     install(app: FastifyInstance) {
       app.decorateRequest("metricsDone", false);
-      app.addHook("onSend", (request, reply, payload, done) => {
-        finish(request, reply, payload);
-        done(null, payload);
-      });
     },
 
     /** `GET /metrics`: the Prometheus text, for a token with `metrics:read` (or `admin`). */
@@ -189,7 +186,7 @@ function requestCounter(registers: Registry[]) {
 
 export type ApiMetrics = ReturnType<typeof createApiMetrics>;
 
-/** Counts every request (the metrics' onSend hook); nothing without metrics. Register it before the other hooks. */
+/** Marks every request for counting (requestHooks counts it); nothing without metrics. */
 export const requestMetrics = fp<{ metrics: ApiMetrics | undefined }>(
   async (app, { metrics }) => {
     metrics?.install(app);

@@ -70,6 +70,7 @@ export const requestHooks = fp<RequestHooksOptions>(
     // answer with the document's media type exactly, as contract testers (Dredd) compare it.
     // A 503 says when to come back (tRPC's own answers get it in its responseMeta).
     app.addHook("onSend", (request, reply, payload, done) => {
+      metrics?.answered(request, reply, payload); // first: the status is final here
       if (reply.getHeader("content-type") === FASTIFY_JSON) reply.header("content-type", JSON_MEDIA_TYPE);
       if (reply.statusCode === 503) reply.header("retry-after", RETRY_AFTER_503_SECONDS);
       if (!closing) keepConnectionForTheBody(request, reply); // shutting down, connections close
