@@ -10,6 +10,7 @@ import { cpuSecondsOf, startApiProcess } from "../stack.js";
 import { round } from "../stats.js";
 import { median } from "../throughput-helpers.js";
 import { type Bench, postRequest, SETTLE_MS, type TargetState, WARMUP_CONNECTIONS } from "./context.js";
+import { METRICS_MIN_ROUNDS } from "./options.js";
 
 const METRICS_ON_ID_BASE = 3_000_000_000_000;
 const METRICS_OFF_ID_BASE = 4_000_000_000_000;
@@ -26,7 +27,8 @@ export interface MetricsRun {
 
 export async function measureMetricsCost(bench: Bench) {
   const { options, stack, checkResult } = bench;
-  const { rounds, durationS, warmupS, topConnections } = options;
+  const { durationS, warmupS, topConnections } = options;
+  const rounds = Math.max(options.rounds, METRICS_MIN_ROUNDS);
   const twins = {
     on: await startApiProcess(stack, { metrics: true }),
     off: await startApiProcess(stack, { metrics: false }),
