@@ -1,0 +1,61 @@
+/** The exporter's wire format (OTEL_EXPORTER_OTLP_PROTOCOL); gRPC is not offered (no gRPC stack in the service). */
+export type OtlpProtocol = "http/protobuf" | "http/json";
+
+/** Which traces are kept (OTEL_TRACES_SAMPLER and its _ARG, as the specification names them). */
+export interface SamplerSettings {
+  name: "always_on" | "always_off" | "traceidratio" | "parentbased_always_on" | "parentbased_always_off" | "parentbased_traceidratio";
+  /** The ratio of the traceidratio samplers (0 to 1; default 1). */
+  ratio: number;
+}
+
+export type TracingSettings =
+  | { enabled: false; reason: string }
+  | { enabled: true; serviceName: string; protocol: OtlpProtocol; sampler: SamplerSettings };
+
+const SAMPLERS: readonly SamplerSettings["name"][] = [
+  "always_on",
+  "always_off",
+  "traceidratio",
+  "parentbased_always_on",
+  "parentbased_always_off",
+  "parentbased_traceidratio",
+];
+
+const text = (value: string | undefined) => (value === undefined || value.trim() === "" ? undefined : value.trim());
+
+/**
+ * Reads the standard variables, and only those: tracing is on when an OTLP endpoint is set
+ * (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) and OTEL_SDK_DISABLED is not
+ * `true`. The exporter reads the endpoint (and OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT…) itself.
+ * Throws on a value it cannot honour, so a mistyped sampler fails the start instead of tracing
+ * everything.
+ */
+export function tracingSettings(env: NodeJS.ProcessEnv, defaultServiceName: string): TracingSettings {
+  if (text(env.OTEL_SDK_DISABLED)?.toLowerCase() === "true") return { enabled: false, reason: "OTEL_SDK_DISABLED" };
+  if (!text(env.OTEL_EXPORTER_OTLP_ENDPOINT) && !text(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)) {
+    return { enabled: false, reason: "no OTEL_EXPORTER_OTLP_ENDPOINT" };
+  }
+  const protocol = text(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) ?? text(env.OTEL_EXPORTER_OTLP_PROTOCOL) ?? "http/protobuf";
+  if (protocol !== "http/protobuf" && protocol !== "http/json") {
+    throw new Error(`OTEL_EXPORTER_OTLP_PROTOCOL ${JSON.stringify(protocol)}: only http/protobuf and http/json are supported`);
+  }
+  return {
+    enabled: true,
+    serviceName: text(env.OTEL_SERVICE_NAME) ?? defaultServiceName,
+    protocol,
+    sampler: samplerSettings(env),
+  };
+}
+
+function samplerSettings(env: NodeJS.ProcessEnv): SamplerSettings {
+  const name = (text(env.OTEL_TRACES_SAMPLER) ?? "parentbased_always_on").toLowerCase();
+  if (!(SAMPLERS as readonly string[]).includes(name)) {
+    throw new Error(`OTEL_TRACES_SAMPLER ${JSON.stringify(name)}: expected one of ${SAMPLERS.join(", ")}`);
+  }
+  const arg = text(env.OTEL_TRACES_SAMPLER_ARG);
+  const ratio = arg === undefined ? 1 : Number(arg);
+  if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1) {
+    throw new Error(`OTEL_TRACES_SAMPLER_ARG ${JSON.stringify(arg)}: expected a ratio between 0 and 1`);
+  }
+  return { name: name as SamplerSettings["name"], ratio };
+}
