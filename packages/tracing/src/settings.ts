@@ -10,7 +10,14 @@ export interface SamplerSettings {
 
 export type TracingSettings =
   | { enabled: false; reason: string }
-  | { enabled: true; serviceName: string; protocol: OtlpProtocol; sampler: SamplerSettings };
+  | {
+      enabled: true;
+      serviceName: string;
+      protocol: OtlpProtocol;
+      sampler: SamplerSettings;
+      /** OTEL_BSP_SCHEDULE_DELAY: the longest a finished span waits to be exported (ms; default 5000). */
+      scheduleDelayMs: number;
+    };
 
 const SAMPLERS: readonly SamplerSettings["name"][] = [
   "always_on",
@@ -44,6 +51,7 @@ export function tracingSettings(env: NodeJS.ProcessEnv, defaultServiceName: stri
     serviceName: text(env.OTEL_SERVICE_NAME) ?? defaultServiceName,
     protocol,
     sampler: samplerSettings(env),
+    scheduleDelayMs: positiveInteger(env, "OTEL_BSP_SCHEDULE_DELAY", 5000),
   };
 }
 
@@ -58,4 +66,11 @@ function samplerSettings(env: NodeJS.ProcessEnv): SamplerSettings {
     throw new Error(`OTEL_TRACES_SAMPLER_ARG ${JSON.stringify(arg)}: expected a ratio between 0 and 1`);
   }
   return { name: name as SamplerSettings["name"], ratio };
+}
+
+function positiveInteger(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const value = text(env[name]);
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value) || Number(value) === 0) throw new Error(`${name} ${JSON.stringify(value)}: expected a positive integer`);
+  return Number(value);
 }

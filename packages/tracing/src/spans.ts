@@ -97,12 +97,13 @@ const NO_FIELDS: Record<string, string> = Object.freeze({});
 
 /**
  * The active span's ids as log fields (`trace_id`, `span_id`), for every log line written inside
- * a span; none when tracing is off (a constant, no lookup).
+ * a span; none when tracing is off.
  */
 export function traceLogFields(spanContext?: SpanContext): Record<string, string> {
-  if (!on) return NO_FIELDS;
+  // A new object each time: pino's mixin merges the line's fields into it.
+  if (!on) return {};
   const ids = spanContext ?? trace.getActiveSpan()?.spanContext();
-  return ids && isSpanContextValid(ids) ? { trace_id: ids.traceId, span_id: ids.spanId } : NO_FIELDS;
+  return ids && isSpanContextValid(ids) ? { trace_id: ids.traceId, span_id: ids.spanId } : {};
 }
 
 /**
