@@ -116,7 +116,9 @@ describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) 
     await otlp?.close();
   });
 
-  it("follows a create from its request through the outbox to its webhook, in one trace", { timeout: 60_000 }, async () => {
+  it("follows a create from its request through the outbox to its webhook, in one trace", {
+    timeout: 60_000,
+  }, async () => {
     const { url, receiver, apiLines } = running as Running;
     const { traceId, id } = await createTraced(url);
 

@@ -377,7 +377,9 @@ class OutboxRelay implements Relay {
     };
     // Traced: one span for the batch, linked to the trace of each of its events.
     const links = isTracing() ? linksTo(events.map((event) => event.traceparent)) : undefined;
-    await (links ? inSpan("relay batch", relay, { links, attributes: { "plant_store.events": events.length } }) : relay());
+    await (links
+      ? inSpan("relay batch", relay, { links, attributes: { "plant_store.events": events.length } })
+      : relay());
     observer?.relayed(relayedEntries);
     if (events.length > 0) {
       this.logger.debug("relayed outbox entries", this.log({ count: events.length, partitions: [...relayed.keys()] }));

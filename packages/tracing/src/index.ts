@@ -1,7 +1,8 @@
 import type { BullMQOtel } from "bullmq-otel";
-import { setTracing } from "./spans.js";
 import { type TracingSettings, tracingSettings } from "./settings.js";
+import { setTracing } from "./spans.js";
 
+export { type OtlpProtocol, type SamplerSettings, type TracingSettings, tracingSettings } from "./settings.js";
 export {
   activeTraceparent,
   inSpan,
@@ -12,7 +13,6 @@ export {
   spanContextOf,
   traceLogFields,
 } from "./spans.js";
-export { type OtlpProtocol, type SamplerSettings, type TracingSettings, tracingSettings } from "./settings.js";
 
 /** What startTracing started: nothing (`enabled: false`), or the SDK and its exporter. */
 export interface Tracing {
@@ -35,10 +35,7 @@ let started: Tracing | undefined;
  * returns a handle that is off. Call it before Fastify, ioredis and undici are imported (the
  * processes' entry points import the rest afterwards), so that their instrumentations apply.
  */
-export async function startTracing(options: {
-  defaultServiceName: string;
-  env?: NodeJS.ProcessEnv;
-}): Promise<Tracing> {
+export async function startTracing(options: { defaultServiceName: string; env?: NodeJS.ProcessEnv }): Promise<Tracing> {
   if (started) return started;
   const settings: TracingSettings = tracingSettings(options.env ?? process.env, options.defaultServiceName);
   if (!settings.enabled) {

@@ -1,3 +1,4 @@
+import { FastifyOtelInstrumentation } from "@fastify/otel";
 import { context, propagation, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
@@ -17,7 +18,6 @@ import {
   TracerProvider,
 } from "@opentelemetry/sdk-trace";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
-import { FastifyOtelInstrumentation } from "@fastify/otel";
 import { BullMQOtel } from "bullmq-otel";
 import { register as registerImportHooks } from "import-in-the-middle/register-hooks.mjs";
 import type { SamplerSettings, TracingSettings } from "./settings.js";

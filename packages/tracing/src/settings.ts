@@ -3,7 +3,13 @@ export type OtlpProtocol = "http/protobuf" | "http/json";
 
 /** Which traces are kept (OTEL_TRACES_SAMPLER and its _ARG, as the specification names them). */
 export interface SamplerSettings {
-  name: "always_on" | "always_off" | "traceidratio" | "parentbased_always_on" | "parentbased_always_off" | "parentbased_traceidratio";
+  name:
+    | "always_on"
+    | "always_off"
+    | "traceidratio"
+    | "parentbased_always_on"
+    | "parentbased_always_off"
+    | "parentbased_traceidratio";
   /** The ratio of the traceidratio samplers (0 to 1; default 1). */
   ratio: number;
 }
@@ -42,9 +48,12 @@ export function tracingSettings(env: NodeJS.ProcessEnv, defaultServiceName: stri
   if (!text(env.OTEL_EXPORTER_OTLP_ENDPOINT) && !text(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)) {
     return { enabled: false, reason: "no OTEL_EXPORTER_OTLP_ENDPOINT" };
   }
-  const protocol = text(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) ?? text(env.OTEL_EXPORTER_OTLP_PROTOCOL) ?? "http/protobuf";
+  const protocol =
+    text(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) ?? text(env.OTEL_EXPORTER_OTLP_PROTOCOL) ?? "http/protobuf";
   if (protocol !== "http/protobuf" && protocol !== "http/json") {
-    throw new Error(`OTEL_EXPORTER_OTLP_PROTOCOL ${JSON.stringify(protocol)}: only http/protobuf and http/json are supported`);
+    throw new Error(
+      `OTEL_EXPORTER_OTLP_PROTOCOL ${JSON.stringify(protocol)}: only http/protobuf and http/json are supported`,
+    );
   }
   return {
     enabled: true,
@@ -71,6 +80,7 @@ function samplerSettings(env: NodeJS.ProcessEnv): SamplerSettings {
 function positiveInteger(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const value = text(env[name]);
   if (value === undefined) return fallback;
-  if (!/^\d+$/.test(value) || Number(value) === 0) throw new Error(`${name} ${JSON.stringify(value)}: expected a positive integer`);
+  if (!/^\d+$/.test(value) || Number(value) === 0)
+    throw new Error(`${name} ${JSON.stringify(value)}: expected a positive integer`);
   return Number(value);
 }

@@ -1,4 +1,6 @@
 import {
+  type Attributes,
+  type Context,
   context,
   isSpanContextValid,
   type Link,
@@ -6,10 +8,8 @@ import {
   type Span,
   type SpanContext,
   SpanStatusCode,
-  type Attributes,
-  type Context,
-  trace,
   TraceFlags,
+  trace,
 } from "@opentelemetry/api";
 
 /** Set once by startTracing: every helper here is a plain call through while it is false. */

@@ -48,7 +48,10 @@ export class OneLineRequestLog extends LogController {
     if (this.isLogDisabled(request)) return;
     const trace = requestTraceFields(request);
     if (error) {
-      reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime, ...trace }, "request errored");
+      reply.log.error(
+        { req: request, res: reply, err: error, responseTime: reply.elapsedTime, ...trace },
+        "request errored",
+      );
     } else {
       reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime, ...trace }, "request completed");
     }
