@@ -55,26 +55,29 @@ interface Running {
   receiver: Receiver;
 }
 
-/** A store, a webhook receiver subscribed to plant.created, the api and the worker with `otel` on top. */
-async function startProcesses(otel: Record<string, string>): Promise<Running> {
-  const store = await startTestStore("single");
-  const receiver = await startReceiver();
+/**
+ * A store, a webhook receiver subscribed to plant.created, the api and the worker with `otel` on
+ * top, each kept in `running` as soon as it is started (so afterAll stops it should a later one fail).
+ */
+async function startProcesses(otel: Record<string, string>, running: Partial<Running>): Promise<void> {
+  running.store = await startTestStore("single");
+  running.receiver = await startReceiver();
   const { lines: apiLines, log } = lineCollector();
-  const { api, url } = await spawnApi(apiMain, store, {
+  running.apiLines = apiLines;
+  ({ api: running.api, url: running.url } = await spawnApi(apiMain, running.store, {
     tokens: TOKEN,
     env: { ...webhookEnv, ...otel, ADMIN_TOKEN, LOG_LEVEL: "info" },
     spawn: { log },
-  });
-  const worker = spawnService("worker", workerMain, {
-    ...store.env,
+  }));
+  running.worker = spawnService("worker", workerMain, {
+    ...running.store.env,
     ...webhookEnv,
     ...otel,
     WORKER_METRICS_PORT: "0",
     LOG_LEVEL: "info",
   });
-  await untilLogged(worker, "worker ready", 30_000);
-  await subscribe(url, receiver, { events: ["plant.created"] });
-  return { store, api, worker, url, apiLines, receiver };
+  await untilLogged(running.worker, "worker ready", 30_000);
+  await subscribe(running.url, running.receiver, { events: ["plant.created"] });
 }
 
 async function stopProcesses(running: Partial<Running>) {
@@ -102,14 +105,13 @@ const deliveryOf = (receiver: Receiver, id: string) =>
 
 describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) => {
   let otlp: OtlpReceiver;
-  let running: Partial<Running> = {};
+  const running: Partial<Running> = {};
   beforeAll(async () => {
     otlp = await startOtlpReceiver();
-    running = await startProcesses({
-      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
-      OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
-      OTEL_BSP_SCHEDULE_DELAY: "200",
-    });
+    await startProcesses(
+      { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: protocol, OTEL_BSP_SCHEDULE_DELAY: "200" },
+      running,
+    );
   }, 60_000);
   afterAll(async () => {
     await stopProcesses(running);
@@ -164,11 +166,11 @@ describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) 
 
 describe("tracing off", () => {
   let otlp: OtlpReceiver;
-  let running: Partial<Running> = {};
+  const running: Partial<Running> = {};
   beforeAll(async () => {
     otlp = await startOtlpReceiver();
     // The endpoint is set but the SDK disabled: the receiver would see anything sent.
-    running = await startProcesses({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_SDK_DISABLED: "true" });
+    await startProcesses({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_SDK_DISABLED: "true" }, running);
   }, 60_000);
   afterAll(async () => {
     await stopProcesses(running);

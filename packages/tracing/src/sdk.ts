@@ -17,7 +17,7 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from "@opentelemetry/sdk-trace";
-import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
+import { ATTR_SERVICE_NAME, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY } from "@opentelemetry/semantic-conventions";
 import { BullMQOtel } from "bullmq-otel";
 import { register as registerImportHooks } from "import-in-the-middle/register-hooks.mjs";
 import type { SamplerSettings, TracingSettings } from "./settings.js";
@@ -32,6 +32,35 @@ function samplerOf({ name, ratio }: SamplerSettings): Sampler {
       ? new TraceIdRatioBasedSampler(ratio)
       : new AlwaysOnSampler();
   return name.startsWith("parentbased_") ? new ParentBasedSampler({ root }) : root;
+}
+
+const withoutQuery = (url: string) => {
+  const mark = url.indexOf("?");
+  return mark === -1 ? url : url.slice(0, mark);
+};
+
+/**
+ * Fastify's, ioredis's and undici's, told to record no query string and no command arguments: a
+ * query may carry a credential (the logs redact them too), a subscriber's URL as well, and a
+ * command's arguments are plants, token hashes and secrets.
+ */
+function instrumentations() {
+  return [
+    // A span per request and per route handler, not per hook: hooks are many and cheap.
+    new FastifyOtelInstrumentation({
+      registerOnInitialization: true,
+      instrumentHooks: false,
+      requestHook: (span, request) => span.setAttribute(ATTR_URL_PATH, withoutQuery(request.url)),
+    }),
+    // Only commands of traced work (a request, a batch): not the relay's blocking reads and leases.
+    new IORedisInstrumentation({ requireParentSpan: true, dbStatementSerializer: (command) => command }),
+    new UndiciInstrumentation({
+      startSpanHook: (request) => ({
+        [ATTR_URL_FULL]: withoutQuery(`${request.origin}${request.path}`),
+        [ATTR_URL_QUERY]: "",
+      }),
+    }),
+  ];
 }
 
 export interface Sdk {
@@ -58,12 +87,7 @@ export function startSdk(settings: Extract<TracingSettings, { enabled: true }>):
   trace.setGlobalTracerProvider(provider);
   const unregister = registerInstrumentations({
     tracerProvider: provider,
-    instrumentations: [
-      // A span per request and per route handler, not per hook: hooks are many and cheap.
-      new FastifyOtelInstrumentation({ registerOnInitialization: true, instrumentHooks: false }),
-      new IORedisInstrumentation({ requireParentSpan: true }),
-      new UndiciInstrumentation(),
-    ],
+    instrumentations: instrumentations(),
   });
   return {
     bullmq: new BullMQOtel({ tracerName: "bullmq" }),

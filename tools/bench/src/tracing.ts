@@ -24,6 +24,8 @@ import { storeCounts } from "./store-counts.js";
 import { auth } from "./throughput/context.js";
 import { createRequest, median, waitUntil } from "./throughput-helpers.js";
 
+const DRAIN_LIMIT_MS = 600_000;
+
 interface Mode {
   name: string;
   env: Record<string, string>;
@@ -97,8 +99,9 @@ async function runMode(
     autocannon({ url: api.url, connections: options.connections, duration, requests: [post] });
   const drained = async () => {
     const plants = await counts.plants();
-    if (!(await waitUntil(120_000, async () => (await counts.indexed()) === plants, 100))) {
-      throw new Error(`${mode.name}: the worker did not index every plant within 120 s`);
+    // Generous: the worker runs niced (as deployed), and on a busy host it gets little CPU.
+    if (!(await waitUntil(DRAIN_LIMIT_MS, async () => (await counts.indexed()) === plants, 100))) {
+      throw new Error(`${mode.name}: the worker did not index every plant within ${DRAIN_LIMIT_MS / 1000} s`);
     }
     return plants;
   };
@@ -153,7 +156,7 @@ function printRuns(modes: readonly Mode[], runs: readonly Run[]) {
 }
 
 const options = parseOptions();
-const limitMs = (options.seconds + 150) * 3 * options.rounds * 1000;
+const limitMs = (options.seconds * 1000 + DRAIN_LIMIT_MS + 30_000) * 3 * options.rounds;
 
 await runBench("tracing", limitMs, async () => {
   console.log(machineLine());
@@ -167,8 +170,9 @@ await runBench("tracing", limitMs, async () => {
       for (let i = 0; i < modes.length; i++) {
         const mode = modes[(i + round) % modes.length] as Mode;
         const run = await runMode(stack, mode, round, options, ids);
+        const µs = (ms: number) => (ms * 1000).toFixed(0);
         console.log(
-          `round ${round + 1}, ${mode.name}: ${run.reqPerS.toFixed(0)} req/s, ${(run.cpuMs.total * 1000).toFixed(0)} µs CPU/create`,
+          `round ${round + 1}, ${mode.name}: ${run.reqPerS.toFixed(0)} req/s, ${µs(run.cpuMs.total)} µs CPU/create (api ${µs(run.cpuMs.api)}, worker ${µs(run.cpuMs.worker)}, redis ${µs(run.cpuMs.redis)}), ${run.created} creates`,
         );
         runs.push(run);
       }
