@@ -1,3 +1,4 @@
+import { register } from "node:module";
 import { FastifyOtelInstrumentation } from "@fastify/otel";
 import { context, propagation, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
@@ -19,7 +20,7 @@ import {
 } from "@opentelemetry/sdk-trace";
 import { ATTR_SERVICE_NAME, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY } from "@opentelemetry/semantic-conventions";
 import { BullMQOtel } from "bullmq-otel";
-import { register as registerImportHooks } from "import-in-the-middle/register-hooks.mjs";
+import { register as registerSyncImportHooks, supportsSyncHooks } from "import-in-the-middle/register-hooks.mjs";
 import type { SamplerSettings, TracingSettings } from "./settings.js";
 
 // Loaded by startTracing only when tracing is on (a dynamic import): with it off, none of the
@@ -63,6 +64,16 @@ function instrumentations() {
   ];
 }
 
+/**
+ * ioredis is CommonJS imported from ESM: only an import hook lets its instrumentation patch it.
+ * In-thread where Node's synchronous hooks can (24.11.1+, 22.22.3+), else the loader thread.
+ */
+function registerImportHooks(): void {
+  const include = ["ioredis"];
+  if (supportsSyncHooks()) registerSyncImportHooks({ include });
+  else register("import-in-the-middle/hook.mjs", import.meta.url, { data: { include } });
+}
+
 export interface Sdk {
   bullmq: BullMQOtel;
   shutdown(): Promise<void>;
@@ -74,8 +85,7 @@ export interface Sdk {
  * instrumentations of Fastify, ioredis and undici. Must run before those modules are loaded.
  */
 export function startSdk(settings: Extract<TracingSettings, { enabled: true }>): Sdk {
-  // ioredis is CommonJS imported from ESM: only an import hook lets its instrumentation patch it.
-  registerImportHooks({ include: ["ioredis"] });
+  registerImportHooks();
   const exporter = settings.protocol === "http/json" ? new OtlpJsonExporter() : new OtlpProtobufExporter();
   const provider = new TracerProvider({
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName }),
