@@ -87,13 +87,13 @@ async function stopProcesses(running: Partial<Running>) {
   await running.store?.stop();
 }
 
-/** Creates a plant with a `traceparent` of a new trace (sampled); returns the trace id and the plant's id. */
-async function createTraced(url: string) {
+/** Creates a plant with a `traceparent` of a new trace (sampled unless told); returns the trace id and the plant's id. */
+async function createTraced(url: string, sampled = true) {
   const traceId = randomBytes(16).toString("hex");
   const id = String(9_100_000_000_000_000n + BigInt(randomBytes(4).readUInt32BE()));
   const response = await call(url, {
     body: `{"id":${id},"name":"traced"}`,
-    headers: { traceparent: `00-${traceId}-${randomBytes(8).toString("hex")}-01` },
+    headers: { traceparent: `00-${traceId}-${randomBytes(8).toString("hex")}-${sampled ? "01" : "00"}` },
   });
   expect(response.status).toBe(200);
   return { traceId, id };
@@ -109,7 +109,11 @@ describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) 
   beforeAll(async () => {
     otlp = await startOtlpReceiver();
     await startProcesses(
-      { OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: protocol, OTEL_BSP_SCHEDULE_DELAY: "200" },
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+        OTEL_BSP_SCHEDULE_DELAY: "200",
+      },
       running,
     );
   }, 60_000);
@@ -161,6 +165,23 @@ describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) 
     );
     expect(line.span_id).toMatch(/^[0-9a-f]{16}$/);
     expect((line.req as { url: string }).url).toBe("/plants");
+  });
+
+  it("keeps nothing of a request whose traceparent is not sampled, nor of its event", { timeout: 60_000 }, async () => {
+    const { url, receiver } = running as Running;
+    const { traceId, id } = await createTraced(url, false);
+    const delivery = await deliveryOf(receiver, id);
+    // The worker's attempt is in a trace of its own (its sampler's), not the request's.
+    expect(delivery.headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+    expect(delivery.headers.traceparent).not.toContain(traceId);
+    // A sampled create after it: once its spans are in, the unsampled one's would have been too.
+    const later = await createTraced(url);
+    await eventually(
+      async () => otlp.inTrace(later.traceId).some((span) => span.name === "webhook delivery attempt"),
+      30_000,
+    );
+    expect(otlp.inTrace(traceId)).toEqual([]);
+    expect(otlp.spans.filter((span) => span.links.some((link) => link.traceId === traceId))).toEqual([]);
   });
 });
 

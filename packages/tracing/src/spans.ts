@@ -43,12 +43,14 @@ const traceparentOf = ({ traceId, spanId, traceFlags }: SpanContext) =>
 
 /**
  * The active span's context as a W3C `traceparent`, to record with a change's outbox entry;
- * undefined when tracing is off or no span is active.
+ * undefined when tracing is off, no span is active, or its trace is not sampled (nothing is kept
+ * of it: its event carries nothing, and costs nothing more to store).
  */
 export function activeTraceparent(): string | undefined {
   if (!on) return undefined;
   const spanContext = trace.getActiveSpan()?.spanContext();
-  return spanContext && isSpanContextValid(spanContext) ? traceparentOf(spanContext) : undefined;
+  if (!spanContext || !(spanContext.traceFlags & TraceFlags.SAMPLED)) return undefined;
+  return isSpanContextValid(spanContext) ? traceparentOf(spanContext) : undefined;
 }
 
 /** Span links to the traces of `traceparents` (a batch's events), one per distinct valid one. */
@@ -72,11 +74,15 @@ export interface StepOptions {
 /**
  * Runs `step` inside a span named `name` (ended when its promise settles; an error marks it
  * failed). With tracing off it is `step()`, nothing more: callers on the hot path pay one check.
+ * Inside a trace that is not sampled it makes no span (the sampler would drop it), and `step`
+ * runs in that trace's context.
  */
 export function inSpan<T>(name: string, step: () => Promise<T>, options: StepOptions = {}): Promise<T> {
   if (!on) return step();
   const remote = spanContextOf(options.parent);
   const parent = remote ? trace.setSpanContext(ROOT_CONTEXT, remote) : context.active();
+  const upstream = trace.getSpanContext(parent);
+  if (upstream && !(upstream.traceFlags & TraceFlags.SAMPLED)) return remote ? context.with(parent, step) : step();
   const spanOptions = { attributes: options.attributes ?? {}, links: options.links ?? [] };
   return trace.getTracer(TRACER).startActiveSpan(name, spanOptions, parent, (span) => settle(span, step));
 }

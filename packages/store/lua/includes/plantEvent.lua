@@ -28,15 +28,18 @@ end
 
 -- Writes a new plant's hash and its `plant.created` entry: the commit of a create. Its fields are
 -- passed to HSET and XADD as they are (no table, no unpack): creates are the hot path. A traced
--- create's entry (with its traceparent) is built as the other types' are.
+-- create's entry ends with its traceparent, as appendPlantEvent would write it.
 local function commitCreatedPlant(plantKey, outboxKey, id, name, tag, created, actor, requestId, at, traceparent)
   if traceparent then
     if tag then
       redis.call('HSET', plantKey, 'name', name, 'tag', tag, 'created', created, 'at', at)
+      redis.call('XADD', outboxKey, '*', 'type', 'plant.created', 'plantId', id, 'name', name, 'tag', tag,
+        'actor', actor, 'requestId', requestId, 'at', at, 'created', created, 'traceparent', traceparent)
     else
       redis.call('HSET', plantKey, 'name', name, 'created', created, 'at', at)
+      redis.call('XADD', outboxKey, '*', 'type', 'plant.created', 'plantId', id, 'name', name,
+        'actor', actor, 'requestId', requestId, 'at', at, 'created', created, 'traceparent', traceparent)
     end
-    appendPlantEvent(outboxKey, 'plant.created', id, name, tag, {}, actor, requestId, at, created, nil, traceparent)
   elseif tag then
     redis.call('HSET', plantKey, 'name', name, 'tag', tag, 'created', created, 'at', at)
     redis.call('XADD', outboxKey, '*', 'type', 'plant.created', 'plantId', id, 'name', name, 'tag', tag,

@@ -1,0 +1,17 @@
+import { mainNextTo, spawnApi, startTestStore } from "@plant-store/testing";
+import { createServer } from "node:http";
+import autocannon from "autocannon";
+import { createRequest } from "./dist/throughput-helpers.js";
+const sink = createServer((q, r) => { q.resume(); q.on("end", () => r.writeHead(200).end()); });
+await new Promise((res) => sink.listen(0, "127.0.0.1", res));
+const endpoint = `http://127.0.0.1:${sink.address().port}`;
+const mode = process.argv[2];
+const env = mode === "off" ? {} : { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: mode };
+const store = await startTestStore("single");
+const { api, url } = await spawnApi(mainNextTo(import.meta.resolve("@plant-store/api")), store, { tokens: "probe-token-0123456789", env: { ...env, RATE_LIMIT_PER_MINUTE: "100000000" }, spawn: { nodeFlags: ["--cpu-prof", `--cpu-prof-dir=/tmp/otel-prof-${mode}`] } });
+let next = 5000;
+const req = createRequest({ authorization: "Bearer probe-token-0123456789", "content-type": "application/json" }, () => next++);
+await autocannon({ url, connections: 50, duration: 2, requests: [req] });
+const res = await autocannon({ url, connections: 50, duration: 6, requests: [req] });
+console.log(mode, "req/s", res.requests.average, "non2xx", res.non2xx);
+await api.stop(); await store.stop(); sink.close();
