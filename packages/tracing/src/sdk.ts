@@ -5,7 +5,7 @@ import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { OTLPTraceExporter as OtlpJsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { OTLPTraceExporter as OtlpProtobufExporter } from "@opentelemetry/exporter-trace-otlp-proto";
-import { registerInstrumentations } from "@opentelemetry/instrumentation";
+import { type Instrumentation, registerInstrumentations } from "@opentelemetry/instrumentation";
 import { IORedisInstrumentation } from "@opentelemetry/instrumentation-ioredis";
 import { UndiciInstrumentation } from "@opentelemetry/instrumentation-undici";
 import { resourceFromAttributes } from "@opentelemetry/resources";
@@ -21,7 +21,7 @@ import {
 import { ATTR_SERVICE_NAME, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY } from "@opentelemetry/semantic-conventions";
 import { BullMQOtel } from "bullmq-otel";
 import { register as registerSyncImportHooks, supportsSyncHooks } from "import-in-the-middle/register-hooks.mjs";
-import type { SamplerSettings, TracingSettings } from "./settings.js";
+import { INSTRUMENTATIONS, type SamplerSettings, type TracingSettings } from "./settings.js";
 
 // Loaded by startTracing only when tracing is on (a dynamic import): with it off, none of the
 // SDK, exporters or instrumentations is ever loaded.
@@ -45,23 +45,26 @@ const withoutQuery = (url: string) => {
  * query may carry a credential (the logs redact them too), a subscriber's URL as well, and a
  * command's arguments are plants, token hashes and secrets.
  */
-function instrumentations() {
-  return [
+function instrumentations(disabled: ReadonlySet<string>): Instrumentation[] {
+  const all: Record<(typeof INSTRUMENTATIONS)[number], () => Instrumentation> = {
     // A span per request and per route handler, not per hook: hooks are many and cheap.
-    new FastifyOtelInstrumentation({
-      registerOnInitialization: true,
-      instrumentHooks: false,
-      requestHook: (span, request) => span.setAttribute(ATTR_URL_PATH, withoutQuery(request.url)),
-    }),
-    // Only commands of traced work (a request, a batch): not the relay's blocking reads and leases.
-    new IORedisInstrumentation({ requireParentSpan: true, dbStatementSerializer: (command) => command }),
-    new UndiciInstrumentation({
-      startSpanHook: (request) => ({
-        [ATTR_URL_FULL]: withoutQuery(`${request.origin}${request.path}`),
-        [ATTR_URL_QUERY]: "",
+    fastify: () =>
+      new FastifyOtelInstrumentation({
+        registerOnInitialization: true,
+        instrumentHooks: false,
+        requestHook: (span, request) => span.setAttribute(ATTR_URL_PATH, withoutQuery(request.url)),
       }),
-    }),
-  ];
+    // Only commands of traced work (a request, a batch): not the relay's blocking reads and leases.
+    ioredis: () => new IORedisInstrumentation({ requireParentSpan: true, dbStatementSerializer: (command) => command }),
+    undici: () =>
+      new UndiciInstrumentation({
+        startSpanHook: (request) => ({
+          [ATTR_URL_FULL]: withoutQuery(`${request.origin}${request.path}`),
+          [ATTR_URL_QUERY]: "",
+        }),
+      }),
+  };
+  return INSTRUMENTATIONS.filter((name) => !disabled.has(name)).map((name) => all[name]());
 }
 
 /**
@@ -97,7 +100,7 @@ export function startSdk(settings: Extract<TracingSettings, { enabled: true }>):
   trace.setGlobalTracerProvider(provider);
   const unregister = registerInstrumentations({
     tracerProvider: provider,
-    instrumentations: instrumentations(),
+    instrumentations: instrumentations(settings.disabled),
   });
   return {
     bullmq: new BullMQOtel({ tracerName: "bullmq" }),

@@ -23,6 +23,8 @@ export type TracingSettings =
       sampler: SamplerSettings;
       /** OTEL_BSP_SCHEDULE_DELAY: the longest a finished span waits to be exported (ms; default 5000). */
       scheduleDelayMs: number;
+      /** OTEL_NODE_DISABLED_INSTRUMENTATIONS: instrumentations left out (`fastify`, `ioredis`, `undici`). */
+      disabled: ReadonlySet<string>;
     };
 
 const SAMPLERS: readonly SamplerSettings["name"][] = [
@@ -61,6 +63,7 @@ export function tracingSettings(env: NodeJS.ProcessEnv, defaultServiceName: stri
     protocol,
     sampler: samplerSettings(env),
     scheduleDelayMs: positiveInteger(env, "OTEL_BSP_SCHEDULE_DELAY", 5000),
+    disabled: disabledInstrumentations(env),
   };
 }
 
@@ -83,4 +86,19 @@ function positiveInteger(env: NodeJS.ProcessEnv, name: string, fallback: number)
   if (!/^\d+$/.test(value) || Number(value) === 0)
     throw new Error(`${name} ${JSON.stringify(value)}: expected a positive integer`);
   return Number(value);
+}
+
+/** The instrumentations OTEL_NODE_DISABLED_INSTRUMENTATIONS names (opentelemetry-js's variable, its short names). */
+export const INSTRUMENTATIONS = ["fastify", "ioredis", "undici"] as const;
+
+function disabledInstrumentations(env: NodeJS.ProcessEnv): ReadonlySet<string> {
+  const names = (text(env.OTEL_NODE_DISABLED_INSTRUMENTATIONS) ?? "").split(",").map((name) => name.trim());
+  const disabled = new Set(names.filter((name) => name !== ""));
+  const unknown = [...disabled].filter((name) => !(INSTRUMENTATIONS as readonly string[]).includes(name));
+  if (unknown.length > 0) {
+    throw new Error(
+      `OTEL_NODE_DISABLED_INSTRUMENTATIONS: unknown ${unknown.join(", ")} (this service has ${INSTRUMENTATIONS.join(", ")})`,
+    );
+  }
+  return disabled;
 }

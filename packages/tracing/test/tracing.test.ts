@@ -23,6 +23,7 @@ describe("tracingSettings", () => {
       protocol: "http/protobuf",
       sampler: { name: "parentbased_always_on", ratio: 1 },
       scheduleDelayMs: 5000,
+      disabled: new Set(),
     });
     const settings = tracingSettings(
       {
@@ -32,6 +33,7 @@ describe("tracingSettings", () => {
         OTEL_TRACES_SAMPLER_ARG: "0.01",
         OTEL_SERVICE_NAME: "api-eu-1",
         OTEL_BSP_SCHEDULE_DELAY: "200",
+        OTEL_NODE_DISABLED_INSTRUMENTATIONS: "ioredis, undici",
       },
       "svc",
     );
@@ -40,6 +42,7 @@ describe("tracingSettings", () => {
       sampler: { name: "traceidratio", ratio: 0.01 },
       serviceName: "api-eu-1",
       scheduleDelayMs: 200,
+      disabled: new Set(["ioredis", "undici"]),
     });
   });
 
@@ -48,6 +51,7 @@ describe("tracingSettings", () => {
     expect(() => tracingSettings({ ...endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, "svc")).toThrow(/grpc/);
     expect(() => tracingSettings({ ...endpoint, OTEL_TRACES_SAMPLER: "sometimes" }, "svc")).toThrow(/sometimes/);
     expect(() => tracingSettings({ ...endpoint, OTEL_TRACES_SAMPLER_ARG: "2" }, "svc")).toThrow(/ratio/);
+    expect(() => tracingSettings({ ...endpoint, OTEL_NODE_DISABLED_INSTRUMENTATIONS: "http" }, "svc")).toThrow(/http/);
   });
 });
 
