@@ -6,6 +6,7 @@
 // protocols. Without an endpoint (or with OTEL_SDK_DISABLED) nothing is exported.
 import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
+import { IMPORT_MEDIA_TYPE } from "@plant-store/contracts";
 import {
   ADMIN_TOKEN,
   call,
@@ -165,6 +166,23 @@ describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) 
     );
     expect(line.span_id).toMatch(/^[0-9a-f]{16}$/);
     expect((line.req as { url: string }).url).toBe("/plants");
+  });
+
+  it("follows a bulk import from its upload to its chunks", { timeout: 60_000 }, async () => {
+    const { url } = running as Running;
+    const traceId = randomBytes(16).toString("hex");
+    const upload = await call(url, {
+      path: "/plants/imports",
+      body: '{"id":9200000000000000001,"name":"imported"}\n',
+      contentType: IMPORT_MEDIA_TYPE,
+      headers: { traceparent: `00-${traceId}-${randomBytes(8).toString("hex")}-01` },
+    });
+    expect(upload.status).toBe(202);
+    const chunk = await eventually(
+      async () => otlp.inTrace(traceId).find((span) => span.name === "import chunk"),
+      30_000,
+    );
+    expect(chunk.service).toBe("plant-store-worker");
   });
 
   it("keeps nothing of a request whose traceparent is not sampled, nor of its event", { timeout: 60_000 }, async () => {

@@ -58,7 +58,7 @@ export function importService(
   const store = importStore(redis);
   const deadline = isCluster(redis) ? deadlineMs : undefined;
   const name = queueNames.imports;
-  // Traced, the import's job carries the upload's trace context: its chunks join that trace.
+  // Traced, the import's job carries the upload's trace context: its chunks join that trace (tests/e2e/tracing).
   const queue = new Queue(name, {
     connection: queueConnection,
     prefix: queuePrefix(name),
