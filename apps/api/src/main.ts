@@ -1,8 +1,11 @@
-import { loadApiConfig } from "./config.js";
-import { startApi } from "./server.js";
+import { startTracing } from "@plant-store/tracing";
 
-// Process entry: `node apps/api/dist/main.js`.
+// Process entry: `node apps/api/dist/main.js`. Tracing starts first (when OTEL_EXPORTER_OTLP_ENDPOINT
+// is set): the server's modules (Fastify, ioredis, undici) are imported after it, instrumented.
 try {
+  const tracing = await startTracing({ defaultServiceName: "plant-store-api" });
+  const { loadApiConfig } = await import("./config.js");
+  const { startApi } = await import("./server.js");
   const api = await startApi(loadApiConfig());
   let closing = false;
   const shutdown = async (signal: string) => {
@@ -10,6 +13,7 @@ try {
     closing = true;
     api.app.log.info({ signal }, "shutting down: finishing requests in flight");
     await api.close();
+    await tracing.shutdown().catch(() => {}); // the last spans: exported, or given up
     process.exit(0);
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));

@@ -1,5 +1,6 @@
 import type { TokenScope } from "@plant-store/contracts";
 import { type AuthResult, authChallenge, hasScope, scopeChallenge, type TokenStore } from "@plant-store/tokens";
+import { inSpan, isTracing } from "@plant-store/tracing";
 import { initTRPC, TRPCError, type TRPCRouterRecord } from "@trpc/server";
 import type { Router } from "@trpc/server/unstable-core-do-not-import";
 import superjson from "superjson";
@@ -93,7 +94,7 @@ export type ApiRouter = Router<(typeof t)["_config"]["$types"], TRPCRouterRecord
  * Checks the token and the procedure's scope before its input is validated, and turns a store
  * outage into 503 (retrying is safe: creates are idempotent, reads and deletes repeatable).
  */
-export const authorizedProcedure = t.procedure.use(async ({ ctx, meta, next }) => {
+export const authorizedProcedure = t.procedure.use(async ({ ctx, meta, path, next }) => {
   if (!ctx.auth.ok) {
     const challenge = authChallenge(ctx.auth.reason);
     ctx.responseHeaders["www-authenticate"] = challenge.wwwAuthenticate;
@@ -105,7 +106,9 @@ export const authorizedProcedure = t.procedure.use(async ({ ctx, meta, next }) =
     ctx.responseHeaders["www-authenticate"] = challenge.wwwAuthenticate;
     throw new TRPCError({ code: "FORBIDDEN", message: challenge.message });
   }
-  const result = await next({ ctx: { principal: ctx.auth.principal } });
+  const principal = ctx.auth.principal;
+  const run = () => next({ ctx: { principal } });
+  const result = await (isTracing() ? inSpan(`trpc ${path}`, run, { attributes: { "rpc.method": path } }) : run());
   if (!result.ok && result.error.cause instanceof StoreUnavailableError) {
     throw new TRPCError({
       code: "SERVICE_UNAVAILABLE",

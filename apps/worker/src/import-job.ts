@@ -26,6 +26,7 @@ import {
   type StoredImport,
   watchDataVolume,
 } from "@plant-store/store";
+import { bullmqTelemetry, inSpan } from "@plant-store/tracing";
 import { importFinishedBody, type WebhookSubscriptions } from "@plant-store/webhooks";
 import { DelayedError, type Job, Queue, UnrecoverableError, Worker } from "bullmq";
 import type { WorkerConfig, WorkerFault } from "./config.js";
@@ -334,7 +335,8 @@ async function nextPosition(
   const waited = await waitForRoom(importId, current, context);
   if (waited) return { position: waited, imported: false };
   try {
-    const position = await importChunk(importId, current, context, pace);
+    const attributes = { "plant_store.import_id": importId, "plant_store.chunk": current.stored.chunksDone };
+    const position = await inSpan("import chunk", () => importChunk(importId, current, context, pace), { attributes });
     if (current.waitingSince !== undefined) {
       context.logger.info("import goes on: the store has room again", {
         importId,
@@ -418,7 +420,7 @@ export function startImports(options: {
   const { connection, config, logger, logError } = options;
   const name = queueNames.imports;
   const prefix = queuePrefix(name);
-  const queue = new Queue(name, { connection, prefix });
+  const queue = new Queue(name, { connection, prefix, telemetry: bullmqTelemetry() });
   queue.on("error", (error) => logError(`queue ${name}`, error));
   let closing = false;
   const volume =
@@ -451,6 +453,7 @@ export function startImports(options: {
       lockDuration: config.jobLockMs,
       stalledInterval: config.stalledCheckMs,
       maxStalledCount: MAX_STALLED,
+      telemetry: bullmqTelemetry(),
     },
   );
   worker.on("error", (error) => logError(`worker ${name}`, error));

@@ -10,6 +10,7 @@ import {
   partitionLeases,
   type RedisClient,
 } from "@plant-store/store";
+import { inSpan, isTracing, linksTo } from "@plant-store/tracing";
 import type { BulkJobOptions, Queue } from "bullmq";
 import { loadWorkerFault, type WorkerFault } from "./config.js";
 import type { Logger } from "./logger.js";
@@ -368,10 +369,17 @@ class OutboxRelay implements Relay {
       ids.push(entry.entryId);
       relayed.set(entry.partition, ids);
     }
-    if (events.length > 0) await queue.addBulk(eventJobs(events, jobOptions, batchSize));
-    // Only now, with the jobs stored, are the entries done (they stay in the outbox, the event log
-    // and audit log, until the retention pass trims them: see retention.ts).
-    await this.ops.ack(relayed);
+    const relay = async () => {
+      if (events.length > 0) await queue.addBulk(eventJobs(events, jobOptions, batchSize));
+      // Only now, with the jobs stored, are the entries done (they stay in the outbox, the event
+      // log and audit log, until the retention pass trims them: see retention.ts).
+      await this.ops.ack(relayed);
+    };
+    // Traced: one span for the batch, linked to the trace of each of its events.
+    const links = isTracing() ? linksTo(events.map((event) => event.traceparent)) : undefined;
+    await (links
+      ? inSpan("relay batch", relay, { links, attributes: { "plant_store.events": events.length } })
+      : relay());
     observer?.relayed(relayedEntries);
     if (events.length > 0) {
       this.logger.debug("relayed outbox entries", this.log({ count: events.length, partitions: [...relayed.keys()] }));

@@ -9,6 +9,7 @@ import {
   type ResourceEvents,
 } from "@plant-store/contracts";
 import type { Layout, RedisClient } from "@plant-store/store";
+import { bullmqTelemetry, inSpan, isTracing, linksTo } from "@plant-store/tracing";
 import type { WebhookSubscriptions } from "@plant-store/webhooks";
 import { type Job, Queue, UnrecoverableError, Worker } from "bullmq";
 import { z } from "zod";
@@ -69,10 +70,24 @@ export async function doSideWork(deps: SideWorkDeps, events: readonly Registered
   const result: SideWorkResult = { indexed: 0, unindexed: 0, deliveries: 0 };
   for (const [resource, ofResource] of groupByResource(events)) {
     const sideWork = deps.resources.find((each) => each.events === resource);
-    for (const outcome of (await sideWork?.index?.(deps, ofResource)) ?? []) result[outcome] += 1;
+    const index = sideWork?.index;
+    if (!index) continue;
+    const attributes = { "plant_store.resource": resource.resource, "plant_store.events": ofResource.length };
+    const outcomes = await inSpan("index write batch", () => index(deps, ofResource), { attributes });
+    for (const outcome of outcomes) result[outcome] += 1;
   }
   result.deliveries = await fanOutWebhooks(deps.subscriptions, deps.deliveries, events);
   return result;
+}
+
+/** A side-work job's work, in a `side-work job` span linked to the trace of each of its events when tracing. */
+function sideWorkJob(deps: SideWorkDeps, events: readonly RegisteredEvent[]): Promise<SideWorkResult> {
+  if (!isTracing()) return doSideWork(deps, events);
+  const links = linksTo(events.map(({ event }) => event.traceparent));
+  return inSpan("side-work job", () => doSideWork(deps, events), {
+    links,
+    attributes: { "plant_store.events": events.length },
+  });
 }
 
 /** The events of a batch per resource, each resource's in batch order. */
@@ -121,14 +136,15 @@ export function startSideWork(options: {
   // A hash tag per queue: BullMQ's scripts touch several keys of a queue (one slot on a
   // cluster), and different queues may live on different shards.
   const prefix = queuePrefix(name);
-  const queue = new Queue(name, { connection, prefix });
+  const queue = new Queue(name, { connection, prefix, telemetry: bullmqTelemetry() });
   queue.on("error", (error) => logError(`queue ${name}`, error));
-  const worker = new Worker(name, async (job) => doSideWork(options.deps, eventsOf(job, options.deps.events)), {
+  const worker = new Worker(name, async (job) => sideWorkJob(options.deps, eventsOf(job, options.deps.events)), {
     connection,
     prefix,
     concurrency: config.concurrency,
     lockDuration: config.jobLockMs,
     stalledInterval: config.stalledCheckMs,
+    telemetry: bullmqTelemetry(),
   });
   worker.on("error", (error) => logError(`worker ${name}`, error));
   worker.on("failed", (job, error) => {

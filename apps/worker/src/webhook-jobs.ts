@@ -13,6 +13,7 @@ import {
   webhookLimits,
 } from "@plant-store/contracts";
 import type { DeliveryRecord, RedisClient } from "@plant-store/store";
+import { bullmqTelemetry, inSpan } from "@plant-store/tracing";
 import {
   activeAt,
   type DeliveryResult,
@@ -51,16 +52,21 @@ export async function fanOutWebhooks(
     type: event.type,
     at: event.at,
     body: resource.body(event),
+    traceparent: event.traceparent,
   }));
   return queueDeliveries(subscriptions, subscribed, deliveries, bodies);
 }
 
-/** An event as delivered: its id (the `webhook-id`), type, commit time (RFC 3339) and body. */
+/**
+ * An event as delivered: its id (the `webhook-id`), type, commit time (RFC 3339) and body; the
+ * trace of its change, when traced.
+ */
 export interface WebhookEventBody {
   eventId: string;
   type: string;
   at: string;
   body: string;
+  traceparent?: string | undefined;
 }
 
 /** A batch fails only when Redis does (its deliveries' failures go to jobs of their own): retried like side work. */
@@ -91,7 +97,11 @@ export async function queueDeliveries(
       name: WEBHOOK_BATCH_JOB,
       data: {
         subscriptionId: subscription.id,
-        events: wanted.map(({ eventId, type, body }) => ({ eventId, type, body, queuedAt: queuedMs })),
+        events: wanted.map(({ eventId, type, body, traceparent }) =>
+          traceparent === undefined
+            ? { eventId, type, body, queuedAt: queuedMs }
+            : { eventId, type, body, queuedAt: queuedMs, traceparent },
+        ),
       },
       opts: {
         jobId: webhookBatchId(
@@ -140,10 +150,27 @@ interface DeliveryContext {
 /** A slot of `destinationSlots`, held for one attempt. */
 type Slot = { release: (answered: boolean) => void };
 
-/** One attempt of `event` to `url`, its slot released when it ends (saying whether the receiver answered). */
-async function attemptOnce(
+/**
+ * One attempt of `event` to `url`, its slot released when it ends (saying whether the receiver
+ * answered). Traced, a `webhook delivery attempt` span in the event's own trace: the request
+ * carries its `traceparent` (the undici instrumentation's), so a receiver that traces continues it.
+ */
+function attemptOnce(
+  context: DeliveryContext,
+  target: { url: string; secrets: readonly string[]; event: DeliveryTarget; slot: Slot },
+): Promise<DeliveryResult> {
+  return inSpan("webhook delivery attempt", () => attemptUntraced(context, target), {
+    parent: target.event.traceparent,
+    attributes: { "plant_store.event_id": target.event.eventId },
+  });
+}
+
+/** What an attempt sends: the event's id and body, and the trace of its change (when traced). */
+type DeliveryTarget = { eventId: string; body: string; traceparent?: string | undefined };
+
+async function attemptUntraced(
   { config, userAgent }: DeliveryContext,
-  target: { url: string; secrets: readonly string[]; event: { eventId: string; body: string }; slot: Slot },
+  target: { url: string; secrets: readonly string[]; event: DeliveryTarget; slot: Slot },
 ): Promise<DeliveryResult> {
   let result: DeliveryResult | undefined;
   try {
@@ -400,7 +427,7 @@ export function startDeliveries(options: {
   const { connection, config, subscriptions, logger, logError } = options;
   const name = queueNames.webhookDeliveries;
   const prefix = queuePrefix(name);
-  const queue = new Queue(name, { connection, prefix });
+  const queue = new Queue(name, { connection, prefix, telemetry: bullmqTelemetry() });
   queue.on("error", (error) => logError(`queue ${name}`, error));
   const { concurrency, timeoutMs } = config.webhooks;
   const fifth = Math.max(1, Math.floor(concurrency / 5));
@@ -431,6 +458,7 @@ export function startDeliveries(options: {
       lockDuration: Math.max(config.jobLockMs, timeoutMs * 2),
       stalledInterval: config.stalledCheckMs,
       settings: { backoffStrategy: (_attempts, _type, _error, job) => retryDelayOf(job) },
+      telemetry: bullmqTelemetry(),
     },
   );
   worker.on("error", (error) => logError(`worker ${name}`, error));

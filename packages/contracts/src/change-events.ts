@@ -20,6 +20,11 @@ export const changeEventFields = {
   requestId: z.string(),
   /** ISO-8601 time the api accepted the request. */
   at: z.string(),
+  /**
+   * The W3C trace context of the request that made the change, when the api traced it: the
+   * worker's work for the event joins that trace.
+   */
+  traceparent: z.string().optional(),
 };
 
 /** An event as the outbox holds it: the envelope, its type and the resource's own fields (text). */
@@ -29,6 +34,7 @@ export interface ChangeEvent {
   actor: string;
   requestId: string;
   at: string;
+  traceparent?: string | undefined;
 }
 
 /**

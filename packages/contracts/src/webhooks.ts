@@ -180,6 +180,8 @@ const DeliveredEvent = z.object({
   body: z.string(),
   /** Epoch ms of the event: the body's `timestamp`. */
   queuedAt: z.number(),
+  /** The trace of the change (W3C traceparent), when traced: each attempt is a span in it. */
+  traceparent: z.string().optional(),
 });
 
 /** Payload of a delivery job: one event for one subscription, its body made once. */

@@ -10,7 +10,8 @@
   KEYS[2] partition clock   plants:{p<n>}:clock
   KEYS[3] partition outbox  plants:{p<n>}:outbox
   ARGV[1] plant id; ARGV[2] name; ARGV[3] '1' when a tag is given, else '0'; ARGV[4] tag;
-  ARGV[5] actor; ARGV[6] request id; ARGV[7] ISO time.
+  ARGV[5] actor; ARGV[6] request id; ARGV[7] ISO time; ARGV[8] (only when traced) the request's
+  W3C traceparent, recorded with the event.
 
   The outbox entry is built here from the values (as update and delete do): every argument
   crosses the wire and is copied into Lua, so field names are not sent with each create.
@@ -31,5 +32,5 @@ if existing[1] then
 end
 local created = tickClock(KEYS[2])
 local tag = ARGV[3] == '1' and ARGV[4] or nil
-commitCreatedPlant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], tag, created, ARGV[5], ARGV[6], ARGV[7])
+commitCreatedPlant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], tag, created, ARGV[5], ARGV[6], ARGV[7], ARGV[8])
 return {'created', created, created}

@@ -14,6 +14,7 @@
   ARGV[4] tag: 'keep', 'set' (to ARGV[5]) or 'remove'
   ARGV[5] new tag (with 'set')
   ARGV[6] actor; ARGV[7] request id; ARGV[8] ISO time
+  ARGV[9] (only when traced) the request's W3C traceparent, recorded with the event
 
   Returns {outcome, version, created, name, tag or false}: outcome 'updated', 'unchanged' (the request
   changes nothing: nothing is written, no event), 'mismatch' (If-Match does not hold: nothing is
@@ -39,5 +40,5 @@ local newVersion = tickClock(KEYS[2])
 redis.call('HSET', KEYS[1], 'name', name, 'version', newVersion)
 if tag then redis.call('HSET', KEYS[1], 'tag', tag) else redis.call('HDEL', KEYS[1], 'tag') end
 appendPlantEvent(KEYS[3], 'plant.updated', ARGV[1], name, tag, {{'previousName', plant[1]}, {'previousTag', oldTag}},
-  ARGV[6], ARGV[7], ARGV[8], plant[3], newVersion)
+  ARGV[6], ARGV[7], ARGV[8], plant[3], newVersion, ARGV[9])
 return {'updated', newVersion, plant[3], name, tag or false}

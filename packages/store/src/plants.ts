@@ -69,6 +69,8 @@ export type DeleteOutcome = { outcome: "deleted" | "missing" } | { outcome: "mis
 export interface RequestMeta {
   actor: string;
   requestId: string;
+  /** The request's W3C trace context, when it is traced: recorded with the event (an extra argument only then). */
+  traceparent?: string | undefined;
 }
 
 /**
@@ -97,19 +99,34 @@ export function plantRecords(client: RedisClient, layout: Layout, durability: Du
     ): Promise<{ outcome: CreateOutcome; created: bigint; version: bigint }> {
       const keys = keysOf(plant.id);
       const key = keys.plant(plant.id);
+      const { traceparent } = meta;
       const [outcome, created, version] = await commit<[string, string, string]>(key, (target) =>
-        target.createPlant(
-          key,
-          keys.clock,
-          keys.outbox,
-          plant.id.toString(),
-          plant.name,
-          plant.tag === undefined ? "0" : "1",
-          plant.tag ?? "",
-          meta.actor,
-          meta.requestId,
-          at,
-        ),
+        traceparent === undefined
+          ? target.createPlant(
+              key,
+              keys.clock,
+              keys.outbox,
+              plant.id.toString(),
+              plant.name,
+              plant.tag === undefined ? "0" : "1",
+              plant.tag ?? "",
+              meta.actor,
+              meta.requestId,
+              at,
+            )
+          : target.createPlant(
+              key,
+              keys.clock,
+              keys.outbox,
+              plant.id.toString(),
+              plant.name,
+              plant.tag === undefined ? "0" : "1",
+              plant.tag ?? "",
+              meta.actor,
+              meta.requestId,
+              at,
+              traceparent,
+            ),
       );
       return { outcome: outcome as CreateOutcome, created: BigInt(created), version: BigInt(version) };
     },
@@ -150,6 +167,7 @@ export function plantRecords(client: RedisClient, layout: Layout, durability: Du
         meta.requestId,
         at,
       ];
+      if (meta.traceparent !== undefined) args.push(meta.traceparent);
       const [outcome, version, created, name, newTag] = await commit<Awaited<ReturnType<RedisClient["updatePlant"]>>>(
         keys.plant(id),
         (target) => target.updatePlant(keys.plant(id), keys.clock, keys.outbox, ...args),
@@ -173,6 +191,7 @@ export function plantRecords(client: RedisClient, layout: Layout, durability: Du
           meta.requestId,
           at,
           conditionArgument(condition),
+          ...(meta.traceparent === undefined ? [] : [meta.traceparent]),
         ),
       );
       if (Array.isArray(deleted)) return { outcome: "mismatch", version: BigInt(deleted[1]) };

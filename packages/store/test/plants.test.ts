@@ -134,6 +134,41 @@ describe("create, get, delete", () => {
     expect(second.created).toBe(first.created + 10_000_001n);
   });
 
+  it("records a traced request's traceparent with its create, update and delete entries (last), and only then", async () => {
+    const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const traced = { ...meta, traceparent };
+    const at = "2026-11-22T00:00:00.000Z";
+    const entriesOf = async (id: bigint) =>
+      (await client.xrange(partitionKeys(partitionOf(id, 16)).outbox, "-", "+")).filter(([, f]) =>
+        f.includes(id.toString()),
+      );
+    for (const [id, tag] of [
+      [4_000_000_001n, "fern"],
+      [4_000_000_002n, undefined],
+    ] as const) {
+      const { created } = await store.create({ id, name: "Traced", ...(tag ? { tag } : {}) }, traced, at);
+      expect((await entriesOf(id)).map(([, f]) => f)).toEqual([
+        [...fields(id, "Traced", tag), "created", created.toString(), "traceparent", traceparent],
+      ]);
+      expect(await client.hgetall(partitionKeys(partitionOf(id, 16)).plant(id))).toEqual({
+        name: "Traced",
+        ...(tag ? { tag } : {}),
+        created: created.toString(),
+        at,
+      });
+      expect((await store.update(id, { name: "Renamed" }, undefined, traced, at)).outcome).toBe("updated");
+      expect((await store.delete(id, undefined, traced, at)).outcome).toBe("deleted");
+      const entries = await entriesOf(id);
+      expect(entries.map(([, f]) => f.at(-1))).toEqual([traceparent, traceparent, traceparent]);
+    }
+    // Untraced: no such field.
+    const id = 4_000_000_003n;
+    await store.create({ id, name: "Plain" }, meta, at);
+    await store.update(id, { name: "Plainer" }, undefined, meta, at);
+    await store.delete(id, undefined, meta, at);
+    for (const [, f] of await entriesOf(id)) expect(f).not.toContain("traceparent");
+  });
+
   it("deletes with an outbox entry naming the version removed", async () => {
     const id = -9223372036854775808n;
     const { created } = await create(id, "Cactus", "desert");

@@ -1,3 +1,4 @@
+import { requestTraceFields } from "@plant-store/tracing";
 import { type FastifyReply, type FastifyRequest, LogController } from "fastify";
 
 /**
@@ -37,17 +38,22 @@ export const requestSerializer = (known: ReadonlySet<string>) => (request: Fasti
  * client's address — beside the status and the time taken. Each line is a synchronous write, and
  * at `info` (the default) the second one cost the api measurable CPU per request; the access log
  * loses nothing but the arrival of a request that never completes (those still end in
- * "request errored" or the client error handler's line).
+ * "request errored" or the client error handler's line). A traced request's line carries its
+ * trace's `trace_id` and its request span's `span_id`.
  */
 export class OneLineRequestLog extends LogController {
   override incomingRequest(): void {}
 
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     if (this.isLogDisabled(request)) return;
+    const trace = requestTraceFields(request);
     if (error) {
-      reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, "request errored");
+      reply.log.error(
+        { req: request, res: reply, err: error, responseTime: reply.elapsedTime, ...trace },
+        "request errored",
+      );
     } else {
-      reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, "request completed");
+      reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime, ...trace }, "request completed");
     }
   }
 }

@@ -9,6 +9,7 @@ import {
   queuePrefix,
 } from "@plant-store/contracts";
 import { importStore, isCluster, type RedisClient } from "@plant-store/store";
+import { bullmqTelemetry } from "@plant-store/tracing";
 import { Queue } from "bullmq";
 import { reach } from "../outage.js";
 
@@ -57,7 +58,12 @@ export function importService(
   const store = importStore(redis);
   const deadline = isCluster(redis) ? deadlineMs : undefined;
   const name = queueNames.imports;
-  const queue = new Queue(name, { connection: queueConnection, prefix: queuePrefix(name) });
+  // Traced, the import's job carries the upload's trace context: its chunks join that trace (tests/e2e/tracing).
+  const queue = new Queue(name, {
+    connection: queueConnection,
+    prefix: queuePrefix(name),
+    telemetry: bullmqTelemetry(),
+  });
   queue.on("error", () => {}); // a failing call reports it
   const call = <T>(run: () => Promise<T>) => reach(run, deadline);
 

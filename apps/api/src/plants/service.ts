@@ -14,12 +14,24 @@ import {
   type VersionCondition,
   type VersionedPlant,
 } from "@plant-store/store";
+import { activeTraceparent, inSpan } from "@plant-store/tracing";
 import type { StoreCapacity } from "../capacity.js";
 import { reach, reachShard, shardBreaker } from "../outage.js";
 
 export type { CreateOutcome, DeleteOutcome, PlantChange, UpdateResult, VersionCondition, VersionedPlant };
 
 export type Page = { plants: StoredPlant[]; nextCursor: string | undefined };
+
+/**
+ * A change's commit, in a `store commit` span when tracing: its outbox entry records that span's
+ * context (`traceparent`), so the worker's work for the event joins the request's trace.
+ */
+function traced<T>(meta: RequestMeta, commit: (meta: RequestMeta) => Promise<T>): Promise<T> {
+  return inSpan("store commit", () => {
+    const traceparent = activeTraceparent();
+    return commit(traceparent === undefined ? meta : { ...meta, traceparent });
+  });
+}
 
 /** A plant as the read operations return it: id, name and tag (no times). */
 export const storedPlant = ({ id, name, tag }: StoredPlantRecord): StoredPlant =>
@@ -56,8 +68,8 @@ export function createPlantService(
     /** Creates a plant; with the version of the plant stored under its id (its ETag). */
     async create(plant: NewPlant, meta: RequestMeta): Promise<{ outcome: CreateOutcome; version: bigint }> {
       capacity.assertRoom();
-      const { outcome, version } = await onPlantShard(plant.id, () =>
-        records.create(plant, meta, new Date().toISOString()),
+      const { outcome, version } = await traced(meta, (withTrace) =>
+        onPlantShard(plant.id, () => records.create(plant, withTrace, new Date().toISOString())),
       );
       return { outcome, version };
     },
@@ -68,7 +80,9 @@ export function createPlantService(
     /** Changes a plant's name or tag if it exists and meets `condition` (see the store's update). */
     update(id: bigint, change: PlantChange, condition: VersionCondition, meta: RequestMeta): Promise<UpdateResult> {
       capacity.assertRoom();
-      return onPlantShard(id, () => records.update(id, change, condition, meta, new Date().toISOString()));
+      return traced(meta, (withTrace) =>
+        onPlantShard(id, () => records.update(id, change, condition, withTrace, new Date().toISOString())),
+      );
     },
 
     /** A page of the worker's read index (all plants, or one tag), oldest first, after `cursor`. */
@@ -80,7 +94,9 @@ export function createPlantService(
     /** Deletes a plant if it exists and meets `condition`. Its index entries go when the worker catches up. */
     delete(id: bigint, condition: VersionCondition, meta: RequestMeta): Promise<DeleteOutcome> {
       capacity.assertRoom();
-      return onPlantShard(id, () => records.delete(id, condition, meta, new Date().toISOString()));
+      return traced(meta, (withTrace) =>
+        onPlantShard(id, () => records.delete(id, condition, withTrace, new Date().toISOString())),
+      );
     },
   };
 }

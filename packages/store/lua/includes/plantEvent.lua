@@ -2,10 +2,12 @@
   A plant's outbox entry (the event the relay, the live streams and the audit log read), its fields
   in one order for every type: its type, the plant's id, name and tag (nil: none), what the type
   adds (`previous`: an update's old name and tag, {field, value} pairs, a nil value left out), the
-  request's actor, request id and time, and the plant version's creation time and version (nil
-  for a create, whose version is its creation time).
+  request's actor, request id and time, the plant version's creation time and version (nil
+  for a create, whose version is its creation time), and the request's W3C traceparent (nil: not
+  traced).
 ]]
-local function appendPlantEvent(outboxKey, type, id, name, tag, previous, actor, requestId, at, created, version)
+local function appendPlantEvent(outboxKey, type, id, name, tag, previous, actor, requestId, at, created, version,
+    traceparent)
   local fields = {'type', type, 'plantId', id, 'name', name}
   local function add(field, value)
     if value then
@@ -20,13 +22,25 @@ local function appendPlantEvent(outboxKey, type, id, name, tag, previous, actor,
   add('at', at)
   add('created', created)
   add('version', version)
+  add('traceparent', traceparent)
   redis.call('XADD', outboxKey, '*', unpack(fields))
 end
 
 -- Writes a new plant's hash and its `plant.created` entry: the commit of a create. Its fields are
--- passed to HSET and XADD as they are (no table, no unpack): creates are the hot path.
-local function commitCreatedPlant(plantKey, outboxKey, id, name, tag, created, actor, requestId, at)
-  if tag then
+-- passed to HSET and XADD as they are (no table, no unpack): creates are the hot path. A traced
+-- create's entry ends with its traceparent, as appendPlantEvent would write it.
+local function commitCreatedPlant(plantKey, outboxKey, id, name, tag, created, actor, requestId, at, traceparent)
+  if traceparent then
+    if tag then
+      redis.call('HSET', plantKey, 'name', name, 'tag', tag, 'created', created, 'at', at)
+      redis.call('XADD', outboxKey, '*', 'type', 'plant.created', 'plantId', id, 'name', name, 'tag', tag,
+        'actor', actor, 'requestId', requestId, 'at', at, 'created', created, 'traceparent', traceparent)
+    else
+      redis.call('HSET', plantKey, 'name', name, 'created', created, 'at', at)
+      redis.call('XADD', outboxKey, '*', 'type', 'plant.created', 'plantId', id, 'name', name,
+        'actor', actor, 'requestId', requestId, 'at', at, 'created', created, 'traceparent', traceparent)
+    end
+  elseif tag then
     redis.call('HSET', plantKey, 'name', name, 'tag', tag, 'created', created, 'at', at)
     redis.call('XADD', outboxKey, '*', 'type', 'plant.created', 'plantId', id, 'name', name, 'tag', tag,
       'actor', actor, 'requestId', requestId, 'at', at, 'created', created)

@@ -1,0 +1,104 @@
+/** The exporter's wire format (OTEL_EXPORTER_OTLP_PROTOCOL); gRPC is not offered (no gRPC stack in the service). */
+export type OtlpProtocol = "http/protobuf" | "http/json";
+
+/** Which traces are kept (OTEL_TRACES_SAMPLER and its _ARG, as the specification names them). */
+export interface SamplerSettings {
+  name:
+    | "always_on"
+    | "always_off"
+    | "traceidratio"
+    | "parentbased_always_on"
+    | "parentbased_always_off"
+    | "parentbased_traceidratio";
+  /** The ratio of the traceidratio samplers (0 to 1; default 1). */
+  ratio: number;
+}
+
+export type TracingSettings =
+  | { enabled: false; reason: string }
+  | {
+      enabled: true;
+      serviceName: string;
+      protocol: OtlpProtocol;
+      sampler: SamplerSettings;
+      /** OTEL_BSP_SCHEDULE_DELAY: the longest a finished span waits to be exported (ms; default 5000). */
+      scheduleDelayMs: number;
+      /** OTEL_NODE_DISABLED_INSTRUMENTATIONS: instrumentations left out (`fastify`, `ioredis`, `undici`). */
+      disabled: ReadonlySet<string>;
+    };
+
+const SAMPLERS: readonly SamplerSettings["name"][] = [
+  "always_on",
+  "always_off",
+  "traceidratio",
+  "parentbased_always_on",
+  "parentbased_always_off",
+  "parentbased_traceidratio",
+];
+
+const text = (value: string | undefined) => (value === undefined || value.trim() === "" ? undefined : value.trim());
+
+/**
+ * Reads the standard variables, and only those: tracing is on when an OTLP endpoint is set
+ * (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) and OTEL_SDK_DISABLED is not
+ * `true`. The exporter reads the endpoint (and OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT…) itself.
+ * Throws on a value it cannot honour, so a mistyped sampler fails the start instead of tracing
+ * everything.
+ */
+export function tracingSettings(env: NodeJS.ProcessEnv, defaultServiceName: string): TracingSettings {
+  if (text(env.OTEL_SDK_DISABLED)?.toLowerCase() === "true") return { enabled: false, reason: "OTEL_SDK_DISABLED" };
+  if (!text(env.OTEL_EXPORTER_OTLP_ENDPOINT) && !text(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)) {
+    return { enabled: false, reason: "no OTEL_EXPORTER_OTLP_ENDPOINT" };
+  }
+  const protocol =
+    text(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) ?? text(env.OTEL_EXPORTER_OTLP_PROTOCOL) ?? "http/protobuf";
+  if (protocol !== "http/protobuf" && protocol !== "http/json") {
+    throw new Error(
+      `OTEL_EXPORTER_OTLP_PROTOCOL ${JSON.stringify(protocol)}: only http/protobuf and http/json are supported`,
+    );
+  }
+  return {
+    enabled: true,
+    serviceName: text(env.OTEL_SERVICE_NAME) ?? defaultServiceName,
+    protocol,
+    sampler: samplerSettings(env),
+    scheduleDelayMs: positiveInteger(env, "OTEL_BSP_SCHEDULE_DELAY", 5000),
+    disabled: disabledInstrumentations(env),
+  };
+}
+
+function samplerSettings(env: NodeJS.ProcessEnv): SamplerSettings {
+  const name = (text(env.OTEL_TRACES_SAMPLER) ?? "parentbased_always_on").toLowerCase();
+  if (!(SAMPLERS as readonly string[]).includes(name)) {
+    throw new Error(`OTEL_TRACES_SAMPLER ${JSON.stringify(name)}: expected one of ${SAMPLERS.join(", ")}`);
+  }
+  const arg = text(env.OTEL_TRACES_SAMPLER_ARG);
+  const ratio = arg === undefined ? 1 : Number(arg);
+  if (!Number.isFinite(ratio) || ratio < 0 || ratio > 1) {
+    throw new Error(`OTEL_TRACES_SAMPLER_ARG ${JSON.stringify(arg)}: expected a ratio between 0 and 1`);
+  }
+  return { name: name as SamplerSettings["name"], ratio };
+}
+
+function positiveInteger(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const value = text(env[name]);
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value) || Number(value) === 0)
+    throw new Error(`${name} ${JSON.stringify(value)}: expected a positive integer`);
+  return Number(value);
+}
+
+/** The instrumentations OTEL_NODE_DISABLED_INSTRUMENTATIONS names (opentelemetry-js's variable, its short names). */
+export const INSTRUMENTATIONS = ["fastify", "ioredis", "undici"] as const;
+
+function disabledInstrumentations(env: NodeJS.ProcessEnv): ReadonlySet<string> {
+  const names = (text(env.OTEL_NODE_DISABLED_INSTRUMENTATIONS) ?? "").split(",").map((name) => name.trim());
+  const disabled = new Set(names.filter((name) => name !== ""));
+  const unknown = [...disabled].filter((name) => !(INSTRUMENTATIONS as readonly string[]).includes(name));
+  if (unknown.length > 0) {
+    throw new Error(
+      `OTEL_NODE_DISABLED_INSTRUMENTATIONS: unknown ${unknown.join(", ")} (this service has ${INSTRUMENTATIONS.join(", ")})`,
+    );
+  }
+  return disabled;
+}

@@ -1,0 +1,124 @@
+import {
+  type Attributes,
+  type Context,
+  context,
+  isSpanContextValid,
+  type Link,
+  ROOT_CONTEXT,
+  type Span,
+  type SpanContext,
+  SpanStatusCode,
+  TraceFlags,
+  trace,
+} from "@opentelemetry/api";
+
+/** Set once by startTracing: every helper here is a plain call through while it is false. */
+let on = false;
+
+export function setTracing(enabled: boolean): void {
+  on = enabled;
+}
+
+/** Whether this process traces (an endpoint was set and the SDK started). */
+export const isTracing = (): boolean => on;
+
+const TRACER = "@plant-store/tracing";
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
+
+/** A W3C `traceparent` as a span context (undefined when malformed or all zeros). */
+export function spanContextOf(traceparent: string | undefined): SpanContext | undefined {
+  const match = traceparent === undefined ? null : TRACEPARENT.exec(traceparent);
+  if (!match) return undefined;
+  const spanContext: SpanContext = {
+    traceId: match[1] as string,
+    spanId: match[2] as string,
+    traceFlags: Number.parseInt(match[3] as string, 16) & TraceFlags.SAMPLED,
+    isRemote: true,
+  };
+  return isSpanContextValid(spanContext) ? spanContext : undefined;
+}
+
+const traceparentOf = ({ traceId, spanId, traceFlags }: SpanContext) =>
+  `00-${traceId}-${spanId}-${traceFlags & TraceFlags.SAMPLED ? "01" : "00"}`;
+
+/**
+ * The active span's context as a W3C `traceparent`, to record with a change's outbox entry;
+ * undefined when tracing is off, no span is active, or its trace is not sampled (nothing is kept
+ * of it: its event carries nothing, and costs nothing more to store).
+ */
+export function activeTraceparent(): string | undefined {
+  if (!on) return undefined;
+  const spanContext = trace.getActiveSpan()?.spanContext();
+  if (!spanContext || !(spanContext.traceFlags & TraceFlags.SAMPLED)) return undefined;
+  return isSpanContextValid(spanContext) ? traceparentOf(spanContext) : undefined;
+}
+
+/** Span links to the traces of `traceparents` (a batch's events), one per distinct valid one. */
+export function linksTo(traceparents: Iterable<string | undefined>): Link[] {
+  const links = new Map<string, Link>();
+  for (const traceparent of traceparents) {
+    const spanContext = spanContextOf(traceparent);
+    if (spanContext) links.set(`${spanContext.traceId}-${spanContext.spanId}`, { context: spanContext });
+  }
+  return [...links.values()];
+}
+
+export interface StepOptions {
+  attributes?: Attributes;
+  /** Links to other traces (a batch's events). */
+  links?: Link[];
+  /** The span's parent, as a `traceparent` (an event's): the step is then part of that trace. */
+  parent?: string | undefined;
+}
+
+/**
+ * Runs `step` inside a span named `name` (ended when its promise settles; an error marks it
+ * failed). With tracing off it is `step()`, nothing more: callers on the hot path pay one check.
+ * Inside a trace that is not sampled it makes no span (the sampler would drop it), and `step`
+ * runs in that trace's context.
+ */
+export function inSpan<T>(name: string, step: () => Promise<T>, options: StepOptions = {}): Promise<T> {
+  if (!on) return step();
+  const remote = spanContextOf(options.parent);
+  const parent = remote ? trace.setSpanContext(ROOT_CONTEXT, remote) : context.active();
+  const upstream = trace.getSpanContext(parent);
+  if (upstream && !(upstream.traceFlags & TraceFlags.SAMPLED)) return remote ? context.with(parent, step) : step();
+  const spanOptions = { attributes: options.attributes ?? {}, links: options.links ?? [] };
+  return trace.getTracer(TRACER).startActiveSpan(name, spanOptions, parent, (span) => settle(span, step));
+}
+
+async function settle<T>(span: Span, step: () => Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (error) {
+    span.recordException(error as Error);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error)?.message });
+    throw error;
+  } finally {
+    span.end();
+  }
+}
+
+const NO_FIELDS: Record<string, string> = Object.freeze({});
+
+/**
+ * The active span's ids as log fields (`trace_id`, `span_id`), for every log line written inside
+ * a span; none when tracing is off.
+ */
+export function traceLogFields(spanContext?: SpanContext): Record<string, string> {
+  // A new object each time: pino's mixin merges the line's fields into it.
+  if (!on) return {};
+  const ids = spanContext ?? trace.getActiveSpan()?.spanContext();
+  return ids && isSpanContextValid(ids) ? { trace_id: ids.traceId, span_id: ids.spanId } : {};
+}
+
+/**
+ * The trace ids of a Fastify request's span (@fastify/otel's, continuing the request's
+ * `traceparent`) as log fields, for its access log line, written after the span has ended.
+ */
+export function requestTraceFields(request: object): Record<string, string> {
+  if (!on) return NO_FIELDS;
+  const otel = (request as { opentelemetry?: () => { context?: Context | null } }).opentelemetry?.();
+  const spanContext = otel?.context ? trace.getSpanContext(otel.context) : undefined;
+  return spanContext ? traceLogFields(spanContext) : NO_FIELDS;
+}

@@ -1,0 +1,103 @@
+// The tracing switch: the standard variables read once, and without an endpoint (or with
+// OTEL_SDK_DISABLED) no SDK module is even loaded — checked in a child process whose module
+// loads are recorded by a resolve hook.
+import { execFileSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { linksTo, spanContextOf, tracingSettings } from "../src/index.js";
+
+const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+
+describe("tracingSettings", () => {
+  it("is off without an endpoint, or when the SDK is disabled", () => {
+    expect(tracingSettings({}, "svc")).toEqual({ enabled: false, reason: "no OTEL_EXPORTER_OTLP_ENDPOINT" });
+    expect(
+      tracingSettings({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318", OTEL_SDK_DISABLED: "true" }, "svc"),
+    ).toEqual({ enabled: false, reason: "OTEL_SDK_DISABLED" });
+  });
+
+  it("reads the protocol, the sampler, the service name and the export delay", () => {
+    expect(tracingSettings({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://c:4318/v1/traces" }, "svc")).toEqual({
+      enabled: true,
+      serviceName: "svc",
+      protocol: "http/protobuf",
+      sampler: { name: "parentbased_always_on", ratio: 1 },
+      scheduleDelayMs: 5000,
+      disabled: new Set(),
+    });
+    const settings = tracingSettings(
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318",
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+        OTEL_TRACES_SAMPLER: "traceidratio",
+        OTEL_TRACES_SAMPLER_ARG: "0.01",
+        OTEL_SERVICE_NAME: "api-eu-1",
+        OTEL_BSP_SCHEDULE_DELAY: "200",
+        OTEL_NODE_DISABLED_INSTRUMENTATIONS: "ioredis, undici",
+      },
+      "svc",
+    );
+    expect(settings).toMatchObject({
+      protocol: "http/json",
+      sampler: { name: "traceidratio", ratio: 0.01 },
+      serviceName: "api-eu-1",
+      scheduleDelayMs: 200,
+      disabled: new Set(["ioredis", "undici"]),
+    });
+  });
+
+  it("refuses what it cannot honour", () => {
+    const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318" };
+    expect(() => tracingSettings({ ...endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" }, "svc")).toThrow(/grpc/);
+    expect(() => tracingSettings({ ...endpoint, OTEL_TRACES_SAMPLER: "sometimes" }, "svc")).toThrow(/sometimes/);
+    expect(() => tracingSettings({ ...endpoint, OTEL_TRACES_SAMPLER_ARG: "2" }, "svc")).toThrow(/ratio/);
+    expect(() => tracingSettings({ ...endpoint, OTEL_NODE_DISABLED_INSTRUMENTATIONS: "http" }, "svc")).toThrow(/http/);
+  });
+});
+
+describe("trace contexts", () => {
+  it("reads a W3C traceparent, and links to each distinct valid one", () => {
+    const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    expect(spanContextOf(traceparent)).toEqual({
+      traceId: "0af7651916cd43dd8448eb211c80319c",
+      spanId: "b7ad6b7169203331",
+      traceFlags: 1,
+      isRemote: true,
+    });
+    expect(spanContextOf("00-00000000000000000000000000000000-b7ad6b7169203331-01")).toBeUndefined();
+    expect(spanContextOf("garbage")).toBeUndefined();
+    expect(linksTo([traceparent, undefined, traceparent, "garbage"])).toHaveLength(1);
+  });
+});
+
+/** Starts tracing in a child process with `env`; says whether it is on and which OTel SDK modules it loaded. */
+function startInChild(env: Record<string, string>): { enabled: boolean; loaded: string[] } {
+  const script = `
+    import { registerHooks } from "node:module";
+    const loaded = [];
+    registerHooks({ resolve(specifier, context, next) { const r = next(specifier, context); loaded.push(r.url); return r; } });
+    const { startTracing } = await import("@plant-store/tracing");
+    const tracing = await startTracing({ defaultServiceName: "probe", env: ${JSON.stringify(env)} });
+    const sdk = loaded.filter((url) => /@opentelemetry\\/(sdk-|exporter-|instrumentation)|@fastify\\/otel|bullmq-otel/.test(url));
+    console.log(JSON.stringify({ enabled: tracing.enabled, loaded: sdk }));
+    await tracing.shutdown();`;
+  const output = execFileSync(process.execPath, ["--input-type=module", "-e", script], { cwd: ROOT, encoding: "utf8" });
+  return JSON.parse(output.trim().split("\n").at(-1) as string);
+}
+
+describe("startTracing", () => {
+  it("loads no SDK, exporter or instrumentation without an endpoint, nor when disabled", () => {
+    expect(startInChild({})).toEqual({ enabled: false, loaded: [] });
+    expect(startInChild({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9", OTEL_SDK_DISABLED: "true" })).toEqual({
+      enabled: false,
+      loaded: [],
+    });
+  });
+
+  it("loads them with an endpoint (the check above sees them when they are)", () => {
+    const started = startInChild({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9" });
+    expect(started.enabled).toBe(true);
+    expect(started.loaded.some((url) => url.includes("@opentelemetry/sdk-trace"))).toBe(true);
+    expect(started.loaded.some((url) => url.includes("@opentelemetry/exporter-trace-otlp-proto"))).toBe(true);
+  });
+});
