@@ -7,7 +7,7 @@
  * from a create's 200 to its index entry and its audit entry under a load at half the create rate.
  * A private Redis (AOF fsync always, as deployed); api, baseline and worker as their own processes.
  * Run `node tools/bench/dist/throughput.js --help` for the options. Each measurement is a module
- * of src/throughput/; this runs them in order.
+ * of src/throughput/; this runs them in order, then what tracing costs (src/tracing.ts).
  */
 import { environment, machineLine } from "./report.js";
 import { runBench } from "./stack.js";
@@ -22,10 +22,18 @@ import { runRecorder, runRounds, runWorkerStopped, warmUp } from "./throughput/r
 import { printOutputAndFailures, printSummary } from "./throughput/summary.js";
 import { printTables } from "./throughput/tables.js";
 import { judge, latestJudgedRun, otherStorage, printTargets } from "./throughput/targets.js";
+import { measureTracingCost, tracingCostLimitMs } from "./tracing.js";
 
 const options = parseThroughputOptions();
 
-await runBench("throughput", limitMs(options), async () => {
+const tracingOptionsOf = ({ durationS, topConnections, rounds, redisDir }: typeof options) => ({
+  seconds: durationS,
+  connections: topConnections,
+  rounds,
+  redisDir,
+});
+
+await runBench("throughput", limitMs(options) + tracingCostLimitMs(tracingOptionsOf(options)), async () => {
   const startedAtWall = Date.now();
   const before = environment();
   console.log(machineLine());
@@ -52,8 +60,10 @@ await runBench("throughput", limitMs(options), async () => {
   const other = latestJudgedRun(otherStorage(judged.storage));
   if (other) printTargets(other);
   printOutputAndFailures(bench, [warmup.worker, worker]);
+  await bench.stack.stop(); // the tracing cost runs on a store of its own, on a machine left to it
+  const tracing = await measureTracingCost(tracingOptionsOf(options));
   const ok = bench.failures.length === 0;
-  const path = writeThroughputResult({ startedAtWall, before }, bench, warmup.getIds, measured, judged);
+  const path = writeThroughputResult({ startedAtWall, before }, bench, warmup.getIds, measured, { judged, tracing });
   console.log(`\n${ok ? "ok" : "FAILED"}; written ${path}`);
   return ok;
 });

@@ -1,15 +1,18 @@
 /**
- * tracing (`npm run bench:tracing`): what OpenTelemetry costs a create (issue 55). The api and the
+ * What OpenTelemetry costs a create (issue 55): the last part of `npm run bench`, and on its own
+ * `npm run bench:tracing` (this file run as a script, for longer runs). The api and the
  * worker as deployed, restarted for each mode — tracing off (no endpoint), on with every trace
  * kept (always_on), on with 1 % kept (traceidratio 0.01) — exporting over OTLP/HTTP protobuf to a
  * sink in this process that answers 200, so the export's cost is real. Each run: POST /plants at
  * `--connections` for `--seconds`, then until the worker has indexed every plant; the CPU per create
  * of the api, the worker and Redis over that span (side work included), and the api's req/s. Modes
- * alternate over `--rounds` rounds (their order rotated); the table shows each mode's median.
+ * alternate over `--rounds` rounds (their order rotated); the table shows each mode's median. Its
+ * own private store, so the figures do not depend on what ran before.
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
+import { pathToFileURL } from "node:url";
 import autocannon from "autocannon";
 import { environment, machineLine, table, writeResult } from "./report.js";
 import {
@@ -41,7 +44,15 @@ interface Run {
   cpuMs: { api: number; worker: number; redis: number; total: number };
 }
 
-function parseOptions() {
+export interface TracingCostOptions {
+  seconds: number;
+  connections: number;
+  rounds: number;
+  /** Where the private store's data folder is made (`--redis-dir`). */
+  redisDir?: string | undefined;
+}
+
+function parseOptions(): TracingCostOptions {
   const args = process.argv.slice(2);
   const value = (name: string, fallback: string) => {
     const at = args.indexOf(`--${name}`);
@@ -85,13 +96,7 @@ const modesFor = (endpoint: string): Mode[] => {
 };
 
 /** One mode's run: api and worker started with its variables, a warm-up, the measured creates, both stopped. */
-async function runMode(
-  stack: Stack,
-  mode: Mode,
-  round: number,
-  options: ReturnType<typeof parseOptions>,
-  ids: { next: number },
-) {
+async function runMode(stack: Stack, mode: Mode, round: number, options: TracingCostOptions, ids: { next: number }) {
   const api = await startApiProcess(stack, { metrics: true, env: mode.env });
   const worker = await startWorkerProcess(stack, mode.env);
   const counts = storeCounts(stack.redis, stack.partitions);
@@ -161,13 +166,21 @@ function printRuns(modes: readonly Mode[], runs: readonly Run[]) {
   console.log(table(headers, rows));
 }
 
-const options = parseOptions();
-const limitMs = (options.seconds * 1000 + DRAIN_LIMIT_MS + 30_000) * 3 * options.rounds;
+/** The hard time limit of a measurement with `options`. */
+export const tracingCostLimitMs = (options: TracingCostOptions) =>
+  (options.seconds * 1000 + DRAIN_LIMIT_MS + 30_000) * 3 * options.rounds;
 
-await runBench("tracing", limitMs, async () => {
-  console.log(machineLine());
+/**
+ * Runs the three modes over `options.rounds` rounds on a private store of its own and prints the
+ * table; returns the runs (the caller writes them to its result file).
+ */
+export async function measureTracingCost(options: TracingCostOptions) {
+  console.log(
+    `\ntracing cost: POST /plants at ${options.connections} connections for ${options.seconds} s per run, ` +
+      `api and worker restarted per mode, ${options.rounds} round(s), its own private store`,
+  );
   const sink = await startSink();
-  const stack = await startStack({ appendfsync: "always" });
+  const stack = await startStack({ appendfsync: "always", redisDir: options.redisDir });
   const modes = modesFor(sink.endpoint);
   const runs: Run[] = [];
   const ids = { next: 3_000_000_000_000 };
@@ -185,10 +198,21 @@ await runBench("tracing", limitMs, async () => {
     }
   } finally {
     sink.close();
+    await stack.stop();
   }
   printRuns(modes, runs);
   console.log(`OTLP sink: ${sink.received.requests} exports, ${(sink.received.bytes / 2 ** 20).toFixed(1)} MiB`);
-  const path = writeResult("tracing", { environment: environment(), options, runs, sink: sink.received });
-  console.log(`\nok; written ${path}`);
-  return true;
-});
+  return { runs, sink: sink.received };
+}
+
+// Run as a script (`npm run bench:tracing`): the measurement alone.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const options = parseOptions();
+  await runBench("tracing", tracingCostLimitMs(options), async () => {
+    console.log(machineLine());
+    const measured = await measureTracingCost(options);
+    const path = writeResult("tracing", { environment: environment(), options, ...measured });
+    console.log(`\nok; written ${path}`);
+    return true;
+  });
+}

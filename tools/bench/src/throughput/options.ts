@@ -64,7 +64,8 @@ export function parseThroughputOptions(): ThroughputOptions {
 The store: a private redis-server; --cluster: a private cluster; REDIS_CLUSTER_NODES set: that
 cluster (no plants in it yet; REDIS_PASSWORD etc. as for the api). The api, the worker and the
 baseline all get the same store.
-Takes about 6 minutes with the defaults.`);
+Then what tracing costs (src/tracing.ts), on a store of its own.
+Takes about 9 minutes with the defaults.`);
     process.exit(0);
   }
 

@@ -17,7 +17,7 @@ export function writeThroughputResult(
   bench: Bench,
   getIds: GetIds,
   measured: Measured,
-  targets: JudgedRun,
+  after: { judged: JudgedRun; tracing: unknown },
 ): string {
   const { options, stack, failures } = bench;
   const { runs, pairs, metrics, drain, keepsUp, lag, aofRewritesDuringRounds, aofRewritesWorkerStopped } = measured;
@@ -63,9 +63,9 @@ export function writeThroughputResult(
     metrics: {
       runs: metrics.runs,
       costPerRound: metrics.costs.map(round),
-      medianCost: round(metrics.cost),
+      cost: round(metrics.cost),
       cpuCostPerRound: metrics.cpuCosts.map(round),
-      medianCpuCost: round(metrics.cpuCost),
+      cpuCost: round(metrics.cpuCost),
     },
     drain: { ...drain, eventsPerS: round(drain.eventsPerS), keepsUp },
     lag: {
@@ -73,7 +73,8 @@ export function writeThroughputResult(
       summaries: roundSummaries(lag.summaries),
       withWebhooks: { ...lag.withWebhooks, summaries: roundSummaries(lag.withWebhooks.summaries) },
     },
-    targets,
+    targets: after.judged,
+    tracing: after.tracing,
     summary: {
       postRatioTop: round(postTop?.medianRatio ?? Number.NaN),
       postP99RatioTop: round(postTop?.p99Ratio ?? Number.NaN),

@@ -136,16 +136,31 @@ function printDrain({ topConnections }: ThroughputOptions, { drain, keepsUp, pai
   );
 }
 
+const pctText = (share: number) => `${(share * 100).toFixed(1)} %`;
+
 /** The metrics' cost: two fresh apis side by side, metrics on and off. */
 function printMetricsCost(metrics: Measured["metrics"]): void {
   console.log(
-    `\nmetrics cost: POST /plants on two fresh apis side by side, ${metrics.twinConnections} connections each, worker stopped, metrics on vs off\n`,
+    `\nmetrics cost: POST /plants on two fresh apis side by side, ${metrics.twinConnections} connections each, worker stopped, metrics on vs off ` +
+      `(two pairs in turn; the cost is the mean of the pairs' medians: ${pctText(metrics.cost)} of throughput, ${pctText(metrics.cpuCost)} of api CPU)\n`,
   );
   console.log(
     table(
-      ["round", "on req/s", "off req/s", "cost", "p99 on", "p99 off", "api CPU µs/req on", "off", "CPU cost"],
+      [
+        "round",
+        "started first",
+        "on req/s",
+        "off req/s",
+        "cost",
+        "p99 on",
+        "p99 off",
+        "api CPU µs/req on",
+        "off",
+        "CPU cost",
+      ],
       metrics.runs.map((run, i) => [
         String(run.round),
+        run.startedFirst,
         perS(run.onReqPerS),
         perS(run.offReqPerS),
         `${((metrics.costs[i] as number) * 100).toFixed(1)}%`,
