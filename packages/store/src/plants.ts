@@ -28,6 +28,9 @@ declare module "ioredis" {
   }
 }
 
+/** No trace argument: an untraced change's scripts get the arguments they always had. */
+const UNTRACED: readonly string[] = [];
+
 /**
  * A plant with its version: the store's clock time (µs) of its latest change — its creation, or
  * its latest update. Each change of a plant gets a later one, also across a delete and a create
@@ -99,34 +102,22 @@ export function plantRecords(client: RedisClient, layout: Layout, durability: Du
     ): Promise<{ outcome: CreateOutcome; created: bigint; version: bigint }> {
       const keys = keysOf(plant.id);
       const key = keys.plant(plant.id);
-      const { traceparent } = meta;
+      // A traced change's entry records its trace: one argument more, only then.
+      const trace = meta.traceparent === undefined ? UNTRACED : [meta.traceparent];
       const [outcome, created, version] = await commit<[string, string, string]>(key, (target) =>
-        traceparent === undefined
-          ? target.createPlant(
-              key,
-              keys.clock,
-              keys.outbox,
-              plant.id.toString(),
-              plant.name,
-              plant.tag === undefined ? "0" : "1",
-              plant.tag ?? "",
-              meta.actor,
-              meta.requestId,
-              at,
-            )
-          : target.createPlant(
-              key,
-              keys.clock,
-              keys.outbox,
-              plant.id.toString(),
-              plant.name,
-              plant.tag === undefined ? "0" : "1",
-              plant.tag ?? "",
-              meta.actor,
-              meta.requestId,
-              at,
-              traceparent,
-            ),
+        target.createPlant(
+          key,
+          keys.clock,
+          keys.outbox,
+          plant.id.toString(),
+          plant.name,
+          plant.tag === undefined ? "0" : "1",
+          plant.tag ?? "",
+          meta.actor,
+          meta.requestId,
+          at,
+          ...trace,
+        ),
       );
       return { outcome: outcome as CreateOutcome, created: BigInt(created), version: BigInt(version) };
     },
@@ -191,7 +182,7 @@ export function plantRecords(client: RedisClient, layout: Layout, durability: Du
           meta.requestId,
           at,
           conditionArgument(condition),
-          ...(meta.traceparent === undefined ? [] : [meta.traceparent]),
+          ...(meta.traceparent === undefined ? UNTRACED : [meta.traceparent]),
         ),
       );
       if (Array.isArray(deleted)) return { outcome: "mismatch", version: BigInt(deleted[1]) };
