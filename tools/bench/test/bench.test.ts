@@ -5,6 +5,9 @@ import { describe, expect, it } from "vitest";
 import { idsOf, nextLink } from "../src/http.js";
 import { codeOwner, infoNumber, parseCommandStats, selfTimeByOwner, sumCommandStats } from "../src/profile-helpers.js";
 import { percentile, summarize } from "../src/stats.js";
+import type { Measured } from "../src/throughput/measured.js";
+import { storageOf, type ThroughputOptions } from "../src/throughput/options.js";
+import { judge } from "../src/throughput/targets.js";
 import {
   cpuPercent,
   createRequest,
@@ -187,5 +190,34 @@ describe("profile helpers", () => {
       { command: "evalsha", calls: 7, usec: 70 },
       { command: "config|resetstat", calls: 2, usec: 10 },
     ]);
+  });
+});
+
+describe("issue 54's targets", () => {
+  const options = { connectionCounts: [10, 50], topConnections: 50, redisDir: "/dev/shm" } as ThroughputOptions;
+  const measured = (figures: { post: number; p99: number; cpu: number; get: number; metrics: number }) =>
+    ({
+      pairs: {
+        postTop: { medianRatio: figures.post, p99Ratio: figures.p99 },
+        pairOf: (operation: string) => (operation === "GET /plants/{id}" ? { medianRatio: figures.get } : undefined),
+        cpuPerCreate: { ratio: figures.cpu },
+      },
+      metrics: { cost: figures.metrics, cpuCost: figures.metrics },
+    }) as unknown as Measured;
+  const verdicts = (figures: Parameters<typeof measured>[0]) => judge(options, measured(figures)).map((v) => v.met);
+
+  it("meets each target at its bound and misses it just past", () => {
+    expect(verdicts({ post: 0.4, p99: 2.5, cpu: 3.3, get: 0.6, metrics: 0.049 })).toEqual(Array(7).fill(true));
+    expect(verdicts({ post: 0.39, p99: 2.51, cpu: 3.31, get: 0.59, metrics: 0.05 })).toEqual(Array(7).fill(false));
+  });
+
+  it("never counts a figure it does not have as met", () => {
+    expect(
+      verdicts({ post: Number.NaN, p99: Number.NaN, cpu: Number.NaN, get: Number.NaN, metrics: Number.NaN }),
+    ).toEqual(Array(7).fill(false));
+  });
+
+  it("names a tmpfs data folder RAM-backed", () => {
+    expect(storageOf(options)).toEqual({ storage: "RAM-backed", dataDir: "/dev/shm" });
   });
 });
