@@ -49,7 +49,7 @@ class Series {
 class DurationHistogram {
   readonly type = "histogram";
   readonly aggregator = "sum";
-  readonly series = new Map<string, Map<string, Series>>();
+  private readonly series = new Map<string, Map<string, Series>>();
 
   constructor(
     readonly name: string,
