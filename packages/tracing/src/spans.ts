@@ -9,6 +9,7 @@ import {
   type SpanContext,
   SpanStatusCode,
   TraceFlags,
+  type Tracer,
   trace,
 } from "@opentelemetry/api";
 
@@ -17,12 +18,15 @@ let on = false;
 
 export function setTracing(enabled: boolean): void {
   on = enabled;
+  tracer = undefined;
 }
 
 /** Whether this process traces (an endpoint was set and the SDK started). */
 export const isTracing = (): boolean => on;
 
 const TRACER = "@plant-store/tracing";
+/** The service's tracer, looked up once tracing is on (each lookup goes through the API's proxy provider). */
+let tracer: Tracer | undefined;
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 /** A W3C `traceparent` as a span context (undefined when malformed or all zeros). */
@@ -84,7 +88,8 @@ export function inSpan<T>(name: string, step: () => Promise<T>, options: StepOpt
   const upstream = trace.getSpanContext(parent);
   if (upstream && !(upstream.traceFlags & TraceFlags.SAMPLED)) return remote ? context.with(parent, step) : step();
   const spanOptions = { attributes: options.attributes ?? {}, links: options.links ?? [] };
-  return trace.getTracer(TRACER).startActiveSpan(name, spanOptions, parent, (span) => settle(span, step));
+  tracer ??= trace.getTracer(TRACER);
+  return tracer.startActiveSpan(name, spanOptions, parent, (span) => settle(span, step));
 }
 
 async function settle<T>(span: Span, step: () => Promise<T>): Promise<T> {
