@@ -26,26 +26,21 @@ local function appendPlantEvent(outboxKey, type, id, name, tag, previous, actor,
   redis.call('XADD', outboxKey, '*', unpack(fields))
 end
 
--- Writes a new plant's hash and its `plant.created` entry: the commit of a create. Its fields are
--- passed to HSET and XADD as they are (no table, no unpack): creates are the hot path. A traced
--- create's entry ends with its traceparent, as appendPlantEvent would write it.
+-- Writes a new plant's hash and its `plant.created` entry: the commit of a create. An untraced
+-- create's fields are passed to XADD as they are (no table, no unpack): creates are the hot path.
+-- A traced one's entry is built by appendPlantEvent, in the same field order, its traceparent last.
 local function commitCreatedPlant(plantKey, outboxKey, id, name, tag, created, actor, requestId, at, traceparent)
-  if traceparent then
-    if tag then
-      redis.call('HSET', plantKey, 'name', name, 'tag', tag, 'created', created, 'at', at)
-      redis.call('XADD', outboxKey, '*', 'type', 'plant.created', 'plantId', id, 'name', name, 'tag', tag,
-        'actor', actor, 'requestId', requestId, 'at', at, 'created', created, 'traceparent', traceparent)
-    else
-      redis.call('HSET', plantKey, 'name', name, 'created', created, 'at', at)
-      redis.call('XADD', outboxKey, '*', 'type', 'plant.created', 'plantId', id, 'name', name,
-        'actor', actor, 'requestId', requestId, 'at', at, 'created', created, 'traceparent', traceparent)
-    end
-  elseif tag then
+  if tag then
     redis.call('HSET', plantKey, 'name', name, 'tag', tag, 'created', created, 'at', at)
+  else
+    redis.call('HSET', plantKey, 'name', name, 'created', created, 'at', at)
+  end
+  if traceparent then
+    appendPlantEvent(outboxKey, 'plant.created', id, name, tag, {}, actor, requestId, at, created, nil, traceparent)
+  elseif tag then
     redis.call('XADD', outboxKey, '*', 'type', 'plant.created', 'plantId', id, 'name', name, 'tag', tag,
       'actor', actor, 'requestId', requestId, 'at', at, 'created', created)
   else
-    redis.call('HSET', plantKey, 'name', name, 'created', created, 'at', at)
     redis.call('XADD', outboxKey, '*', 'type', 'plant.created', 'plantId', id, 'name', name,
       'actor', actor, 'requestId', requestId, 'at', at, 'created', created)
   end
