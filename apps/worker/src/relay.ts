@@ -10,7 +10,7 @@ import {
   partitionLeases,
   type RedisClient,
 } from "@plant-store/store";
-import { inSpan, isTracing, linksTo } from "@plant-store/tracing";
+import { inBatchSpan } from "@plant-store/tracing";
 import type { BulkJobOptions, Queue } from "bullmq";
 import { loadWorkerFault, type WorkerFault } from "./config.js";
 import type { Logger } from "./logger.js";
@@ -375,11 +375,9 @@ class OutboxRelay implements Relay {
       // log and audit log, until the retention pass trims them: see retention.ts).
       await this.ops.ack(relayed);
     };
-    // Traced: one span for the batch, linked to the trace of each of its events.
-    const links = isTracing() ? linksTo(events.map((event) => event.traceparent)) : undefined;
-    await (links
-      ? inSpan("relay batch", relay, { links, attributes: { "plant_store.events": events.length } })
-      : relay());
+    await inBatchSpan("relay batch", () => events.map((event) => event.traceparent), relay, {
+      "plant_store.events": events.length,
+    });
     observer?.relayed(relayedEntries);
     if (events.length > 0) {
       this.logger.debug("relayed outbox entries", this.log({ count: events.length, partitions: [...relayed.keys()] }));

@@ -9,7 +9,7 @@ import {
   type ResourceEvents,
 } from "@plant-store/contracts";
 import type { Layout, RedisClient } from "@plant-store/store";
-import { bullmqTelemetry, inSpan, isTracing, linksTo } from "@plant-store/tracing";
+import { bullmqTelemetry, inBatchSpan, inSpan } from "@plant-store/tracing";
 import type { WebhookSubscriptions } from "@plant-store/webhooks";
 import { type Job, Queue, UnrecoverableError, Worker } from "bullmq";
 import { z } from "zod";
@@ -82,12 +82,12 @@ export async function doSideWork(deps: SideWorkDeps, events: readonly Registered
 
 /** A side-work job's work, in a `side-work job` span linked to the trace of each of its events when tracing. */
 function sideWorkJob(deps: SideWorkDeps, events: readonly RegisteredEvent[]): Promise<SideWorkResult> {
-  if (!isTracing()) return doSideWork(deps, events);
-  const links = linksTo(events.map(({ event }) => event.traceparent));
-  return inSpan("side-work job", () => doSideWork(deps, events), {
-    links,
-    attributes: { "plant_store.events": events.length },
-  });
+  return inBatchSpan(
+    "side-work job",
+    () => events.map(({ event }) => event.traceparent),
+    () => doSideWork(deps, events),
+    { "plant_store.events": events.length },
+  );
 }
 
 /** The events of a batch per resource, each resource's in batch order. */

@@ -5,6 +5,7 @@ import { setTracing } from "./spans.js";
 export { type OtlpProtocol, type SamplerSettings, type TracingSettings, tracingSettings } from "./settings.js";
 export {
   activeTraceparent,
+  inBatchSpan,
   inSpan,
   isTracing,
   linksTo,

@@ -92,6 +92,21 @@ export function inSpan<T>(name: string, step: () => Promise<T>, options: StepOpt
   return tracer.startActiveSpan(name, spanOptions, parent, (span) => settle(span, step));
 }
 
+/**
+ * Runs a batch's `step` (a relay round, a side-work job) in a span named `name` linked to the
+ * trace of each of its events: `traceparentsOf` is asked only when tracing. With tracing off it
+ * is `step()`, nothing more.
+ */
+export function inBatchSpan<T>(
+  name: string,
+  traceparentsOf: () => Iterable<string | undefined>,
+  step: () => Promise<T>,
+  attributes: Attributes,
+): Promise<T> {
+  if (!on) return step();
+  return inSpan(name, step, { links: linksTo(traceparentsOf()), attributes });
+}
+
 async function settle<T>(span: Span, step: () => Promise<T>): Promise<T> {
   try {
     return await step();
