@@ -61,8 +61,11 @@ class DurationHistogram {
   }
 
   of(operation: string, method: string): Series {
-    const byMethod = this.series.get(operation) ?? new Map<string, Series>();
-    if (byMethod.size === 0) this.series.set(operation, byMethod);
+    let byMethod = this.series.get(operation);
+    if (!byMethod) {
+      byMethod = new Map();
+      this.series.set(operation, byMethod);
+    }
     let series = byMethod.get(method);
     if (!series) {
       series = new Series({ operation, method }, this.bounds);
