@@ -8,7 +8,6 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { isCluster } from "@plant-store/store";
 import autocannon from "autocannon";
@@ -21,7 +20,7 @@ import {
   selfTimeByOwner,
   sumCommandStats,
 } from "./profile-helpers.js";
-import { machineLine, table } from "./report.js";
+import { machineLine, RESULTS_DIR, table } from "./report.js";
 import {
   cpuSecondsOf,
   cpuWaitSecondsOf,
@@ -263,8 +262,7 @@ function printCpuProfiles(profileDir: string) {
 
 await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
   console.log(machineLine());
-  const results = fileURLToPath(new URL("../results/", import.meta.url));
-  const profileDir = join(results, `profile-${new Date().toISOString().replace(/[:.]/g, "-")}`);
+  const profileDir = join(RESULTS_DIR, `profile-${new Date().toISOString().replace(/[:.]/g, "-")}`);
   const processes = await startProcesses(profileDir);
   const { stack, api } = processes;
   let nextId = 1;

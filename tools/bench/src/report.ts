@@ -43,12 +43,14 @@ export function machineLine(): string {
   return `machine: ${cores} CPUs, 1-minute load average ${load.toFixed(2)}${busy}`;
 }
 
-/** Writes `tools/bench/results/<name>-<timestamp>.json` (gitignored) and returns its path. */
+/** Where the benches write their results: `tools/bench/results/` (gitignored). */
+export const RESULTS_DIR = fileURLToPath(new URL("../results/", import.meta.url));
+
+/** Writes `tools/bench/results/<name>-<timestamp>.json` and returns its path. */
 export function writeResult(name: string, data: unknown): string {
-  const dir = fileURLToPath(new URL("../results/", import.meta.url));
-  mkdirSync(dir, { recursive: true });
+  mkdirSync(RESULTS_DIR, { recursive: true });
   const stamp = new Date().toISOString().replace(/[:.]/g, "-");
-  const path = `${dir}${name}-${stamp}.json`;
+  const path = `${RESULTS_DIR}${name}-${stamp}.json`;
   writeFileSync(path, `${JSON.stringify(data, null, 2)}\n`);
   return path;
 }

@@ -12,7 +12,7 @@ import { cpuSecondsOf, startApiProcess } from "../stack.js";
 import { round } from "../stats.js";
 import { median } from "../throughput-helpers.js";
 import { type Bench, postRequest, SETTLE_MS, type TargetState, WARMUP_CONNECTIONS } from "./context.js";
-import { METRICS_MIN_ROUNDS } from "./options.js";
+import { metricsRoundsOf } from "./options.js";
 
 const METRICS_ID_BASE = 3_000_000_000_000;
 /** Each twin's ids: a range of their own. */
@@ -76,6 +76,11 @@ async function loadPair(bench: Bench, pair: Pair, roundNo: number, connections: 
   };
 }
 
+/** The share of throughput the metrics take in a round (positive: slower with metrics on). */
+const throughputCost = (run: MetricsRun) => 1 - run.onReqPerS / run.offReqPerS;
+/** The api CPU per request the metrics add in a round (positive: more with metrics on). */
+const cpuCost = (run: MetricsRun) => run.onCpuUsPerReq / run.offCpuUsPerReq - 1;
+
 /** The mean of each pair's median of `of` over its rounds. */
 function meanOfPairMedians(runs: readonly MetricsRun[], of: (run: MetricsRun) => number): number {
   const [onFirst = Number.NaN, offFirst = Number.NaN] = (["on", "off"] as const).map((first) =>
@@ -87,7 +92,7 @@ function meanOfPairMedians(runs: readonly MetricsRun[], of: (run: MetricsRun) =>
 export async function measureMetricsCost(bench: Bench) {
   const { options, checkResult } = bench;
   const { warmupS, topConnections } = options;
-  const rounds = 2 * Math.ceil(Math.max(options.rounds, METRICS_MIN_ROUNDS) / 2);
+  const rounds = metricsRoundsOf(options.rounds);
   const pairs = [
     await startPair(bench, ["on", "off"], METRICS_ID_BASE),
     await startPair(bench, ["off", "on"], METRICS_ID_BASE + 2 * ID_RANGE),
@@ -116,17 +121,13 @@ export async function measureMetricsCost(bench: Bench) {
     runs.push(await loadPair(bench, pairs[roundNo % 2] as Pair, roundNo, twinConnections));
   }
   await Promise.all(pairs.flatMap((pair) => [pair.twins.on.stop(), pair.twins.off.stop()]));
-  /** The share of throughput the metrics take, per round (positive: slower with metrics on). */
-  const costs = runs.map((run) => 1 - run.onReqPerS / run.offReqPerS);
-  /** The api CPU per request the metrics add, per round (positive: more with metrics on). */
-  const cpuCosts = runs.map((run) => run.onCpuUsPerReq / run.offCpuUsPerReq - 1);
   return {
     twinConnections,
     runs,
-    costs,
-    cost: meanOfPairMedians(runs, (run) => 1 - run.onReqPerS / run.offReqPerS),
-    cpuCosts,
-    cpuCost: meanOfPairMedians(runs, (run) => run.onCpuUsPerReq / run.offCpuUsPerReq - 1),
+    costs: runs.map(throughputCost),
+    cost: meanOfPairMedians(runs, throughputCost),
+    cpuCosts: runs.map(cpuCost),
+    cpuCost: meanOfPairMedians(runs, cpuCost),
   };
 }
 

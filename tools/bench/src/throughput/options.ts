@@ -22,10 +22,11 @@ export interface ThroughputOptions {
 }
 
 /**
- * The cost looked for (a few %) is smaller than what a round moves by when two processes share two
- * cores with the load generator and Redis: at least this many rounds, and their median.
+ * The metrics cost's rounds: the cost looked for (a few %) is smaller than what a round moves by
+ * when two processes share two cores with the load generator and Redis, so at least 8, and as many
+ * for each of its two pairs.
  */
-export const METRICS_MIN_ROUNDS = 7;
+export const metricsRoundsOf = (rounds: number) => 2 * Math.ceil(Math.max(rounds, 8) / 2);
 
 /** How long the worker may take to index the warm-up plants. */
 export const INDEX_WARMUP_LIMIT_MS = 60_000;
@@ -91,7 +92,7 @@ Takes about 9 minutes with the defaults.`);
 /** The hard time limit: every phase at its bound, plus slack. */
 export function limitMs({ rounds, durationS, connectionCounts, lagDurationS, warmupS }: ThroughputOptions): number {
   const runsPerRound = connectionCounts.length * 5;
-  const roundsS = (rounds * runsPerRound + Math.max(rounds, METRICS_MIN_ROUNDS)) * (durationS + 2);
+  const roundsS = (rounds * runsPerRound + metricsRoundsOf(rounds)) * (durationS + 2);
   return (
     (2 * warmupS + roundsS + lagDurationS + 60) * 1000 + INDEX_WARMUP_LIMIT_MS + 2 * DRAIN_LIMIT_MS + LAG_DEADLINE_MS
   );

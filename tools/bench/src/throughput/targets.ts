@@ -5,8 +5,7 @@
  * prints the latest result of the other storage beside its own.
  */
 import { readdirSync, readFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import { table, verdict } from "../report.js";
+import { RESULTS_DIR, table, verdict } from "../report.js";
 import type { Measured } from "./measured.js";
 import type { Storage, ThroughputOptions } from "./options.js";
 
@@ -96,16 +95,15 @@ export function printTargets(run: JudgedRun): void {
 
 /** The latest result file's judged run on `storage`, if a run there wrote one. */
 export function latestJudgedRun(storage: Storage): JudgedRun | undefined {
-  const dir = fileURLToPath(new URL("../../results/", import.meta.url));
   let files: string[];
   try {
-    files = readdirSync(dir).filter((name) => /^throughput-.*\.json$/.test(name));
+    files = readdirSync(RESULTS_DIR).filter((name) => /^throughput-.*\.json$/.test(name));
   } catch {
     return undefined; // no results yet
   }
   for (const name of files.sort().reverse()) {
     try {
-      const judged = (JSON.parse(readFileSync(`${dir}${name}`, "utf8")) as { targets?: JudgedRun }).targets;
+      const judged = (JSON.parse(readFileSync(`${RESULTS_DIR}${name}`, "utf8")) as { targets?: JudgedRun }).targets;
       if (judged?.storage === storage) return judged;
     } catch {} // a file cut short by an interrupted run
   }
