@@ -6,6 +6,8 @@
 // protocols. Without an endpoint (or with OTEL_SDK_DISABLED) nothing is exported.
 import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
+import { ROOT_CONTEXT } from "@opentelemetry/api";
+import { SamplingDecision, TraceIdRatioBasedSampler } from "@opentelemetry/sdk-trace";
 import { IMPORT_MEDIA_TYPE } from "@plant-store/contracts";
 import {
   ADMIN_TOKEN,
@@ -200,6 +202,65 @@ describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) 
     );
     expect(otlp.inTrace(traceId)).toEqual([]);
     expect(otlp.spans.filter((span) => span.links.some((link) => link.traceId === traceId))).toEqual([]);
+  });
+});
+
+describe("sampled at the edge (traceidratio 0.5)", () => {
+  const ratio = new TraceIdRatioBasedSampler(0.5);
+  let otlp: OtlpReceiver;
+  const running: Partial<Running> = {};
+  beforeAll(async () => {
+    otlp = await startOtlpReceiver();
+    await startProcesses(
+      {
+        OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
+        OTEL_TRACES_SAMPLER: "traceidratio",
+        OTEL_TRACES_SAMPLER_ARG: "0.5",
+        OTEL_BSP_SCHEDULE_DELAY: "200",
+      },
+      running,
+    );
+  }, 60_000);
+  afterAll(async () => {
+    await stopProcesses(running);
+    await otlp?.close();
+  });
+
+  it("traces a kept request whole, in the trace its id was kept by, and a dropped one not at all", {
+    timeout: 60_000,
+  }, async () => {
+    const { url, apiLines } = running as Running;
+    const creates = 30;
+    for (let n = 0; n < creates; n++) {
+      const id = String(9_300_000_000_000_000n + BigInt(randomBytes(4).readUInt32BE()));
+      expect((await call(url, { body: `{"id":${id},"name":"edge"}` })).status).toBe(200);
+    }
+    const lines = await eventually(async () => {
+      const found = apiLines.filter(
+        (line) =>
+          line.msg === "request completed" &&
+          (line.req as { method: string }).method === "POST" &&
+          (line.req as { url: string }).url === "/plants",
+      );
+      return found.length === creates ? found : undefined;
+    }, 10_000);
+    // A dropped request has no span, so its log line names no trace; a kept one's names its trace.
+    const kept = lines.flatMap((line) => (typeof line.trace_id === "string" ? [line.trace_id] : []));
+    expect(kept.length).toBeGreaterThan(0);
+    expect(kept.length).toBeLessThan(creates);
+    // The trace id the edge decided on is the request's (handed over): the ratio keeps each one.
+    for (const traceId of kept) {
+      expect(ratio.shouldSample(ROOT_CONTEXT, traceId).decision).toBe(SamplingDecision.RECORD_AND_SAMPLED);
+    }
+    // Each kept request whole (request, procedure, commit); no procedure span of any other.
+    await eventually(async () => {
+      const names = (traceId: string) => new Set(otlp.inTrace(traceId).map((span) => span.name));
+      return kept.every((traceId) =>
+        ["request", "trpc plants.create", "store commit"].every((name) => names(traceId).has(name)),
+      );
+    }, 30_000);
+    const procedures = otlp.spans.filter((span) => span.name === "trpc plants.create");
+    expect(new Set(procedures.map((span) => span.traceId))).toEqual(new Set(kept));
   });
 });
 

@@ -108,7 +108,9 @@ export const authorizedProcedure = t.procedure.use(async ({ ctx, meta, path, nex
   }
   const principal = ctx.auth.principal;
   const run = () => next({ ctx: { principal } });
-  const result = await (isTracing() ? inSpan(`trpc ${path}`, run, { attributes: { "rpc.method": path } }) : run());
+  const result = await (isTracing()
+    ? inSpan(`trpc ${path}`, run, { attributes: { "rpc.method": path }, requestStep: true })
+    : run());
   if (!result.ok && result.error.cause instanceof StoreUnavailableError) {
     throw new TRPCError({
       code: "SERVICE_UNAVAILABLE",

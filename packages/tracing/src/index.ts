@@ -45,7 +45,7 @@ export async function startTracing(options: { defaultServiceName: string; env?: 
   }
   const { startSdk } = await import("./sdk.js");
   const sdk = startSdk(settings);
-  setTracing(true);
+  setTracing(true, sdk.edgeSampled);
   started = {
     enabled: true,
     bullmq: sdk.bullmq,

@@ -21,6 +21,7 @@ import {
 import { ATTR_SERVICE_NAME, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY } from "@opentelemetry/semantic-conventions";
 import { BullMQOtel } from "bullmq-otel";
 import { register as registerSyncImportHooks, supportsSyncHooks } from "import-in-the-middle/register-hooks.mjs";
+import { edgeSampler, HandOverIds } from "./edge-sampling.js";
 import { INSTRUMENTATIONS, type SamplerSettings, type TracingSettings } from "./settings.js";
 
 // Loaded by startTracing only when tracing is on (a dynamic import): with it off, none of the
@@ -45,13 +46,18 @@ const withoutQuery = (url: string) => {
  * query may carry a credential (the logs redact them too), a subscriber's URL as well, and a
  * command's arguments are plants, token hashes and secrets.
  */
-function instrumentations(disabled: ReadonlySet<string>): Instrumentation[] {
+function instrumentations(
+  disabled: ReadonlySet<string>,
+  isSampled: (request: { headers: Record<string, string | string[] | undefined> }) => boolean,
+): Instrumentation[] {
   const all: Record<(typeof INSTRUMENTATIONS)[number], () => Instrumentation> = {
-    // A span per request and per route handler, not per hook: hooks are many and cheap.
+    // A span per request and per route handler, not per hook: hooks are many and cheap. A request
+    // the sampler drops is skipped whole (see edgeSampler); a route is never skipped.
     fastify: () =>
       new FastifyOtelInstrumentation({
         registerOnInitialization: true,
         instrumentHooks: false,
+        ignorePaths: ({ request }) => request !== undefined && !isSampled(request),
         requestHook: (span, request) => span.setAttribute(ATTR_URL_PATH, withoutQuery(request.url)),
       }),
     // Only commands of traced work (a request, a batch): not the relay's blocking reads and leases.
@@ -79,6 +85,8 @@ function registerImportHooks(): void {
 
 export interface Sdk {
   bullmq: BullMQOtel;
+  /** Whether HTTP requests are sampled at the edge (the Fastify instrumentation is on). */
+  edgeSampled: boolean;
   shutdown(): Promise<void>;
 }
 
@@ -90,20 +98,25 @@ export interface Sdk {
 export function startSdk(settings: Extract<TracingSettings, { enabled: true }>): Sdk {
   registerImportHooks();
   const exporter = settings.protocol === "http/json" ? new OtlpJsonExporter() : new OtlpProtobufExporter();
+  const sampler = samplerOf(settings.sampler);
+  const ids = new HandOverIds();
   const provider = new TracerProvider({
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName }),
-    sampler: samplerOf(settings.sampler),
+    sampler,
+    idGenerator: ids,
     spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: settings.scheduleDelayMs })],
   });
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  const propagator = new W3CTraceContextPropagator();
+  propagation.setGlobalPropagator(propagator);
   trace.setGlobalTracerProvider(provider);
   const unregister = registerInstrumentations({
     tracerProvider: provider,
-    instrumentations: instrumentations(settings.disabled),
+    instrumentations: instrumentations(settings.disabled, edgeSampler(sampler, ids, propagator)),
   });
   return {
     bullmq: new BullMQOtel({ tracerName: "bullmq" }),
+    edgeSampled: !settings.disabled.has("fastify"),
     async shutdown() {
       unregister();
       await provider.shutdown();

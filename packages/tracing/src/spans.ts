@@ -15,9 +15,12 @@ import {
 
 /** Set once by startTracing: every helper here is a plain call through while it is false. */
 let on = false;
+/** Whether requests are sampled at the edge: then a request step outside a trace is not sampled. */
+let edgeSampled = false;
 
-export function setTracing(enabled: boolean): void {
+export function setTracing(enabled: boolean, requestsSampledAtEdge = false): void {
   on = enabled;
+  edgeSampled = enabled && requestsSampledAtEdge;
   tracer = undefined;
 }
 
@@ -73,6 +76,12 @@ export interface StepOptions {
   links?: Link[];
   /** The span's parent, as a `traceparent` (an event's): the step is then part of that trace. */
   parent?: string | undefined;
+  /**
+   * A step of an HTTP request (its procedure, its commit). Requests are sampled at the edge when
+   * the Fastify instrumentation is on, and one the sampler dropped runs in no trace: its steps
+   * then make no span (not a root span each, sampled anew).
+   */
+  requestStep?: boolean;
 }
 
 /**
@@ -86,6 +95,7 @@ export function inSpan<T>(name: string, step: () => Promise<T>, options: StepOpt
   const remote = spanContextOf(options.parent);
   const parent = remote ? trace.setSpanContext(ROOT_CONTEXT, remote) : context.active();
   const upstream = trace.getSpanContext(parent);
+  if (!upstream && options.requestStep && edgeSampled) return step();
   if (upstream && !(upstream.traceFlags & TraceFlags.SAMPLED)) return remote ? context.with(parent, step) : step();
   const spanOptions = { attributes: options.attributes ?? {}, links: options.links ?? [] };
   tracer ??= trace.getTracer(TRACER);

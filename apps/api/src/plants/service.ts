@@ -27,10 +27,14 @@ export type Page = { plants: StoredPlant[]; nextCursor: string | undefined };
  * context (`traceparent`), so the worker's work for the event joins the request's trace.
  */
 function traced<T>(meta: RequestMeta, commit: (meta: RequestMeta) => Promise<T>): Promise<T> {
-  return inSpan("store commit", () => {
-    const traceparent = activeTraceparent();
-    return commit(traceparent === undefined ? meta : { ...meta, traceparent });
-  });
+  return inSpan(
+    "store commit",
+    () => {
+      const traceparent = activeTraceparent();
+      return commit(traceparent === undefined ? meta : { ...meta, traceparent });
+    },
+    { requestStep: true },
+  );
 }
 
 /** A plant as the read operations return it: id, name and tag (no times). */
