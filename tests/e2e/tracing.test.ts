@@ -90,6 +90,24 @@ async function stopProcesses(running: Partial<Running>) {
   await running.store?.stop();
 }
 
+/**
+ * For a suite: an OTLP receiver, and the processes exporting to it with `otel` on top (spans
+ * exported every 200 ms), started before its tests and stopped after them.
+ */
+function exportingProcesses(otel: Record<string, string>) {
+  const suite = { otlp: undefined as unknown as OtlpReceiver, running: {} as Partial<Running> };
+  beforeAll(async () => {
+    suite.otlp = await startOtlpReceiver();
+    const env = { OTEL_EXPORTER_OTLP_ENDPOINT: suite.otlp.endpoint, OTEL_BSP_SCHEDULE_DELAY: "200", ...otel };
+    await startProcesses(env, suite.running);
+  }, 60_000);
+  afterAll(async () => {
+    await stopProcesses(suite.running);
+    await suite.otlp?.close();
+  });
+  return suite;
+}
+
 /** Creates a plant with a `traceparent` of a new trace (sampled unless told); returns the trace id and the plant's id. */
 async function createTraced(url: string, sampled = true) {
   const traceId = randomBytes(16).toString("hex");
@@ -107,28 +125,12 @@ const deliveryOf = (receiver: Receiver, id: string) =>
   eventually(async () => receiver.received.find((request) => request.body.includes(`"id":${id}`)), 30_000);
 
 describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) => {
-  let otlp: OtlpReceiver;
-  const running: Partial<Running> = {};
-  beforeAll(async () => {
-    otlp = await startOtlpReceiver();
-    await startProcesses(
-      {
-        OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
-        OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
-        OTEL_BSP_SCHEDULE_DELAY: "200",
-      },
-      running,
-    );
-  }, 60_000);
-  afterAll(async () => {
-    await stopProcesses(running);
-    await otlp?.close();
-  });
+  const suite = exportingProcesses({ OTEL_EXPORTER_OTLP_PROTOCOL: protocol });
 
   it("follows a create from its request through the outbox to its webhook, in one trace", {
     timeout: 60_000,
   }, async () => {
-    const { url, receiver, apiLines } = running as Running;
+    const { url, receiver, apiLines } = suite.running as Running;
     const { traceId, id } = await createTraced(url);
 
     // The delivery carries the create's trace (a receiver that traces continues it).
@@ -138,7 +140,7 @@ describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) 
 
     // The api's spans and the worker's, exported to the receiver, in that trace.
     const spans = await eventually(async () => {
-      const inTrace = otlp.inTrace(traceId);
+      const inTrace = suite.otlp.inTrace(traceId);
       const names = new Set(inTrace.map((span) => `${span.service} ${span.name}`));
       const wanted = [
         "plant-store-api trpc plants.create",
@@ -147,7 +149,7 @@ describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) 
       ];
       return wanted.every((name) => names.has(name)) ? inTrace : undefined;
     }, 30_000);
-    expect(otlp.requests.every((request) => request.path === "/v1/traces")).toBe(true);
+    expect(suite.otlp.requests.every((request) => request.path === "/v1/traces")).toBe(true);
     // The request's span continues the incoming traceparent; the attempt is a child in the trace.
     expect(spans.some((span) => span.service === "plant-store-api" && span.name === "request")).toBe(true);
     const attempt = spans.find((span) => span.name === "webhook delivery attempt");
@@ -155,7 +157,7 @@ describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) 
     // The worker's batches are traces of their own, linked to the event's.
     const linked = await eventually(async () => {
       const names = new Set(
-        otlp.spans.filter((span) => span.links.some((link) => link.traceId === traceId)).map((span) => span.name),
+        suite.otlp.spans.filter((span) => span.links.some((link) => link.traceId === traceId)).map((span) => span.name),
       );
       return names.has("relay batch") && names.has("side-work job") ? names : undefined;
     }, 30_000);
@@ -171,7 +173,7 @@ describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) 
   });
 
   it("follows a bulk import from its upload to its chunks", { timeout: 60_000 }, async () => {
-    const { url } = running as Running;
+    const { url } = suite.running as Running;
     const traceId = randomBytes(16).toString("hex");
     const upload = await call(url, {
       path: "/plants/imports",
@@ -181,14 +183,14 @@ describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) 
     });
     expect(upload.status).toBe(202);
     const chunk = await eventually(
-      async () => otlp.inTrace(traceId).find((span) => span.name === "import chunk"),
+      async () => suite.otlp.inTrace(traceId).find((span) => span.name === "import chunk"),
       30_000,
     );
     expect(chunk.service).toBe("plant-store-worker");
   });
 
   it("keeps nothing of a request whose traceparent is not sampled, nor of its event", { timeout: 60_000 }, async () => {
-    const { url, receiver } = running as Running;
+    const { url, receiver } = suite.running as Running;
     const { traceId, id } = await createTraced(url, false);
     const delivery = await deliveryOf(receiver, id);
     // The worker's attempt is in a trace of its own (its sampler's), not the request's.
@@ -197,39 +199,22 @@ describe.each(["http/protobuf", "http/json"])("traced over OTLP %s", (protocol) 
     // A sampled create after it: once its spans are in, the unsampled one's would have been too.
     const later = await createTraced(url);
     await eventually(
-      async () => otlp.inTrace(later.traceId).some((span) => span.name === "webhook delivery attempt"),
+      async () => suite.otlp.inTrace(later.traceId).some((span) => span.name === "webhook delivery attempt"),
       30_000,
     );
-    expect(otlp.inTrace(traceId)).toEqual([]);
-    expect(otlp.spans.filter((span) => span.links.some((link) => link.traceId === traceId))).toEqual([]);
+    expect(suite.otlp.inTrace(traceId)).toEqual([]);
+    expect(suite.otlp.spans.filter((span) => span.links.some((link) => link.traceId === traceId))).toEqual([]);
   });
 });
 
 describe("sampled at the edge (traceidratio 0.5)", () => {
   const ratio = new TraceIdRatioBasedSampler(0.5);
-  let otlp: OtlpReceiver;
-  const running: Partial<Running> = {};
-  beforeAll(async () => {
-    otlp = await startOtlpReceiver();
-    await startProcesses(
-      {
-        OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint,
-        OTEL_TRACES_SAMPLER: "traceidratio",
-        OTEL_TRACES_SAMPLER_ARG: "0.5",
-        OTEL_BSP_SCHEDULE_DELAY: "200",
-      },
-      running,
-    );
-  }, 60_000);
-  afterAll(async () => {
-    await stopProcesses(running);
-    await otlp?.close();
-  });
+  const suite = exportingProcesses({ OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.5" });
 
   it("traces a kept request whole, in the trace its id was kept by, and a dropped one not at all", {
     timeout: 60_000,
   }, async () => {
-    const { url, apiLines } = running as Running;
+    const { url, apiLines } = suite.running as Running;
     const creates = 30;
     for (let n = 0; n < creates; n++) {
       const id = String(9_300_000_000_000_000n + BigInt(randomBytes(4).readUInt32BE()));
@@ -254,31 +239,22 @@ describe("sampled at the edge (traceidratio 0.5)", () => {
     }
     // Each kept request whole (request, procedure, commit); no procedure span of any other.
     await eventually(async () => {
-      const names = (traceId: string) => new Set(otlp.inTrace(traceId).map((span) => span.name));
+      const names = (traceId: string) => new Set(suite.otlp.inTrace(traceId).map((span) => span.name));
       return kept.every((traceId) =>
         ["request", "trpc plants.create", "store commit"].every((name) => names(traceId).has(name)),
       );
     }, 30_000);
-    const procedures = otlp.spans.filter((span) => span.name === "trpc plants.create");
+    const procedures = suite.otlp.spans.filter((span) => span.name === "trpc plants.create");
     expect(new Set(procedures.map((span) => span.traceId))).toEqual(new Set(kept));
   });
 });
 
 describe("tracing off", () => {
-  let otlp: OtlpReceiver;
-  const running: Partial<Running> = {};
-  beforeAll(async () => {
-    otlp = await startOtlpReceiver();
-    // The endpoint is set but the SDK disabled: the receiver would see anything sent.
-    await startProcesses({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.endpoint, OTEL_SDK_DISABLED: "true" }, running);
-  }, 60_000);
-  afterAll(async () => {
-    await stopProcesses(running);
-    await otlp?.close();
-  });
+  // The endpoint is set but the SDK disabled: the receiver would see anything sent.
+  const suite = exportingProcesses({ OTEL_SDK_DISABLED: "true" });
 
   it("exports nothing, and adds no trace to the event, its webhook or the log", { timeout: 60_000 }, async () => {
-    const { url, receiver, apiLines } = running as Running;
+    const { url, receiver, apiLines } = suite.running as Running;
     const { id } = await createTraced(url);
     const delivery = await deliveryOf(receiver, id);
     expect(delivery.verified).toBe(true);
@@ -289,8 +265,8 @@ describe("tracing off", () => {
     );
     expect(line.trace_id).toBeUndefined();
     // The processes stop (flushing anything buffered) before the receiver is read.
-    await running.api?.stop();
-    await running.worker?.stop();
-    expect(otlp.requests).toEqual([]);
+    await suite.running.api?.stop();
+    await suite.running.worker?.stop();
+    expect(suite.otlp.requests).toEqual([]);
   });
 });
