@@ -75,4 +75,4 @@ EXPOSE 3000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:3000/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # A 16 MiB young generation: fewer garbage collections under load (docs/development.md, Performance).
-CMD ["node", "--max-semi-space-size=16", "apps/api/dist/main.js"]
+CMD ["node", "--max-semi-space-size=16", "--max-old-space-size=1024", "apps/api/dist/main.js"]

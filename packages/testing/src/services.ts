@@ -200,8 +200,8 @@ export function runCommand(
   });
 }
 
-/** Node's flags for the api as deployed (the Dockerfile's and `npm start`'s): a 16 MiB young generation. */
-export const API_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=16"];
+/** Node's flags for the api as deployed (the Dockerfile's and `npm start`'s): a 16 MiB young generation, a 1 GiB heap. */
+export const API_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=16", "--max-old-space-size=1024"];
 
 /**
  * The api's built process (`entry`, its `main.js`) as deployed, with its production Node flags (on

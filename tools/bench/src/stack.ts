@@ -166,8 +166,8 @@ export async function startApiProcess(
       METRICS_ENABLED: String(options.metrics),
       ...options.env,
     },
-    // As deployed (Dockerfile, npm start): a 16 MiB young generation.
-    { nodeFlags: ["--max-semi-space-size=16", ...(options.nodeFlags ?? [])] },
+    // As deployed (Dockerfile, npm start): a 16 MiB young generation, a 1 GiB heap.
+    { nodeFlags: ["--max-semi-space-size=16", "--max-old-space-size=1024", ...(options.nodeFlags ?? [])] },
   );
   const api = { ...service, url: `http://127.0.0.1:${port}` };
   if (stack.api) stack.moreApis.push(api);
