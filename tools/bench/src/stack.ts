@@ -12,6 +12,7 @@ import {
   type RedisTarget,
 } from "@plant-store/store";
 import {
+  API_NODE_FLAGS,
   givenClusterEnv,
   mainNextTo,
   type Service,
@@ -167,7 +168,7 @@ export async function startApiProcess(
       ...options.env,
     },
     // As deployed (Dockerfile, npm start): a 16 MiB young generation, a 1 GiB heap.
-    { nodeFlags: ["--max-semi-space-size=16", "--max-old-space-size=1024", ...(options.nodeFlags ?? [])] },
+    { nodeFlags: [...API_NODE_FLAGS, ...(options.nodeFlags ?? [])] },
   );
   const api = { ...service, url: `http://127.0.0.1:${port}` };
   if (stack.api) stack.moreApis.push(api);
