@@ -36,7 +36,8 @@ export class HandOverIds implements IdGenerator {
   }
 }
 
-type Request = { headers: Record<string, string | string[] | undefined> };
+/** What the edge sampler reads of a request (a Fastify request has it). */
+export type SampledRequest = { headers: Record<string, string | string[] | undefined> };
 
 /**
  * Head sampling at the edge, for @fastify/otel's `ignorePaths` (called with each request, before
@@ -51,9 +52,9 @@ export function edgeSampler(
   sampler: Sampler,
   ids: HandOverIds,
   propagator: TextMapPropagator,
-): (request: Request) => boolean {
-  const decided = new WeakMap<Request, boolean>();
-  const isSampled = (request: Request): boolean => {
+): (request: SampledRequest) => boolean {
+  const decided = new WeakMap<SampledRequest, boolean>();
+  const isSampled = (request: SampledRequest): boolean => {
     const incoming = propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter);
     const parent = trace.getSpanContext(incoming);
     const continued = parent !== undefined && isSpanContextValid(parent);

@@ -21,7 +21,7 @@ import {
 import { ATTR_SERVICE_NAME, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY } from "@opentelemetry/semantic-conventions";
 import { BullMQOtel } from "bullmq-otel";
 import { register as registerSyncImportHooks, supportsSyncHooks } from "import-in-the-middle/register-hooks.mjs";
-import { edgeSampler, HandOverIds } from "./edge-sampling.js";
+import { edgeSampler, HandOverIds, type SampledRequest } from "./edge-sampling.js";
 import { INSTRUMENTATIONS, type SamplerSettings, type TracingSettings } from "./settings.js";
 
 // Loaded by startTracing only when tracing is on (a dynamic import): with it off, none of the
@@ -48,7 +48,7 @@ const withoutQuery = (url: string) => {
  */
 function instrumentations(
   disabled: ReadonlySet<string>,
-  isSampled: (request: { headers: Record<string, string | string[] | undefined> }) => boolean,
+  isSampled: (request: SampledRequest) => boolean,
 ): Instrumentation[] {
   const all: Record<(typeof INSTRUMENTATIONS)[number], () => Instrumentation> = {
     // A span per request and per route handler, not per hook: hooks are many and cheap. A request
