@@ -7,6 +7,7 @@ try {
   const { loadApiConfig } = await import("./config.js");
   const { startApi } = await import("./server.js");
   const api = await startApi(loadApiConfig());
+  if (tracing.warning) api.app.log.warn(tracing.warning);
   let closing = false;
   const shutdown = async (signal: string) => {
     if (closing) return;

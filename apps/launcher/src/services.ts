@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { setPriority } from "node:os";
+import { tracingNodeFlags } from "@plant-store/tracing";
 
 export interface ExitInfo {
   code: number | null;
@@ -21,7 +22,8 @@ export interface Service {
  * runs; docs/development.md, Performance). Its heap is capped at 1 GiB, some 8× its live set
  * under load: V8 otherwise sizes it from the host's memory (4 GiB on 24 GiB) and collects so
  * lazily that churn alone (ten idle catch-up event streams) grew its RSS by 200–270 MiB, against
- * ~100 MiB capped. The Dockerfile, the tests and the benchmark start the api the same way.
+ * ~100 MiB capped. The Dockerfile, the tests and the benchmark start the api the same way. A
+ * traced process gets the flags tracing needs too (`tracingNodeFlags`: on Node 22, one).
  */
 export const NODE_FLAGS: Record<string, readonly string[]> = {
   api: ["--max-semi-space-size=16", "--max-old-space-size=1024"],
@@ -38,7 +40,7 @@ export function startService(
   env: NodeJS.ProcessEnv,
   options: { niceness?: number; warn?: (line: string) => void; ipc?: boolean } = {},
 ): Service {
-  const args = [...(NODE_FLAGS[name] ?? []), entry];
+  const args = [...(NODE_FLAGS[name] ?? []), ...tracingNodeFlags(env), entry];
   const stdio = options.ipc
     ? (["ignore", "inherit", "inherit", "ipc"] as const)
     : (["ignore", "inherit", "inherit"] as const);

@@ -34,6 +34,7 @@ async function main(): Promise<void> {
   });
   const worker = await starting;
   if (stopping) return;
+  if (tracing.warning) log.warn(tracing.warning);
   log.info("worker ready", {
     relayConsumer: worker.relayConsumer,
     concurrency: config.concurrency,

@@ -6,6 +6,7 @@ import type { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { freePort } from "@plant-store/redis-server";
+import { tracingNodeFlags } from "@plant-store/tracing";
 
 export interface ExitInfo {
   code: number | null;
@@ -53,7 +54,8 @@ export function spawnService(
   options: SpawnOptions = {},
 ): Service {
   const { log, keepLines = 40, remember = () => false } = options;
-  const child = spawn(process.execPath, [...(options.nodeFlags ?? []), entry], {
+  // As npm start runs them: a traced process gets the Node flags tracing needs (tracingNodeFlags).
+  const child = spawn(process.execPath, [...(options.nodeFlags ?? []), ...tracingNodeFlags(env), entry], {
     env: { PATH: process.env.PATH ?? "", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

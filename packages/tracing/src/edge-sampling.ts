@@ -40,20 +40,20 @@ export class HandOverIds implements IdGenerator {
 export type SampledRequest = { headers: Record<string, string | string[] | undefined> };
 
 /**
- * Head sampling at the edge, for @fastify/otel's `ignorePaths` (called with each request, before
- * its request span and again before its handler span): a request the sampler drops is skipped
- * there, so it gets no span, no context and no Redis command spans at all, instead of a tree of
- * non-recording ones, which cost the api as much again as the rest of a create at a 1 % sampler.
- * The decision is the configured sampler's own, on the request's incoming `traceparent` (read by
- * `propagator`, the one registered globally, as @fastify/otel reads it), as the SDK would decide
- * for the request span, or on a new trace id handed over to that span.
+ * Head sampling at the edge, for @fastify/otel's `ignorePaths` (called with each request before
+ * its request span; with no request for each route as it is added): a request the sampler drops
+ * is skipped there, so it gets no span, no context and no Redis command spans at all, instead of a
+ * tree of non-recording ones, which cost the api as much again as the rest of a create at a 1 %
+ * sampler. The decision is the configured sampler's own, on the request's incoming `traceparent`
+ * (read by `propagator`, the one registered globally, as @fastify/otel reads it), as the SDK would
+ * decide for the request span, or on a new trace id handed over to that span. Asked once per
+ * request: the instrumentation makes no route handler spans, the other per-request call.
  */
 export function edgeSampler(
   sampler: Sampler,
   ids: HandOverIds,
   propagator: TextMapPropagator,
 ): (request: SampledRequest) => boolean {
-  const decided = new WeakMap<SampledRequest, boolean>();
   const isSampled = (request: SampledRequest): boolean => {
     const incoming = propagator.extract(ROOT_CONTEXT, request.headers, defaultTextMapGetter);
     const parent = trace.getSpanContext(incoming);
@@ -64,13 +64,6 @@ export function edgeSampler(
     if (sampled && !continued) ids.handOver(traceId);
     return sampled;
   };
-  return (request) => {
-    let sampled = decided.get(request);
-    if (sampled === undefined) {
-      // Inside a span already (an outer instrumentation's): @fastify/otel continues it; not ours to decide.
-      sampled = trace.getSpan(context.active()) !== undefined || isSampled(request);
-      decided.set(request, sampled);
-    }
-    return sampled;
-  };
+  // Inside a span already (an outer instrumentation's): @fastify/otel continues it; not ours to decide.
+  return (request) => trace.getSpan(context.active()) !== undefined || isSampled(request);
 }

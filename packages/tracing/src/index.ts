@@ -1,7 +1,9 @@
 import type { BullMQOtel } from "bullmq-otel";
+import { missingNodeFlagsWarning } from "./node-flags.js";
 import { type TracingSettings, tracingSettings } from "./settings.js";
 import { setTracing } from "./spans.js";
 
+export { missingNodeFlagsWarning, tracingNodeFlags } from "./node-flags.js";
 export { type OtlpProtocol, type SamplerSettings, type TracingSettings, tracingSettings } from "./settings.js";
 export {
   activeTraceparent,
@@ -20,6 +22,8 @@ export interface Tracing {
   readonly enabled: boolean;
   /** Why it is off ("no OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SDK_DISABLED"), when it is. */
   readonly reason?: string;
+  /** What the process should log at start: a flag it runs without that tracing needs (see tracingNodeFlags). */
+  readonly warning?: string | undefined;
   /** BullMQ's own telemetry (its `telemetry` option), when on. */
   readonly bullmq: BullMQOtel | undefined;
   /** Exports what is buffered and stops (call before the process exits). */
@@ -38,7 +42,8 @@ let started: Tracing | undefined;
  */
 export async function startTracing(options: { defaultServiceName: string; env?: NodeJS.ProcessEnv }): Promise<Tracing> {
   if (started) return started;
-  const settings: TracingSettings = tracingSettings(options.env ?? process.env, options.defaultServiceName);
+  const env = options.env ?? process.env;
+  const settings: TracingSettings = tracingSettings(env, options.defaultServiceName);
   if (!settings.enabled) {
     started = off(settings.reason);
     return started;
@@ -48,6 +53,7 @@ export async function startTracing(options: { defaultServiceName: string; env?: 
   setTracing(true, sdk.edgeSampled);
   started = {
     enabled: true,
+    warning: missingNodeFlagsWarning(env),
     bullmq: sdk.bullmq,
     async shutdown() {
       setTracing(false);

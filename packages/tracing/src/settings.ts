@@ -38,6 +38,15 @@ const SAMPLERS: readonly SamplerSettings["name"][] = [
 
 const text = (value: string | undefined) => (value === undefined || value.trim() === "" ? undefined : value.trim());
 
+/** Why these variables leave tracing off (no endpoint, OTEL_SDK_DISABLED); undefined when they turn it on. */
+export function tracingOffReason(env: NodeJS.ProcessEnv): string | undefined {
+  if (text(env.OTEL_SDK_DISABLED)?.toLowerCase() === "true") return "OTEL_SDK_DISABLED";
+  if (!text(env.OTEL_EXPORTER_OTLP_ENDPOINT) && !text(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)) {
+    return "no OTEL_EXPORTER_OTLP_ENDPOINT";
+  }
+  return undefined;
+}
+
 /**
  * Reads the standard variables, and only those: tracing is on when an OTLP endpoint is set
  * (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) and OTEL_SDK_DISABLED is not
@@ -46,10 +55,8 @@ const text = (value: string | undefined) => (value === undefined || value.trim()
  * everything.
  */
 export function tracingSettings(env: NodeJS.ProcessEnv, defaultServiceName: string): TracingSettings {
-  if (text(env.OTEL_SDK_DISABLED)?.toLowerCase() === "true") return { enabled: false, reason: "OTEL_SDK_DISABLED" };
-  if (!text(env.OTEL_EXPORTER_OTLP_ENDPOINT) && !text(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)) {
-    return { enabled: false, reason: "no OTEL_EXPORTER_OTLP_ENDPOINT" };
-  }
+  const offReason = tracingOffReason(env);
+  if (offReason !== undefined) return { enabled: false, reason: offReason };
   const protocol =
     text(env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL) ?? text(env.OTEL_EXPORTER_OTLP_PROTOCOL) ?? "http/protobuf";
   if (protocol !== "http/protobuf" && protocol !== "http/json") {

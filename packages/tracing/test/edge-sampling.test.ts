@@ -1,5 +1,5 @@
-// Head sampling at the edge: the configured sampler's decision for a request, taken once, before
-// any span; a new trace's id handed over to the request span that follows, so the span is in the
+// Head sampling at the edge: the configured sampler's decision for a request, taken before any
+// span; a new trace's id handed over to the request span that follows, so the span is in the
 // trace that was kept. The SDK's own samplers and id generator, no stand-ins.
 import { ROOT_CONTEXT } from "@opentelemetry/api";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
@@ -38,18 +38,27 @@ describe("edgeSampler", () => {
     expect(kept).toBeLessThan(150);
   });
 
-  it("decides once per request: the handler's call gets the request's answer and hands over nothing", () => {
+  it("hands a kept new trace's id to the next span only, and a dropped one's to none", () => {
+    // The SDK's samplers, asked through a wrapper that notes the trace id each decision was on.
+    const noting = (inner: Sampler) => {
+      const asked: string[] = [];
+      const sampler: Sampler = {
+        shouldSample: (...args) => {
+          asked.push(args[1]);
+          return inner.shouldSample(...args);
+        },
+        toString: () => inner.toString(),
+      };
+      return { sampler, asked };
+    };
     const ids = new HandOverIds();
-    const isSampled = edgeSampler(new AlwaysOnSampler(), ids);
-    const request = { headers: {} };
-    expect(isSampled(request)).toBe(true);
-    const handedOver = ids.generateTraceId();
-    expect(isSampled(request)).toBe(true);
-    expect(ids.generateTraceId()).not.toBe(handedOver);
-    const dropped = { headers: {} };
-    const never = edgeSampler(new AlwaysOffSampler(), ids);
-    expect(never(dropped)).toBe(false);
-    expect(never(dropped)).toBe(false);
+    const kept = noting(new AlwaysOnSampler());
+    expect(edgeSampler(kept.sampler, ids)({ headers: {} })).toBe(true);
+    expect(ids.generateTraceId()).toBe(kept.asked[0]);
+    expect(ids.generateTraceId()).not.toBe(kept.asked[0]);
+    const dropped = noting(new AlwaysOffSampler());
+    expect(edgeSampler(dropped.sampler, ids)({ headers: {} })).toBe(false);
+    expect(ids.generateTraceId()).not.toBe(dropped.asked[0]);
   });
 
   it("follows an incoming traceparent as a parent-based sampler does, keeping its trace id", () => {

@@ -4,7 +4,7 @@
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { linksTo, spanContextOf, tracingSettings } from "../src/index.js";
+import { linksTo, missingNodeFlagsWarning, spanContextOf, tracingNodeFlags, tracingSettings } from "../src/index.js";
 
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
@@ -99,5 +99,27 @@ describe("startTracing", () => {
     expect(started.enabled).toBe(true);
     expect(started.loaded.some((url) => url.includes("@opentelemetry/sdk-trace"))).toBe(true);
     expect(started.loaded.some((url) => url.includes("@opentelemetry/exporter-trace-otlp-proto"))).toBe(true);
+  });
+});
+
+describe("tracingNodeFlags", () => {
+  const endpoint = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318" };
+  const FRAME = "--experimental-async-context-frame";
+
+  it("asks Node 22 for the async context frame when tracing, and nothing of Node 24 or without tracing", () => {
+    expect(tracingNodeFlags(endpoint, "22.23.5")).toEqual([FRAME]);
+    expect(tracingNodeFlags(endpoint, "24.22.3")).toEqual([]);
+    expect(tracingNodeFlags({}, "22.23.5")).toEqual([]);
+    expect(tracingNodeFlags({ ...endpoint, OTEL_SDK_DISABLED: "true" }, "22.23.5")).toEqual([]);
+  });
+
+  it("warns a traced Node 22 process started without the flag, by argument or NODE_OPTIONS", () => {
+    expect(missingNodeFlagsWarning(endpoint, [], "22.23.5")).toMatch(/without --experimental-async-context-frame/);
+    expect(missingNodeFlagsWarning(endpoint, [FRAME], "22.23.5")).toBeUndefined();
+    expect(
+      missingNodeFlagsWarning({ ...endpoint, NODE_OPTIONS: `--max-old-space-size=512 ${FRAME}` }, [], "22.23.5"),
+    ).toBeUndefined();
+    expect(missingNodeFlagsWarning(endpoint, [], "24.22.3")).toBeUndefined();
+    expect(missingNodeFlagsWarning({}, [], "22.23.5")).toBeUndefined();
   });
 });
