@@ -9,10 +9,11 @@ import { startService } from "../src/services.js";
 
 const dir = mkdtempSync(join(tmpdir(), "plant-store-services-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let started = 0;
 
 /** Starts `name` with an entry that writes the node flags it was started with, and returns them. */
 async function flagsOf(name: string, env: NodeJS.ProcessEnv): Promise<string[]> {
-  const out = join(dir, `${name}-${Date.now()}.json`);
+  const out = join(dir, `${name}-${++started}.json`);
   const entry = join(dir, "print-flags.mjs");
   writeFileSync(
     entry,

@@ -3,7 +3,7 @@ import { missingNodeFlagsWarning } from "./node-flags.js";
 import { type TracingSettings, tracingSettings } from "./settings.js";
 import { setTracing } from "./spans.js";
 
-export { missingNodeFlagsWarning, tracingNodeFlags } from "./node-flags.js";
+export { tracingNodeFlags } from "./node-flags.js";
 export { type OtlpProtocol, type SamplerSettings, type TracingSettings, tracingSettings } from "./settings.js";
 export {
   activeTraceparent,

@@ -4,7 +4,8 @@
 import { execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { linksTo, missingNodeFlagsWarning, spanContextOf, tracingNodeFlags, tracingSettings } from "../src/index.js";
+import { linksTo, spanContextOf, tracingNodeFlags, tracingSettings } from "../src/index.js";
+import { missingNodeFlagsWarning } from "../src/node-flags.js";
 
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
