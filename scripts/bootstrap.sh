@@ -2,9 +2,10 @@
 # Makes `npm start` / `npm test` work on a fresh clone, whatever NODE_ENV says: makes sure a
 # supported Node runs what follows, and installs the locked dependencies (devDependencies included:
 # the build needs them) when the installed tree is not known to match the lockfile and patches.
-# Then runs its arguments, if any, with that Node first on the PATH (a child process cannot change
-# its parent's PATH, so the npm scripts hand it the rest of their work). POSIX sh; run from anywhere.
-# Usage: sh scripts/bootstrap.sh [command [argument...]]
+# With --build, then builds every package (turbo). Then runs its arguments, if any, with that Node
+# first on the PATH (a child process cannot change its parent's PATH, so the npm scripts hand it the
+# rest of their work). POSIX sh; run from anywhere.
+# Usage: sh scripts/bootstrap.sh [--build] [command [argument...]]
 set -eu
 
 cd "$(dirname "$0")/.."
@@ -13,6 +14,43 @@ say() { printf 'bootstrap: %s\n' "$*" >&2; }
 fail() {
   printf 'bootstrap: error: %s\n' "$*" >&2
   exit 1
+}
+
+# --- One set-up at a time in a checkout ----------------------------------------------------------------
+# Two stacks, or npm test beside npm start, started together would install into one node_modules and
+# build into the same dist/ folders at once, and fail. The install and the build run under a lock: a
+# symbolic link naming its holder's pid (made atomically, or not at all), taken over once that
+# process is gone (killed half-way). Released before the command runs: a service runs for long.
+# The fetch of a Node, when one is needed, runs under it too.
+lock=.bootstrap.lock
+locked=
+build=
+if [ "${1:-}" = --build ]; then
+  build=1
+  shift
+fi
+release() {
+  [ "$(readlink "$lock" 2>/dev/null || true)" = "$$" ] && rm -f "$lock"
+  return 0
+}
+take_lock() {
+  [ -z "$locked" ] || return 0
+  told=
+  until ln -s "$$" "$lock" 2>/dev/null; do
+    holder=$(readlink "$lock" 2>/dev/null || true)
+    if [ -n "$holder" ] && ! kill -0 "$holder" 2>/dev/null; then
+      say "taking over the set-up lock of process $holder, which is gone"
+      [ "$(readlink "$lock" 2>/dev/null || true)" = "$holder" ] && rm -f "$lock"
+      continue
+    fi
+    [ -n "$told" ] || say "another npm start or npm test (process $holder) is setting up this checkout: waiting for it..."
+    told=1
+    sleep 1
+  done
+  locked=1
+  trap release EXIT
+  trap 'release; exit 130' INT
+  trap 'release; exit 143' TERM
 }
 
 # --- Node version (package.json engines) --------------------------------------------------------
@@ -33,6 +71,7 @@ command -v node >/dev/null 2>&1 || fail "Node.js is not installed: $install."
 if ! supported node; then
   have=$(node -p 'process.versions.node')
   dir="$PWD/.node/$fallback"
+  supported "$dir/bin/node" || take_lock # then look again: the holder may have fetched it
   if ! supported "$dir/bin/node"; then
     [ "$(uname -s)-$(uname -m)" = Linux-x86_64 ] ||
       fail "Node.js $have is not supported, and Node.js $fallback comes from the registry for Linux x64 only: $install."
@@ -72,7 +111,10 @@ wanted=$(node -e '
   process.stdout.write(hash.digest("hex"));
 ')
 
-if [ "$(cat "$stamp" 2>/dev/null || true)" != "$wanted" ]; then
+installed() { [ "$(cat "$stamp" 2>/dev/null || true)" = "$wanted" ]; }
+
+if [ -n "$build" ] || ! installed; then take_lock; fi
+if ! installed; then
   command -v npm >/dev/null 2>&1 || fail "npm is not on the PATH (it ships with Node.js)."
   # npm ci installs exactly the lockfile and never rewrites it; --include=dev because
   # NODE_ENV=production would otherwise leave out the build tools (turbo, typescript, patch-package).
@@ -83,6 +125,11 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$wanted" ]; then
   printf '%s' "$wanted" >"$stamp"
   say "dependencies installed."
 fi
+
+if [ -n "$build" ]; then
+  turbo run build --output-logs=errors-only || fail "the build failed (see above)."
+fi
+release
 
 # --- What the npm script runs next, on the Node chosen above -----------------------------------------
 if [ "$#" -gt 0 ]; then exec "$@"; fi
