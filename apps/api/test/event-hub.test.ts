@@ -276,4 +276,22 @@ describe("catching up, whatever the cursor", () => {
     for (const close of closes) close();
     await own.close();
   });
+
+  it("ends at once a stream admitted before the hub closed and opened after it: no closing server is held open", async () => {
+    const { hub: own } = await countingHub({ historyConcurrency: 1, historyPageSize: 20 });
+    await own.admit("token-test", undefined);
+    await own.close(); // the server's close, while the request was between its admit and its open
+    const reader = new HeldReader();
+    const close = own.open({
+      principal: "token-test",
+      transport: "sse",
+      resource: "plant",
+      topic: undefined,
+      cursor: undefined,
+      sink: reader,
+    });
+    expect(reader.ended?.kind).toBe("shutdown");
+    close(); // its connection closes, as the ended response's does
+    expect(own.size).toBe(0);
+  });
 });

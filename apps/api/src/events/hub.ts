@@ -283,7 +283,10 @@ export class EventHub {
     this.connections++;
     this.perPrincipal.set(principal, (this.perPrincipal.get(principal) ?? 0) + 1);
     this.options.observer?.opened(transport);
-    if (catchUp) void this.catchUp(stream);
+    // Admitted before the hub closed, opened after: ended at once, or it would hold the closing
+    // server open (its request never finishes) and its client would never reconnect elsewhere.
+    if (this.closing) this.end(stream, shuttingDown());
+    else if (catchUp) void this.catchUp(stream);
     return () => this.release(stream);
   }
 
@@ -529,7 +532,7 @@ export class EventHub {
     this.closing = true;
     clearInterval(this.heartbeatTimer);
     for (const stream of [...this.streams]) {
-      this.end(stream, { kind: "shutdown", message: "the server is shutting down: reconnect to resume" });
+      this.end(stream, shuttingDown());
     }
     this.wake();
     // The blocking read holds its connection up to blockMs: the hub owns it and drops it.
@@ -538,6 +541,11 @@ export class EventHub {
     await Promise.race([this.loopDone, sleep(1000)]);
   }
 }
+
+const shuttingDown = (): StreamEnd => ({
+  kind: "shutdown",
+  message: "the server is shutting down: reconnect to resume",
+});
 
 const tooSlow = (): StreamEnd => ({
   kind: "slow",
