@@ -9,16 +9,17 @@ import { startService } from "../src/services.js";
 
 const dir = mkdtempSync(join(tmpdir(), "plant-store-services-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
+/** The entry every start runs: it writes the node flags it was started with to $OUT. */
+const entry = join(dir, "print-flags.mjs");
+writeFileSync(
+  entry,
+  `import { writeFileSync } from "node:fs"; writeFileSync(process.env.OUT, JSON.stringify(process.execArgv));`,
+);
 let started = 0;
 
-/** Starts `name` with an entry that writes the node flags it was started with, and returns them. */
+/** Starts `name` with that entry, and returns the node flags it was started with. */
 async function flagsOf(name: string, env: NodeJS.ProcessEnv): Promise<string[]> {
   const out = join(dir, `${name}-${++started}.json`);
-  const entry = join(dir, "print-flags.mjs");
-  writeFileSync(
-    entry,
-    `import { writeFileSync } from "node:fs"; writeFileSync(process.env.OUT, JSON.stringify(process.execArgv));`,
-  );
   const service = startService(name, entry, { ...env, OUT: out });
   expect((await service.exited).code).toBe(0);
   return JSON.parse(readFileSync(out, "utf8")) as string[];
