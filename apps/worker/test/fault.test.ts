@@ -168,20 +168,28 @@ describe.each(storeKinds)("worker processes on %s Redis", { timeout: 40_000 }, (
     await waitFor("no job left", noJobLeft);
     await expectSideWorkExactlyOnce(plants, "shared");
 
-    // Which partitions each relayed: only its own, none relayed by both, all 64 events once.
+    // Which partitions each relayed, all 64 events once, and only partitions it had been given.
+    // The last is checked against each worker's own lease history (its log), not the split above:
+    // a worker starved of CPU on a busy machine may look dead to the other for a moment, and the
+    // other then rightly takes some of its partitions over.
     const relayed = (worker: SpawnedWorker) => {
-      const lines = worker.lines().filter((line) => line.msg === "relayed outbox entries");
-      return {
-        partitions: new Set(lines.flatMap((line) => line.partitions as number[])),
-        count: lines.reduce((sum, line) => sum + Number(line.count), 0),
-      };
+      const given = new Set<number>();
+      const partitions = new Set<number>();
+      const notGiven = new Set<number>();
+      let count = 0;
+      for (const line of worker.lines()) {
+        if (line.msg === "relay partitions changed") for (const p of line.gained as number[]) given.add(p);
+        if (line.msg !== "relayed outbox entries") continue;
+        for (const p of line.partitions as number[]) (given.has(p) ? partitions : notGiven).add(p);
+        count += Number(line.count);
+      }
+      return { partitions, notGiven, count };
     };
     // A relay logs its batch after the ack, which can trail the side work, and the lines reach
     // this process through a pipe: wait for them rather than read them at once.
     await waitFor("the relays' lines for all 64 events", () => relayed(a).count + relayed(b).count >= 64);
     const [byA, byB] = [relayed(a), relayed(b)];
-    for (const p of byA.partitions) expect(leasedBy(names[0] as string).has(p)).toBe(true);
-    for (const p of byB.partitions) expect(leasedBy(names[1] as string).has(p)).toBe(true);
+    expect([...byA.notGiven, ...byB.notGiven]).toEqual([]);
     expect(byA.count + byB.count).toBe(64);
     expect(byA.partitions.size).toBeGreaterThan(0);
     expect(byB.partitions.size).toBeGreaterThan(0);

@@ -61,12 +61,13 @@ export function partitionLeases(options: PartitionLeasesOptions): PartitionLease
     const mine: number[] = [];
     const others: number[] = [];
     for (let p = 0; p < partitions; p++) (p % share === index ? mine : others).push(p);
+    // Partitions now another's share are handed over at once: dropped from `held` before their
+    // leases go, so this relay starts no read of one that another relay may already hold.
+    const handedOver = others.filter((p) => held.has(p));
+    if (handedOver.length > 0) update(new Set([...held].filter((p) => !handedOver.includes(p))));
     const [taken] = await Promise.all([
       Promise.all(mine.map((p) => client.renewLease(partitionKeys(p).relayLease, owner, leaseMs))),
-      // Only those this relay held: a partition now another's share is handed over at once.
-      Promise.all(
-        others.filter((p) => held.has(p)).map((p) => client.releaseLease(partitionKeys(p).relayLease, owner)),
-      ),
+      Promise.all(handedOver.map((p) => client.releaseLease(partitionKeys(p).relayLease, owner))),
     ]);
     const next = new Set(mine.filter((_, i) => taken[i] === 1));
     if (closed) return;

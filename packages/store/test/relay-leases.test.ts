@@ -54,6 +54,34 @@ describe("partition leases", () => {
     expect(await client.zcard("plants:relay:workers")).toBe(0);
   });
 
+  it("stop counting a partition as held before its lease is released", async () => {
+    // What the lease key said when the relay was told it lost the partition: a GET sent from the
+    // callback, on the relay's own connection, runs before any command the relay sends after it.
+    const atLoss = new Map<number, Promise<string | null>>();
+    const a = partitionLeases({
+      client,
+      partitions: PARTITIONS,
+      owner: "relay-e",
+      leaseMs: 600,
+      renewMs: 100_000,
+      onChange: (_held, _gained, lost) => {
+        for (const p of lost) atLoss.set(p, client.get(partitionKeys(p).relayLease));
+      },
+    });
+    const b = relay("relay-f");
+    try {
+      await a.renew();
+      await b.renew();
+      await a.renew(); // a sees b and hands b's share over
+      expect(atLoss.size).toBe(PARTITIONS / 2);
+      for (const holder of await Promise.all(atLoss.values())) expect(holder).toBe("relay-e");
+      await b.renew();
+      expectPartition([a, b]);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
   it("take over a dead relay's partitions once its leases expire, not before", async () => {
     const a = relay("relay-c");
     const dead = relay("relay-d");
