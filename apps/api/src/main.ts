@@ -1,4 +1,4 @@
-import { startTracing } from "@plant-store/tracing";
+import { LAST_SPANS_GIVEN_UP, startTracing } from "@plant-store/tracing";
 
 // Process entry: `node apps/api/dist/main.js`. Tracing starts first (when OTEL_EXPORTER_OTLP_ENDPOINT
 // is set): the server's modules (Fastify, ioredis, undici) are imported after it, instrumented.
@@ -14,7 +14,7 @@ try {
     closing = true;
     api.app.log.info({ signal }, "shutting down: finishing requests in flight");
     await api.close();
-    await tracing.shutdown().catch(() => {}); // the last spans: exported, or given up
+    if (!(await tracing.shutdown())) api.app.log.warn(LAST_SPANS_GIVEN_UP);
     process.exit(0);
   };
   process.on("SIGTERM", () => void shutdown("SIGTERM"));

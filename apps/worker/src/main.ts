@@ -1,4 +1,4 @@
-import { startTracing } from "@plant-store/tracing";
+import { LAST_SPANS_GIVEN_UP, startTracing } from "@plant-store/tracing";
 import type { Logger } from "./logger.js";
 
 /**
@@ -30,7 +30,7 @@ async function main(): Promise<void> {
   const starting = startWorker(config, { logger: log });
   handleSignals(config.shutdownTimeoutMs, log, async () => {
     await (await starting).close();
-    await tracing.shutdown().catch(() => {}); // the last spans: exported, or given up
+    if (!(await tracing.shutdown())) log.warn(LAST_SPANS_GIVEN_UP);
   });
   const worker = await starting;
   if (stopping) return;

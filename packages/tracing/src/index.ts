@@ -26,11 +26,44 @@ export interface Tracing {
   readonly warning?: string | undefined;
   /** BullMQ's own telemetry (its `telemetry` option), when on. */
   readonly bullmq: BullMQOtel | undefined;
-  /** Exports what is buffered and stops (call before the process exits). */
-  shutdown(): Promise<void>;
+  /**
+   * Exports what is buffered and stops (call before the process exits). Never rejects: resolves
+   * false when the last spans were given up (the collector refused them, or did not answer within
+   * SHUTDOWN_EXPORT_MS).
+   */
+  shutdown(): Promise<boolean>;
 }
 
-const off = (reason: string): Tracing => ({ enabled: false, reason, bullmq: undefined, shutdown: async () => {} });
+/**
+ * The longest a stopping process waits for its last spans. The exporter's own timeout is 10 s, as
+ * is the launcher's grace for a whole shutdown: a collector that does not answer (a dropped
+ * connection, an overloaded collector) must not hold a stop until the process is killed.
+ */
+export const SHUTDOWN_EXPORT_MS = 2000;
+
+/** What a process logs when its shutdown gave its last spans up. */
+export const LAST_SPANS_GIVEN_UP = `tracing: the last spans were not exported (the collector refused them or did not answer within ${SHUTDOWN_EXPORT_MS / 1000} s)`;
+
+const off = (reason: string): Tracing => ({ enabled: false, reason, bullmq: undefined, shutdown: async () => true });
+
+/** Whether `work` settled successfully within `ms`. */
+async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(resolve, ms, false);
+  });
+  try {
+    return await Promise.race([
+      work.then(
+        () => true,
+        () => false,
+      ),
+      late,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 let started: Tracing | undefined;
 
@@ -55,9 +88,9 @@ export async function startTracing(options: { defaultServiceName: string; env?: 
     enabled: true,
     warning: missingNodeFlagsWarning(env),
     bullmq: sdk.bullmq,
-    async shutdown() {
+    shutdown() {
       setTracing(false);
-      await sdk.shutdown();
+      return settledWithin(sdk.shutdown(), SHUTDOWN_EXPORT_MS);
     },
   };
   return started;

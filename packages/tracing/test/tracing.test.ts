@@ -1,10 +1,12 @@
 // The tracing switch: the standard variables read once, and without an endpoint (or with
 // OTEL_SDK_DISABLED) no SDK module is even loaded — checked in a child process whose module
 // loads are recorded by a resolve hook.
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { createServer as createHttpServer } from "node:http";
+import { type AddressInfo, createServer as createTcpServer, type Server, type Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { linksTo, spanContextOf, tracingNodeFlags, tracingSettings } from "../src/index.js";
+import { linksTo, SHUTDOWN_EXPORT_MS, spanContextOf, tracingNodeFlags, tracingSettings } from "../src/index.js";
 import { missingNodeFlagsWarning } from "../src/node-flags.js";
 
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
@@ -100,6 +102,76 @@ describe("startTracing", () => {
     expect(started.enabled).toBe(true);
     expect(started.loaded.some((url) => url.includes("@opentelemetry/sdk-trace"))).toBe(true);
     expect(started.loaded.some((url) => url.includes("@opentelemetry/exporter-trace-otlp-proto"))).toBe(true);
+  });
+});
+
+/**
+ * In a child process traced to `endpoint`: one span, then shutdown. Says whether the last spans
+ * were exported and how long the shutdown took.
+ */
+async function shutdownInChild(endpoint: string): Promise<{ exported: boolean; ms: number }> {
+  const script = `
+    const { inSpan, startTracing } = await import("@plant-store/tracing");
+    const tracing = await startTracing({ defaultServiceName: "probe" });
+    await inSpan("probe", async () => {});
+    const start = performance.now();
+    const exported = await tracing.shutdown();
+    console.log(JSON.stringify({ exported, ms: performance.now() - start }));
+    process.exit(0);`;
+  const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "", OTEL_EXPORTER_OTLP_ENDPOINT: endpoint },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let output = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  const code = await new Promise((resolve) => child.on("exit", resolve));
+  expect(code).toBe(0);
+  return JSON.parse(output.trim().split("\n").at(-1) as string);
+}
+
+const listening = async <T extends Server | ReturnType<typeof createHttpServer>>(server: T) => {
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+};
+
+describe("Tracing.shutdown", { timeout: 30_000 }, () => {
+  it("exports the last spans to a collector that answers", async () => {
+    const requests: string[] = [];
+    const { server, url } = await listening(
+      createHttpServer((request, response) => {
+        requests.push(request.url ?? "");
+        request.resume().on("end", () => response.end());
+      }),
+    );
+    try {
+      expect((await shutdownInChild(url)).exported).toBe(true);
+      expect(requests).toEqual(["/v1/traces"]);
+    } finally {
+      server.close();
+    }
+  });
+
+  it("gives the last spans up after SHUTDOWN_EXPORT_MS when the collector does not answer or refuses them", async () => {
+    // Accepts the exporter's connection and never answers: the exporter alone would wait 10 s.
+    const sockets: Socket[] = [];
+    const { server, url } = await listening(createTcpServer((socket) => sockets.push(socket)));
+    try {
+      const silent = await shutdownInChild(url);
+      expect(sockets.length).toBeGreaterThan(0); // the export was sent, and hung
+      expect(silent.exported).toBe(false);
+      expect(silent.ms).toBeGreaterThanOrEqual(SHUTDOWN_EXPORT_MS - 50);
+      expect(silent.ms).toBeLessThan(SHUTDOWN_EXPORT_MS + 3000);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    }
+    // A refused connection the exporter retries (with back-off) until its own timeout.
+    const refused = await shutdownInChild("http://127.0.0.1:9");
+    expect(refused.exported).toBe(false);
+    expect(refused.ms).toBeLessThan(SHUTDOWN_EXPORT_MS + 3000);
   });
 });
 
