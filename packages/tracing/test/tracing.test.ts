@@ -132,7 +132,7 @@ async function shutdownInChild(endpoint: string): Promise<{ exported: boolean; m
   return JSON.parse(output.trim().split("\n").at(-1) as string);
 }
 
-const listening = async <T extends Server | ReturnType<typeof createHttpServer>>(server: T) => {
+const listening = async <T extends Server>(server: T) => {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 };
