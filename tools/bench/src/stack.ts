@@ -230,20 +230,24 @@ export async function startBaselineProcess(stack: Stack): Promise<Service & { ur
 }
 
 /**
- * The yardstick between the baseline and the service (src/yardstick.ts): a plain Fastify route
- * with the create's own work. Stopped with the stack, among `moreApis`.
+ * A yardstick between the baseline and the service: `yardstick` (src/yardstick.ts), a plain Fastify
+ * route with the create's own work, or `trpc-yardstick` (src/trpc-yardstick.ts), the same work
+ * behind tRPC and trpc-to-openapi alone. Stopped with the stack, among `moreApis`.
  */
-export async function startYardstickProcess(stack: Stack): Promise<Service & { url: string }> {
+export async function startYardstickProcess(
+  stack: Stack,
+  kind: "yardstick" | "trpc-yardstick" = "yardstick",
+): Promise<Service & { url: string }> {
   const port = await freePort();
-  const entry = fileURLToPath(new URL("./yardstick.js", import.meta.url));
+  const entry = fileURLToPath(new URL(`./${kind}.js`, import.meta.url));
   const service = spawnService(
-    "yardstick",
+    kind,
     entry,
     { PORT: String(port), API_TOKENS: TOKEN, ...stack.storeEnv },
-    { nodeFlags: ["--max-semi-space-size=16"] },
+    { nodeFlags: [...API_NODE_FLAGS] },
   );
   stack.moreApis.push(service);
-  await untilLogged(service, "yardstick ready", 20_000);
+  await untilLogged(service, `${kind} ready`, 20_000);
   return { ...service, url: `http://127.0.0.1:${port}` };
 }
 

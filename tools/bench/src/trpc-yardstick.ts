@@ -1,0 +1,47 @@
+/**
+ * The yardstick's create (yardstick-work.ts) behind the layers the architecture fixes and nothing
+ * else: a tRPC v11 mutation (a token middleware, the contracts' NewPlant as input and Plant as
+ * output) exposed as `POST /plants` by trpc-to-openapi's Fastify plugin, as patched here, on the
+ * service's exact JSON body parser. None of the api's own hooks (authentication guard, request log,
+ * metrics, security headers, error bodies, outage handling). Between the yardstick and the api,
+ * it splits the api's extra cost into what tRPC and trpc-to-openapi take and what the api's own
+ * pipeline takes. Run as its own process.
+ *
+ *   POST /plants   → 200 {name, tag?} | 400 | 401 | 409 | 429
+ */
+
+import { useExactJsonBodies } from "@plant-store/api";
+import { NewPlant, Plant } from "@plant-store/contracts";
+import { initTRPC, TRPCError } from "@trpc/server";
+import Fastify, { type FastifyRequest } from "fastify";
+import { fastifyTRPCOpenApiPlugin, type OpenApiMeta } from "trpc-to-openapi";
+import { createWork, isAuthorized, serve } from "./yardstick-work.js";
+
+const t = initTRPC.context<{ authorized: boolean; requestId: string }>().meta<OpenApiMeta>().create();
+const withToken = t.procedure.use(({ ctx, next }) => {
+  if (!ctx.authorized) throw new TRPCError({ code: "UNAUTHORIZED" });
+  return next();
+});
+const router = t.router({
+  create: withToken
+    .meta({ openapi: { method: "POST", path: "/plants" } })
+    .input(NewPlant)
+    .output(Plant)
+    .mutation(async ({ input, ctx }) => {
+      const outcome = await createWork(input, ctx.requestId);
+      if (outcome !== "created")
+        throw new TRPCError({ code: outcome === "limited" ? "TOO_MANY_REQUESTS" : "CONFLICT" });
+      return input.tag === undefined ? { name: input.name } : { name: input.name, tag: input.tag };
+    }),
+});
+
+const app = Fastify({ logger: false });
+useExactJsonBodies(app);
+await app.register(fastifyTRPCOpenApiPlugin, {
+  router,
+  createContext: ({ req }: { req: FastifyRequest }) => ({
+    authorized: isAuthorized(req.headers.authorization),
+    requestId: req.id,
+  }),
+});
+await serve(app, "trpc-yardstick");
