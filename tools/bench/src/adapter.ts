@@ -5,6 +5,7 @@
  *   the layers the architecture fixes, without the api's own pipeline;
  * - the yardstick (src/yardstick.ts): a plain Fastify route with the same body parser, zod
  *   schema, token check, per-token count and create script.
+ * `--get` measures `GET /plants/{id}` instead of `POST /plants` (over plants the warm-up created).
  * By default the three are loaded side by side (a third of the connections each, so all see the
  * same machine at the same moment), worker stopped: per round each one's creates/s and its
  * process's CPU per create, and the split of the api's CPU. With `--against-baseline` each one
@@ -36,16 +37,18 @@ const { values: args } = parseArgs({
     duration: { type: "string", default: "5" },
     connections: { type: "string", default: "50" },
     "against-baseline": { type: "boolean", default: false },
+    get: { type: "boolean", default: false },
     "redis-dir": { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
 if (args.help) {
   console.log(`usage: node tools/bench/dist/adapter.js [--rounds 5] [--duration 5] [--connections 50]
-  [--against-baseline] [--redis-dir /dev/shm]
+  [--against-baseline] [--get] [--redis-dir /dev/shm]
 POST /plants on the api, the tRPC yardstick and the yardstick side by side (a third of the
 connections each), per round. --against-baseline: each alone with the worker running, beside
 the bare baseline (all the connections each), as npm run bench measures the service.
+--get: GET /plants/{id} (plants the warm-up created) instead of POST /plants.
 --redis-dir: where the private store's data folder is made (a RAM-backed one: see npm run bench).`);
   process.exit(0);
 }
@@ -53,23 +56,42 @@ const rounds = integerOption("rounds", args.rounds, 1, 50);
 const durationS = integerOption("duration", args.duration, 1, 120);
 const connections = integerOption("connections", args.connections, 2, 1000);
 const alone = args["against-baseline"];
+const operation = args.get ? "GET /plants/{id}" : "POST /plants";
 
 type Row = { round: number; name: string; reqPerS: number; p99: number; cpuUs: number };
-type Server = { url: string; pids: () => number[] };
+/** A server under test; `created`: the ids of the plants its warm-up created (for --get). */
+type Server = { url: string; pids: () => number[]; created: number[] };
 
+const headers = { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" };
 let nextId = 5_000_000_000_000;
-const post = (url: string, seconds: number, conns: number) =>
-  autocannon({
-    url,
-    connections: conns,
-    duration: seconds,
-    requests: [createRequest({ authorization: `Bearer ${TOKEN}`, "content-type": "application/json" }, () => nextId++)],
-  });
+
+/** A create per request; `created` gets each id answered 200. */
+const createOn = (created: number[]) =>
+  createRequest(
+    headers,
+    () => nextId++,
+    (id, status) => (status === 200 ? created.push(id) : undefined),
+  );
+
+/** GET /plants/{id}, cycling over `ids`. */
+function readOf(ids: readonly number[]): autocannon.Request {
+  let next = 0;
+  return {
+    method: "GET",
+    path: `/plants/${ids[0]}`,
+    headers,
+    setupRequest: (r) => ({ ...r, path: `/plants/${ids[next++ % ids.length]}` }),
+  };
+}
+
+const load = (url: string, seconds: number, conns: number, request: autocannon.Request) =>
+  autocannon({ url, connections: conns, duration: seconds, requests: [request] });
 
 /** One server's load for a round: its creates/s, p99 and the CPU of `pids` per create. */
 async function measure(round: number, name: string, server: Server, conns: number): Promise<Row> {
   const before = cpuSecondsOf(server.pids()) ?? Number.NaN;
-  const result = await post(server.url, durationS, conns);
+  const request = args.get ? readOf(server.created) : createOn([]);
+  const result = await load(server.url, durationS, conns, request);
   if (result.non2xx > 0 || result.errors > 0)
     throw new Error(`${name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
   if (alone) await sleep(1000); // the side work of the round's creates, counted with them
@@ -95,6 +117,7 @@ async function startServers(stack: Stack): Promise<Record<string, Server>> {
       {
         url: service.url,
         pids: () => [service.child.pid, ...shared(name)].filter((pid): pid is number => pid !== undefined),
+        created: [],
       },
     ]),
   );
@@ -102,11 +125,11 @@ async function startServers(stack: Stack): Promise<Record<string, Server>> {
 
 function printSideBySide(rows: readonly Row[], each: number) {
   console.log(
-    `\nPOST /plants, side by side at ${each} connections each, ${durationS} s per round, 1 node (AOF fsync always), worker stopped\n`,
+    `\n${operation}, side by side at ${each} connections each, ${durationS} s per round, 1 node (AOF fsync always), worker stopped\n`,
   );
   console.log(
     table(
-      ["round", "server", "creates/s", "p99 ms", "CPU µs per create"],
+      ["round", "server", "requests/s", "p99 ms", "CPU µs per request"],
       rows.map((r) => [String(r.round), r.name, r.reqPerS.toFixed(0), r.p99.toFixed(1), r.cpuUs.toFixed(0)]),
     ),
   );
@@ -114,10 +137,10 @@ function printSideBySide(rows: readonly Row[], each: number) {
   const [api, trpc, yard] = [of("api", "cpuUs"), of("trpc-yardstick", "cpuUs"), of("yardstick", "cpuUs")];
   const share = (us: number) => `${((us / api) * 100).toFixed(0)} %`;
   console.log(
-    `\nmedian CPU per create: api ${api.toFixed(0)} µs, tRPC yardstick ${trpc.toFixed(0)} µs, yardstick ${yard.toFixed(0)} µs.\n` +
-      `Of the api's CPU per create: tRPC and trpc-to-openapi ${share(trpc - yard)}, the api's own pipeline ` +
+    `\nmedian CPU per request: api ${api.toFixed(0)} µs, tRPC yardstick ${trpc.toFixed(0)} µs, yardstick ${yard.toFixed(0)} µs.\n` +
+      `Of the api's CPU per request: tRPC and trpc-to-openapi ${share(trpc - yard)}, the api's own pipeline ` +
       `(guard, hooks, headers, metrics, error bodies) ${share(api - trpc)}, the work itself ${share(yard)}; ` +
-      `creates/s api ÷ yardstick ${(of("api", "reqPerS") / of("yardstick", "reqPerS")).toFixed(2)}`,
+      `requests/s api ÷ yardstick ${(of("api", "reqPerS") / of("yardstick", "reqPerS")).toFixed(2)}`,
   );
 }
 
@@ -126,13 +149,13 @@ function printAgainstBaseline(rows: readonly Row[]) {
     median(rows.filter((r) => r.name === name).map((r) => r[key]));
   const base = { reqPerS: of("baseline", "reqPerS"), p99: of("baseline", "p99"), cpuUs: of("baseline", "cpuUs") };
   console.log(
-    `\nPOST /plants, each server alone at ${connections} connections, ${durationS} s per round, 1 node (AOF fsync always), ` +
+    `\n${operation}, each server alone at ${connections} connections, ${durationS} s per round, 1 node (AOF fsync always), ` +
       `the worker running; medians of ${rounds} rounds against the bare baseline's ` +
-      `(${base.reqPerS.toFixed(0)} req/s, p99 ${base.p99} ms, ${base.cpuUs.toFixed(0)} µs a create with Redis)\n`,
+      `(${base.reqPerS.toFixed(0)} req/s, p99 ${base.p99} ms, ${base.cpuUs.toFixed(0)} µs a request with Redis)\n`,
   );
   console.log(
     table(
-      ["server", "creates/s", "ratio", "p99 ms", "p99 ratio", "CPU µs per create", "CPU ratio"],
+      ["server", "requests/s", "ratio", "p99 ms", "p99 ratio", "CPU µs per request", "CPU ratio"],
       ["api", "trpc-yardstick", "yardstick"].map((name) => [
         name,
         of(name, "reqPerS").toFixed(0),
@@ -144,7 +167,7 @@ function printAgainstBaseline(rows: readonly Row[]) {
       ]),
     ),
   );
-  console.log("\n(CPU per create: the server, the worker and Redis; the baseline's: its server and Redis)");
+  console.log("\n(CPU per request: the server, the worker and Redis; the baseline's: its server and Redis)");
 }
 
 await runBench("adapter", (rounds * (durationS + 4) * 4 + 120) * 1000, async () => {
@@ -153,7 +176,7 @@ await runBench("adapter", (rounds * (durationS + 4) * 4 + 120) * 1000, async () 
   const servers = await startServers(stack);
   const names = Object.keys(servers);
   const each = alone ? connections : Math.max(1, Math.round(connections / names.length));
-  for (const server of Object.values(servers)) await post(server.url, 3, each);
+  for (const server of Object.values(servers)) await load(server.url, 3, each, createOn(server.created));
   const rows: Row[] = [];
   for (let round = 1; round <= rounds; round++) {
     await sleep(250);

@@ -7,15 +7,17 @@
  * it splits the api's extra cost into what tRPC and trpc-to-openapi take and what the api's own
  * pipeline takes. Run as its own process.
  *
- *   POST /plants   → 200 {name, tag?} | 400 | 401 | 409 | 429
+ *   POST /plants        → 200 {name, tag?} | 400 | 401 | 409 | 429
+ *   GET /plants/{id}    → 200 {id, name, tag?} | 400 | 401 | 404 | 429
  */
 
 import { useExactJsonBodies } from "@plant-store/api";
-import { NewPlant, Plant } from "@plant-store/contracts";
+import { NewPlant, Plant, PlantIdParam, StoredPlant, withRawBigInts } from "@plant-store/contracts";
 import { initTRPC, TRPCError } from "@trpc/server";
 import Fastify, { type FastifyRequest } from "fastify";
 import { fastifyTRPCOpenApiPlugin, type OpenApiMeta } from "trpc-to-openapi";
-import { createWork, isAuthorized, serve } from "./yardstick-work.js";
+import { z } from "zod";
+import { createWork, isAuthorized, readWork, serve } from "./yardstick-work.js";
 
 const t = initTRPC.context<{ authorized: boolean; requestId: string }>().meta<OpenApiMeta>().create();
 const withToken = t.procedure.use(({ ctx, next }) => {
@@ -33,6 +35,16 @@ const router = t.router({
         throw new TRPCError({ code: outcome === "limited" ? "TOO_MANY_REQUESTS" : "CONFLICT" });
       return input.tag === undefined ? { name: input.name } : { name: input.name, tag: input.tag };
     }),
+  get: withToken
+    .meta({ openapi: { method: "GET", path: "/plants/{id}" } })
+    .input(z.object({ id: PlantIdParam }))
+    .output(StoredPlant)
+    .query(async ({ input }) => {
+      const plant = await readWork(input.id);
+      if (plant === undefined) throw new TRPCError({ code: "NOT_FOUND" });
+      if (plant === "limited") throw new TRPCError({ code: "TOO_MANY_REQUESTS" });
+      return plant;
+    }),
 });
 
 const app = Fastify({ logger: false });
@@ -43,5 +55,7 @@ await app.register(fastifyTRPCOpenApiPlugin, {
     authorized: isAuthorized(req.headers.authorization),
     requestId: req.id,
   }),
+  // Ids are int64: written as JSON numbers with every digit (the api's own serializer does the same).
+  stringify: (body: unknown) => JSON.stringify(withRawBigInts(body)),
 });
 await serve(app, "trpc-yardstick");

@@ -1,9 +1,10 @@
 /**
- * What both yardsticks (yardstick.ts, trpc-yardstick.ts) do for a create, whatever routes the
- * request to it: the service's store and rate limiter on the bench's private Redis, the bearer
- * token compared, its per-token count taken, the store's create script with its outbox entry run.
+ * What both yardsticks (yardstick.ts, trpc-yardstick.ts) do for a create or a read by id, whatever
+ * routes the request to it: the service's store and rate limiter on the bench's private Redis, the
+ * bearer token compared, its per-token count taken, then the store's create script with its outbox
+ * entry run, or the plant's hash read.
  */
-import type { NewPlant } from "@plant-store/contracts";
+import type { NewPlant, StoredPlant } from "@plant-store/contracts";
 import { connect, createRateLimiter, openLayout, parseStoreConfig, plantRecords } from "@plant-store/store";
 import type { FastifyInstance } from "fastify";
 
@@ -27,6 +28,15 @@ export async function createWork(plant: NewPlant, requestId: string): Promise<"c
   if (window.exceeded) return "limited";
   const { outcome } = await store.create(plant, { actor: "token:bench", requestId }, new Date().toISOString());
   return outcome === "conflict" ? "conflict" : "created";
+}
+
+/** The token's count taken, then the plant read: what the client is told. */
+export async function readWork(id: bigint): Promise<StoredPlant | "limited" | undefined> {
+  const window = await limiter.take("token:bench", PER_MINUTE);
+  if (window.exceeded) return "limited";
+  const plant = await store.get(id);
+  if (!plant) return undefined;
+  return plant.tag === undefined ? { id, name: plant.name } : { id, name: plant.name, tag: plant.tag };
 }
 
 /** Listens on PORT, prints `<name> ready`, and closes the server and the store on SIGTERM. */

@@ -7,13 +7,14 @@
  * above it is the adapter's and the hooks' share, measured rather than guessed. Run as its own
  * process.
  *
- *   POST /plants   → 200 {name, tag?} | 400 | 401 | 409 | 429
+ *   POST /plants        → 200 {name, tag?} | 400 | 401 | 409 | 429
+ *   GET /plants/{id}    → 200 {id, name, tag?} | 400 | 401 | 404 | 429
  */
 
 import { useExactJsonBodies } from "@plant-store/api";
-import { NewPlant } from "@plant-store/contracts";
+import { NewPlant, PlantIdParam, withRawBigInts } from "@plant-store/contracts";
 import Fastify from "fastify";
-import { createWork, isAuthorized, serve } from "./yardstick-work.js";
+import { createWork, isAuthorized, readWork, serve } from "./yardstick-work.js";
 
 const app = Fastify({ logger: false });
 useExactJsonBodies(app);
@@ -27,5 +28,15 @@ app.post("/plants", async (request, reply) => {
   const status = outcome === "created" ? 200 : outcome === "limited" ? 429 : 409;
   if (status !== 200) return reply.code(status).send({ error: status, message: outcome });
   return plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
+});
+app.get<{ Params: { id: string } }>("/plants/:id", async (request, reply) => {
+  if (!isAuthorized(request.headers.authorization))
+    return reply.code(401).send({ error: 401, message: "unauthorized" });
+  const id = PlantIdParam.safeParse(request.params.id);
+  if (!id.success) return reply.code(400).send({ error: 400, message: id.error.message });
+  const plant = await readWork(id.data);
+  if (plant === undefined) return reply.code(404).send({ error: 404, message: "no such plant" });
+  if (plant === "limited") return reply.code(429).send({ error: 429, message: plant });
+  return reply.type("application/json").send(JSON.stringify(withRawBigInts(plant)));
 });
 await serve(app, "yardstick");
