@@ -284,7 +284,7 @@ describe("ioredis 5.11.1 patch", () => {
   let server: RedisServer;
   let redis: Redis;
   /** A pipeline of `redis`, with the commands the tests define on it. */
-  type Scripted = ChainableCommander & { echoKey(key: string, arg: string): Scripted };
+  type Scripted = ChainableCommander & { echoKey(key: string, arg: string): Scripted; later(): Scripted };
   const pipeline = () => redis.pipeline() as Scripted;
   beforeAll(async () => {
     server = await startRedisServer({ appendfsync: "no" });
@@ -294,6 +294,26 @@ describe("ioredis 5.11.1 patch", () => {
   afterAll(async () => {
     redis?.disconnect();
     await server?.stop();
+  });
+
+  it("pipelines share one prototype per client with its custom commands: nothing is copied onto each pipeline", () => {
+    const [a, b] = [pipeline(), pipeline()];
+    expect(typeof a.echoKey).toBe("function");
+    expect(Object.hasOwn(a, "echoKey")).toBe(false);
+    expect(Object.hasOwn(a, "echoKeyBuffer")).toBe(false);
+    expect(Object.hasOwn(a, "length")).toBe(false);
+    expect(Object.getPrototypeOf(a)).toBe(Object.getPrototypeOf(b));
+    a.get("x").set("y", "1");
+    expect([a.length, b.length]).toEqual([2, 0]);
+  });
+
+  it("a command defined later reaches the pipelines made after it, and a redefinition replaces it", async () => {
+    // A pipeline made first, so the client's pipeline prototype exists before the definition.
+    expect(await redis.pipeline().call("PING").exec()).toEqual([[null, "PONG"]]);
+    redis.defineCommand("later", { numberOfKeys: 0, lua: "return 'first'" });
+    expect(await pipeline().later().exec()).toEqual([[null, "first"]]);
+    redis.defineCommand("later", { numberOfKeys: 0, lua: "return 'second'" });
+    expect(await pipeline().later().exec()).toEqual([[null, "second"]]);
   });
 
   it("auto-pipelined and pipelined custom commands answer as before", async () => {
