@@ -29,7 +29,7 @@ import {
   startWorkerProcess,
   startYardstickProcess,
 } from "./stack.js";
-import { createRequest, median } from "./throughput-helpers.js";
+import { createRequest, getByIdRequest, median } from "./throughput-helpers.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -73,24 +73,13 @@ const createOn = (created: number[]) =>
     (id, status) => (status === 200 ? created.push(id) : undefined),
   );
 
-/** GET /plants/{id}, cycling over `ids`. */
-function readOf(ids: readonly number[]): autocannon.Request {
-  let next = 0;
-  return {
-    method: "GET",
-    path: `/plants/${ids[0]}`,
-    headers,
-    setupRequest: (r) => ({ ...r, path: `/plants/${ids[next++ % ids.length]}` }),
-  };
-}
-
 const load = (url: string, seconds: number, conns: number, request: autocannon.Request) =>
   autocannon({ url, connections: conns, duration: seconds, requests: [request] });
 
-/** One server's load for a round: its creates/s, p99 and the CPU of `pids` per create. */
+/** One server's load for a round: its requests/s, p99 and the CPU of its `pids` per request. */
 async function measure(round: number, name: string, server: Server, conns: number): Promise<Row> {
   const before = cpuSecondsOf(server.pids()) ?? Number.NaN;
-  const request = args.get ? readOf(server.created) : createOn([]);
+  const request = args.get ? getByIdRequest(headers, server.created) : createOn([]);
   const result = await load(server.url, durationS, conns, request);
   if (result.non2xx > 0 || result.errors > 0)
     throw new Error(`${name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
@@ -108,9 +97,12 @@ async function startServers(stack: Stack): Promise<Record<string, Server>> {
     ...(alone ? { baseline: await startBaselineProcess(stack) } : {}),
   };
   if (alone) await startWorkerProcess(stack);
-  // Alone, a create's cost is the server's, the worker's and Redis's (the baseline has no side work).
-  const shared = (name: string) =>
-    alone && name !== "baseline" ? [stack.worker?.child.pid, ...stack.redisPids()] : alone ? stack.redisPids() : [];
+  // Alone, a request's cost is the server's and Redis's, and the worker's for the service's servers
+  // (the baseline has no side work); side by side, each server's own.
+  const shared = (name: string) => {
+    if (!alone) return [];
+    return name === "baseline" ? stack.redisPids() : [stack.worker?.child.pid, ...stack.redisPids()];
+  };
   return Object.fromEntries(
     Object.entries(started).map(([name, service]) => [
       name,
@@ -123,6 +115,10 @@ async function startServers(stack: Stack): Promise<Record<string, Server>> {
   );
 }
 
+/** The median of `key` over `name`'s rounds. */
+const medianOf = (rows: readonly Row[], name: string, key: "reqPerS" | "p99" | "cpuUs") =>
+  median(rows.filter((r) => r.name === name).map((r) => r[key]));
+
 function printSideBySide(rows: readonly Row[], each: number) {
   console.log(
     `\n${operation}, side by side at ${each} connections each, ${durationS} s per round, 1 node (AOF fsync always), worker stopped\n`,
@@ -133,7 +129,7 @@ function printSideBySide(rows: readonly Row[], each: number) {
       rows.map((r) => [String(r.round), r.name, r.reqPerS.toFixed(0), r.p99.toFixed(1), r.cpuUs.toFixed(0)]),
     ),
   );
-  const of = (name: string, key: "reqPerS" | "cpuUs") => median(rows.filter((r) => r.name === name).map((r) => r[key]));
+  const of = (name: string, key: "reqPerS" | "cpuUs") => medianOf(rows, name, key);
   const [api, trpc, yard] = [of("api", "cpuUs"), of("trpc-yardstick", "cpuUs"), of("yardstick", "cpuUs")];
   const share = (us: number) => `${((us / api) * 100).toFixed(0)} %`;
   console.log(
@@ -145,8 +141,7 @@ function printSideBySide(rows: readonly Row[], each: number) {
 }
 
 function printAgainstBaseline(rows: readonly Row[]) {
-  const of = (name: string, key: "reqPerS" | "p99" | "cpuUs") =>
-    median(rows.filter((r) => r.name === name).map((r) => r[key]));
+  const of = (name: string, key: "reqPerS" | "p99" | "cpuUs") => medianOf(rows, name, key);
   const base = { reqPerS: of("baseline", "reqPerS"), p99: of("baseline", "p99"), cpuUs: of("baseline", "cpuUs") };
   console.log(
     `\n${operation}, each server alone at ${connections} connections, ${durationS} s per round, 1 node (AOF fsync always), ` +

@@ -104,6 +104,17 @@ export function createRequest(
   };
 }
 
+/** An autocannon GET /plants/{id} request, cycling over `ids` (plants that exist on the target). */
+export function getByIdRequest(headers: Record<string, string>, ids: readonly number[]): autocannon.Request {
+  let next = 0;
+  return {
+    method: "GET",
+    path: `/plants/${ids[0]}`,
+    headers,
+    setupRequest: (request) => ({ ...request, path: `/plants/${ids[next++ % ids.length]}` }),
+  };
+}
+
 /** Polls `check` every `everyMs` until it holds (true) or `limitMs` passed (false). */
 export async function waitUntil(limitMs: number, check: () => Promise<boolean>, everyMs = 50): Promise<boolean> {
   const deadline = performance.now() + limitMs;

@@ -30,10 +30,10 @@ const router = t.router({
     .input(NewPlant)
     .output(Plant)
     .mutation(async ({ input, ctx }) => {
-      const outcome = await createWork(input, ctx.requestId);
-      if (outcome !== "created")
-        throw new TRPCError({ code: outcome === "limited" ? "TOO_MANY_REQUESTS" : "CONFLICT" });
-      return input.tag === undefined ? { name: input.name } : { name: input.name, tag: input.tag };
+      const created = await createWork(input, ctx.requestId);
+      if (created === "limited") throw new TRPCError({ code: "TOO_MANY_REQUESTS" });
+      if (created === "conflict") throw new TRPCError({ code: "CONFLICT" });
+      return created;
     }),
   get: withToken
     .meta({ openapi: { method: "GET", path: "/plants/{id}" } })

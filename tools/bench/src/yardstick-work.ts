@@ -4,7 +4,7 @@
  * bearer token compared, its per-token count taken, then the store's create script with its outbox
  * entry run, or the plant's hash read.
  */
-import type { NewPlant, StoredPlant } from "@plant-store/contracts";
+import type { NewPlant, Plant, StoredPlant } from "@plant-store/contracts";
 import { connect, createRateLimiter, openLayout, parseStoreConfig, plantRecords } from "@plant-store/store";
 import type { FastifyInstance } from "fastify";
 
@@ -22,12 +22,13 @@ const BEARER = `Bearer ${process.env.API_TOKENS ?? ""}`;
 
 export const isAuthorized = (authorization: string | undefined) => authorization === BEARER;
 
-/** The token's count taken, then the create committed: what the client is told. */
-export async function createWork(plant: NewPlant, requestId: string): Promise<"created" | "limited" | "conflict"> {
+/** The token's count taken, then the create committed: the created plant's body, or why not. */
+export async function createWork(plant: NewPlant, requestId: string): Promise<Plant | "limited" | "conflict"> {
   const window = await limiter.take("token:bench", PER_MINUTE);
   if (window.exceeded) return "limited";
   const { outcome } = await store.create(plant, { actor: "token:bench", requestId }, new Date().toISOString());
-  return outcome === "conflict" ? "conflict" : "created";
+  if (outcome === "conflict") return "conflict";
+  return plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
 }
 
 /** The token's count taken, then the plant read: what the client is told. */

@@ -23,11 +23,10 @@ app.post("/plants", async (request, reply) => {
     return reply.code(401).send({ error: 401, message: "unauthorized" });
   const parsed = NewPlant.safeParse(request.body);
   if (!parsed.success) return reply.code(400).send({ error: 400, message: parsed.error.message });
-  const plant = parsed.data;
-  const outcome = await createWork(plant, request.id);
-  const status = outcome === "created" ? 200 : outcome === "limited" ? 429 : 409;
-  if (status !== 200) return reply.code(status).send({ error: status, message: outcome });
-  return plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
+  const created = await createWork(parsed.data, request.id);
+  if (created === "limited") return reply.code(429).send({ error: 429, message: created });
+  if (created === "conflict") return reply.code(409).send({ error: 409, message: created });
+  return created;
 });
 app.get<{ Params: { id: string } }>("/plants/:id", async (request, reply) => {
   if (!isAuthorized(request.headers.authorization))

@@ -8,7 +8,7 @@ import autocannon from "autocannon";
 import { type Service, startWorkerProcess } from "../stack.js";
 import { round } from "../stats.js";
 import { redisFootprint } from "../store-counts.js";
-import { cpuPercent, pairOrder, type Target, waitUntil } from "../throughput-helpers.js";
+import { cpuPercent, getByIdRequest, pairOrder, type Target, waitUntil } from "../throughput-helpers.js";
 import {
   auth,
   type Bench,
@@ -103,17 +103,6 @@ export async function warmUp(bench: Bench): Promise<{ getIds: GetIds; worker: Se
   };
 }
 
-/** GET /plants/{id}, cycling over ids that exist on the target. */
-function getByIdRequest(ids: readonly number[]): autocannon.Request {
-  let next = 0;
-  return {
-    method: "GET",
-    path: `/plants/${ids[0]}`,
-    headers: auth,
-    setupRequest: (request) => ({ ...request, path: `/plants/${ids[next++ % ids.length]}` }),
-  };
-}
-
 export type Measure = (roundNo: number, connections: number, operation: Operation, name: Target) => Promise<void>;
 
 /** The measured runs: `measure` runs one operation on one target and records it in `runs`. */
@@ -124,7 +113,7 @@ export function runRecorder(bench: Bench, getIds: GetIds): { runs: RunRecord[]; 
       case "POST /plants":
         return postRequest(target);
       case "GET /plants/{id}":
-        return getByIdRequest(getIds[target.name]);
+        return getByIdRequest(auth, getIds[target.name]);
       case "GET /plants?limit=20":
         return { method: "GET", path: LIST_PATH, headers: auth };
     }
