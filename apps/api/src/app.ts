@@ -80,7 +80,12 @@ export type AppOptions = {
   supervision?: Supervision;
   /** The resource modules to serve (default: the built-in ones); a test adds its own. */
   resources?: readonly ResourceModule[];
+  /** How long a close waits for the requests in flight before it closes their connections (SHUTDOWN_TIMEOUT_MS, default 8 s). */
+  shutdownTimeoutMs?: number;
 };
+
+/** SHUTDOWN_TIMEOUT_MS's default (config.ts). */
+const DEFAULT_SHUTDOWN_TIMEOUT_MS = 8000;
 
 /** IMPORT_UPLOAD_TIMEOUT_MS's default (config.ts), for a server without imports. */
 const DEFAULT_UPLOAD_TIMEOUT_MS = 600_000;
@@ -149,7 +154,8 @@ export async function buildApp(options: AppOptions) {
   await app.register(requestMetrics, { metrics });
   await app.register(serviceState, { routeList, outage, capacity });
   const streamPaths = new Set(liveEvents.flatMap(({ stream }) => [stream.path, trpcEventsPath(stream)]));
-  await app.register(requestHooks, { metrics, cors, checkForwardedFor, routeMiss, streamPaths });
+  const drainMs = options.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS;
+  await app.register(requestHooks, { metrics, cors, checkForwardedFor, routeMiss, streamPaths, drainMs });
   await app.register(errorReplies, { routeMiss });
   await app.register(serviceRoutes, { api, redis: options.redis, metrics, guard, supervision });
   if (options.imports) await importUploads(app, { guard, imports: options.imports, capacity });

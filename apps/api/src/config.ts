@@ -80,6 +80,8 @@ const ApiEnv = z.object({
   AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
   /** A Redis command slower than this fails the request with 503 instead of hanging it. */
   REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().positive().default(2000),
+  /** How long SIGTERM waits for the requests in flight before it closes their connections (under the launcher's 10 s). */
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(8000),
   TRUST_PROXY: TrustProxy.default(false),
   CORS_ORIGINS: CorsOriginsSetting.default([]),
   /** GET /metrics (Prometheus text, for a token with `metrics:read` or `admin`); `false` turns it off. */
@@ -132,6 +134,7 @@ export type ApiConfig = {
   apiTokens: string[];
   adminToken: string | undefined;
   redisCommandTimeoutMs: number;
+  shutdownTimeoutMs: number;
   limits: { perToken: number; authFailures: number };
   logLevel: string;
   trustProxy: boolean | number | string[];
@@ -183,6 +186,7 @@ export function loadApiConfig(env: NodeJS.ProcessEnv = process.env): ApiConfig {
     apiTokens: e.API_TOKENS,
     adminToken: e.ADMIN_TOKEN,
     redisCommandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
     limits: { perToken: e.RATE_LIMIT_PER_MINUTE, authFailures: e.AUTH_FAILURES_PER_MINUTE },
     logLevel: e.LOG_LEVEL,
     trustProxy: e.TRUST_PROXY,

@@ -141,6 +141,7 @@ export async function startApi(config: ApiConfig, { resources }: Pick<AppOptions
       dataVolume: store.dataVolume,
       ...(config.launcherIpc ? { supervision: launcherSupervision() } : {}),
       resources,
+      shutdownTimeoutMs: config.shutdownTimeoutMs,
     });
     await warnIfTooFewReplicas(redis, durability.minReplicasAck, app.log);
     await app.listen({ port: config.port, host: config.host });

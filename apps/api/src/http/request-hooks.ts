@@ -20,6 +20,8 @@ export type RequestHooksOptions = {
   routeMiss: (request: FastifyRequest, reply: FastifyReply) => unknown;
   /** The live event streams' paths (both transports'): a reconnecting client must not be told 503. */
   streamPaths: ReadonlySet<string>;
+  /** How long a close waits for the requests in flight before it closes their connections. */
+  drainMs: number;
 };
 
 /**
@@ -30,11 +32,25 @@ export type RequestHooksOptions = {
  * (fastify-plugin), so they run for every route, the plugins' too.
  */
 export const requestHooks = fp<RequestHooksOptions>(
-  async (app, { metrics, cors, checkForwardedFor, routeMiss, streamPaths }) => {
+  async (app, { metrics, cors, checkForwardedFor, routeMiss, streamPaths, drainMs }) => {
     let closing = false;
+    let drainDeadline: NodeJS.Timeout | undefined;
     app.addHook("preClose", async () => {
       closing = true;
+      // A request still in flight past the deadline (a long upload, a stuck client) has its
+      // connection closed: the process stops on its own before a supervisor has to kill it.
+      drainDeadline = setTimeout(() => {
+        app.log.warn({ drainMs }, "shutting down: requests still in flight after SHUTDOWN_TIMEOUT_MS; closing them");
+        app.server.closeAllConnections();
+      }, drainMs);
+      drainDeadline.unref();
     });
+    app.addHook("onClose", async () => clearTimeout(drainDeadline));
+    // Node's server.close() closes the connections idle at that moment only. One whose request was in
+    // flight then stays open after its answer until its keep-alive timeout (72 s), and the close waits
+    // for it: so while closing, connections are closed as their answers go out (in the next turn, once
+    // Node has marked them idle). A request pipelined behind an answer keeps its connection: it gets its 503.
+    const closeIdleConnections = () => app.server.closeIdleConnections();
 
     // Callback style: nothing here waits, and an async hook costs a promise per request.
     app.addHook("onRequest", (request, reply, done) => {
@@ -79,6 +95,7 @@ export const requestHooks = fp<RequestHooksOptions>(
     // An answer given before the body arrived: the rest of the body is read, so the client reads the answer.
     app.addHook("onResponse", (request, reply, done) => {
       drainUnreadBody(request, reply);
+      if (closing) setImmediate(closeIdleConnections);
       done();
     });
   },
