@@ -316,6 +316,46 @@ describe("ioredis 5.11.1 patch", () => {
     expect(await pipeline().later().exec()).toEqual([[null, "second"]]);
   });
 
+  it("commandTimeout: one timer for the client's pending commands, not one per command", async () => {
+    const timed = new Redis(server.url, { enableAutoPipelining: true, commandTimeout: 5000 });
+    try {
+      await timed.ping();
+      const timers = vi.spyOn(globalThis, "setTimeout");
+      try {
+        const keys = Array.from({ length: 50 }, (_, i) => `t${i}`);
+        await Promise.all(keys.map((key) => timed.set(key, "1")));
+        await Promise.all(keys.map((key) => timed.get(key)));
+        expect(timers.mock.calls.length).toBeLessThanOrEqual(2);
+      } finally {
+        timers.mockRestore();
+      }
+    } finally {
+      timed.disconnect();
+    }
+  });
+
+  it("commandTimeout: a command not answered in time fails with 'Command timed out', later ones answer", async () => {
+    const timed = new Redis(server.url, { commandTimeout: 200, maxRetriesPerRequest: 0 });
+    try {
+      expect(await timed.set("paused", "1")).toBe("OK");
+      server.process.kill("SIGSTOP");
+      const started = performance.now();
+      const outcomes = await Promise.allSettled([timed.get("paused"), timed.get("paused")]);
+      const waited = performance.now() - started;
+      server.process.kill("SIGCONT");
+      expect(outcomes.map((o) => (o.status === "rejected" ? (o.reason as Error).message : o.value))).toEqual([
+        "Command timed out",
+        "Command timed out",
+      ]);
+      expect(waited).toBeGreaterThanOrEqual(190);
+      expect(waited).toBeLessThan(2000);
+      expect(await timed.get("paused")).toBe("1");
+    } finally {
+      server.process.kill("SIGCONT");
+      timed.disconnect();
+    }
+  });
+
   it("auto-pipelined and pipelined custom commands answer as before", async () => {
     const client = redis as unknown as { echoKey(key: string, arg: string): Promise<string> };
     const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => client.echoKey(`k${i}`, String(i))));
