@@ -51,8 +51,13 @@ export async function startReceiver(port = 0) {
       response.writeHead(status).end(status >= 300 ? "receiver says no" : "ok");
     });
   });
-  const listen = (on: number) => new Promise<void>((resolve) => server.listen(on, "127.0.0.1", resolve));
-  await listen(port);
+  // Down, the receiver keeps its port and resets each connection at once: a port given up can be
+  // taken by another process meanwhile (in CI a delivery once reached another test's server).
+  let refusing = false;
+  server.on("connection", (socket) => {
+    if (refusing) socket.resetAndDestroy();
+  });
+  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
   const bound = (server.address() as AddressInfo).port;
   const close = () =>
     new Promise<void>((resolve) => {
@@ -72,9 +77,14 @@ export async function startReceiver(port = 0) {
     /** Bodies of verified requests, by their `webhook-id`: each event once, however often it came. */
     eventsById: () => new Map(received.filter((r) => r.verified).map((r) => [r.headers["webhook-id"], r.body])),
     close,
-    /** Down: connections to its port are refused until `up`. */
-    down: close,
-    up: () => listen(bound),
+    /** Down: connections to its port are reset at once until `up` (the port stays its own). */
+    down: () => {
+      refusing = true;
+      server.closeAllConnections();
+    },
+    up: () => {
+      refusing = false;
+    },
   };
 }
 
