@@ -62,8 +62,8 @@ describe("webhooks across kill -9 of the worker", () => {
     const first = await startWorkerProcess();
     const ids = Array.from({ length: 20 }, (_, i) => String(9007199254740993n + BigInt(i)));
     for (const id of ids) expect((await call(stack.url, { body: `{"id":${id},"name":"p${id}"}` })).status).toBe(200);
-    // Every delivery has failed at least once against the receiver resetting its connections: they wait in BullMQ, listed
-    // as retrying, with the error and the time of the next attempt.
+    // Every delivery has failed at least once against the receiver resetting its connections: they
+    // wait in BullMQ, listed as retrying, with the error and the time of the next attempt.
     const waiting = await eventually(async () => {
       const list = (await call(stack.url, {
         method: "GET",

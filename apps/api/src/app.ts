@@ -154,8 +154,8 @@ export async function buildApp(options: AppOptions) {
   await app.register(requestMetrics, { metrics });
   await app.register(serviceState, { routeList, outage, capacity });
   const streamPaths = new Set(liveEvents.flatMap(({ stream }) => [stream.path, trpcEventsPath(stream)]));
-  const drainMs = options.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS;
-  await app.register(requestHooks, { metrics, cors, checkForwardedFor, routeMiss, streamPaths, drainMs });
+  const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS;
+  await app.register(requestHooks, { metrics, cors, checkForwardedFor, routeMiss, streamPaths, shutdownTimeoutMs });
   await app.register(errorReplies, { routeMiss });
   await app.register(serviceRoutes, { api, redis: options.redis, metrics, guard, supervision });
   if (options.imports) await importUploads(app, { guard, imports: options.imports, capacity });

@@ -21,7 +21,7 @@ export type RequestHooksOptions = {
   /** The live event streams' paths (both transports'): a reconnecting client must not be told 503. */
   streamPaths: ReadonlySet<string>;
   /** How long a close waits for the requests in flight before it closes their connections. */
-  drainMs: number;
+  shutdownTimeoutMs: number;
 };
 
 /**
@@ -32,7 +32,7 @@ export type RequestHooksOptions = {
  * (fastify-plugin), so they run for every route, the plugins' too.
  */
 export const requestHooks = fp<RequestHooksOptions>(
-  async (app, { metrics, cors, checkForwardedFor, routeMiss, streamPaths, drainMs }) => {
+  async (app, { metrics, cors, checkForwardedFor, routeMiss, streamPaths, shutdownTimeoutMs }) => {
     let closing = false;
     let drainDeadline: NodeJS.Timeout | undefined;
     app.addHook("preClose", async () => {
@@ -40,9 +40,12 @@ export const requestHooks = fp<RequestHooksOptions>(
       // A request still in flight past the deadline (a long upload, a stuck client) has its
       // connection closed: the process stops on its own before a supervisor has to kill it.
       drainDeadline = setTimeout(() => {
-        app.log.warn({ drainMs }, "shutting down: requests still in flight after SHUTDOWN_TIMEOUT_MS; closing them");
+        app.log.warn(
+          { shutdownTimeoutMs },
+          "shutting down: requests still in flight after SHUTDOWN_TIMEOUT_MS; closing them",
+        );
         app.server.closeAllConnections();
-      }, drainMs);
+      }, shutdownTimeoutMs);
       drainDeadline.unref();
     });
     app.addHook("onClose", async () => clearTimeout(drainDeadline));
