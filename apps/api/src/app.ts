@@ -1,4 +1,4 @@
-import { EventRegistry } from "@plant-store/contracts";
+import { EventRegistry, SHUTDOWN_TIMEOUT_DEFAULT_MS } from "@plant-store/contracts";
 import {
   createRateLimiter,
   type DataVolumeSettings,
@@ -84,9 +84,6 @@ export type AppOptions = {
   shutdownTimeoutMs?: number;
 };
 
-/** SHUTDOWN_TIMEOUT_MS's default (config.ts). */
-const DEFAULT_SHUTDOWN_TIMEOUT_MS = 8000;
-
 /** IMPORT_UPLOAD_TIMEOUT_MS's default (config.ts), for a server without imports. */
 const DEFAULT_UPLOAD_TIMEOUT_MS = 600_000;
 
@@ -154,7 +151,7 @@ export async function buildApp(options: AppOptions) {
   await app.register(requestMetrics, { metrics });
   await app.register(serviceState, { routeList, outage, capacity });
   const streamPaths = new Set(liveEvents.flatMap(({ stream }) => [stream.path, trpcEventsPath(stream)]));
-  const shutdownTimeoutMs = options.shutdownTimeoutMs ?? DEFAULT_SHUTDOWN_TIMEOUT_MS;
+  const shutdownTimeoutMs = options.shutdownTimeoutMs ?? SHUTDOWN_TIMEOUT_DEFAULT_MS.api;
   await app.register(requestHooks, { metrics, cors, checkForwardedFor, routeMiss, streamPaths, shutdownTimeoutMs });
   await app.register(errorReplies, { routeMiss });
   await app.register(serviceRoutes, { api, redis: options.redis, metrics, guard, supervision });

@@ -1,5 +1,5 @@
 import { isIP } from "node:net";
-import { importLimits } from "@plant-store/contracts";
+import { importLimits, SHUTDOWN_TIMEOUT_DEFAULT_MS } from "@plant-store/contracts";
 import { parseStoreConfig, type StoreConfig } from "@plant-store/store";
 import { bootstrapTokens } from "@plant-store/tokens";
 import { parseWebhookConfig, type WebhookConfig } from "@plant-store/webhooks";
@@ -80,8 +80,8 @@ const ApiEnv = z.object({
   AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().positive().default(30),
   /** A Redis command slower than this fails the request with 503 instead of hanging it. */
   REDIS_COMMAND_TIMEOUT_MS: z.coerce.number().int().positive().default(2000),
-  /** How long SIGTERM waits for the requests in flight before it closes their connections (under the launcher's 10 s). */
-  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(8000),
+  /** How long SIGTERM waits for the requests in flight before it closes their connections. */
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(SHUTDOWN_TIMEOUT_DEFAULT_MS.api),
   TRUST_PROXY: TrustProxy.default(false),
   CORS_ORIGINS: CorsOriginsSetting.default([]),
   /** GET /metrics (Prometheus text, for a token with `metrics:read` or `admin`); `false` turns it off. */

@@ -1,5 +1,6 @@
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { SHUTDOWN_EXIT_MARGIN_MS, SHUTDOWN_TIMEOUT_DEFAULT_MS } from "@plant-store/contracts";
 import { parseStoreConfig } from "@plant-store/store";
 import { z } from "zod";
 import { DEFAULT_RESTART_POLICY, type RestartPolicy } from "./restart-policy.js";
@@ -45,6 +46,8 @@ const EnvSchema = z.object({
    * its lag target (docs/development.md, Performance). 0 runs it as the launcher.
    */
   WORKER_NICENESS: z.coerce.number().int().min(0).max(19).default(10),
+  /** How long the api and the worker wait for their work in flight on SIGTERM (read here to give them the time; they read it too). */
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).optional(),
   /** The worker's metrics (read here to choose its port and show its URL; the worker reads them too). */
   METRICS_ENABLED: z.enum(["true", "false"]).default("true"),
   WORKER_METRICS_PORT: z.coerce.number().int().min(0).max(65_535).optional(),
@@ -71,6 +74,11 @@ export interface LauncherConfig {
   restartPolicy: RestartPolicy;
   /** The worker's niceness (WORKER_NICENESS). */
   workerNiceness: number;
+  /**
+   * How long each service gets to exit after SIGTERM before it is killed: its SHUTDOWN_TIMEOUT_MS
+   * (the variable, else the service's default) and the time to exit after it.
+   */
+  stopGraceMs: { api: number; worker: number };
   /** The worker's metrics endpoint; `port` undefined: not chosen by the user (see workerMetricsPort). */
   workerMetrics: { enabled: boolean; host: string; port: number | undefined };
 }
@@ -116,6 +124,10 @@ export function parseConfig(env: NodeJS.ProcessEnv): ConfigResult {
         maxRestarts: e.LAUNCHER_MAX_RESTARTS,
       },
       workerNiceness: e.WORKER_NICENESS,
+      stopGraceMs: {
+        api: (e.SHUTDOWN_TIMEOUT_MS ?? SHUTDOWN_TIMEOUT_DEFAULT_MS.api) + SHUTDOWN_EXIT_MARGIN_MS,
+        worker: (e.SHUTDOWN_TIMEOUT_MS ?? SHUTDOWN_TIMEOUT_DEFAULT_MS.worker) + SHUTDOWN_EXIT_MARGIN_MS,
+      },
       workerMetrics: {
         enabled: e.METRICS_ENABLED === "true",
         host: e.WORKER_METRICS_HOST,

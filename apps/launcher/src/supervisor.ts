@@ -4,6 +4,7 @@
 // first, Redis last), or, opt-in (LAUNCHER_MAX_RESTARTS), a process that keeps failing.
 import { existsSync, mkdirSync } from "node:fs";
 import { join, relative } from "node:path";
+import { SHUTDOWN_EXIT_MARGIN_MS, SHUTDOWN_TIMEOUT_DEFAULT_MS } from "@plant-store/contracts";
 import { INSTALL_HINT, type RedisServer, redisServerBinary, startRedisServer } from "@plant-store/redis-server";
 import {
   connect,
@@ -25,9 +26,6 @@ import { supervisionBoard } from "./supervision.js";
 import { KeptTokenError, keptToken } from "./tokens.js";
 import { workerMetricsPort } from "./worker-metrics.js";
 
-/** How long the api and worker get to close gracefully after SIGTERM. */
-const GRACE_MS = 10_000;
-
 /** Set in the supervisor's environment by the front process (main.ts). */
 export const SUPERVISOR_FLAG = "PLANT_STORE_LAUNCHER_SUPERVISOR";
 
@@ -46,7 +44,12 @@ let redisStarting: Promise<RedisServer | undefined> | undefined;
 /** Set while the embedded Redis is being restarted, for the same reason. */
 let redisRestarting: Promise<unknown> | undefined;
 /** The running instance of each service (replaced when it is restarted). */
-const services = new Map<string, Service>();
+const services = new Map<"api" | "worker", Service>();
+/** How long each service gets to close after SIGTERM (its SHUTDOWN_TIMEOUT_MS and a margin; set from the config). */
+let stopGraceMs: Record<"api" | "worker", number> = {
+  api: SHUTDOWN_TIMEOUT_DEFAULT_MS.api + SHUTDOWN_EXIT_MARGIN_MS,
+  worker: SHUTDOWN_TIMEOUT_DEFAULT_MS.worker + SHUTDOWN_EXIT_MARGIN_MS,
+};
 /** Restarts waiting for their backoff to pass; cancelled by a shutdown. */
 const pendingRestarts = new Set<NodeJS.Timeout>();
 let stopping = false;
@@ -68,11 +71,11 @@ async function shutdown(exitCode: number): Promise<never> {
   if (!stopping) {
     stopping = true;
     for (const timer of pendingRestarts) clearTimeout(timer);
-    const running = [...services.values()];
-    const results = await Promise.all(running.map((service) => stopService(service, GRACE_MS, log)));
+    const running = [...services];
+    const results = await Promise.all(running.map(([name, service]) => stopService(service, stopGraceMs[name], log)));
     for (const [i, result] of results.entries()) {
       if (result.forced || result.error || result.code !== 0) {
-        log(`${running[i]?.name} ${describeExit(result)}.`);
+        log(`${running[i]?.[0]} ${describeExit(result)}.`);
       }
     }
     const embedded = redis ?? (await redisStarting);
@@ -114,7 +117,8 @@ async function layoutUsable(redisUrl: string | undefined): Promise<boolean> {
 
 function onSignal(signal: NodeJS.Signals) {
   if (stopping) {
-    log(`${signal} received; already stopping (services get up to ${GRACE_MS / 1000} s).`);
+    const longest = Math.max(...Object.values(stopGraceMs));
+    log(`${signal} received; already stopping (services get up to ${longest / 1000} s).`);
     return;
   }
   log(`${signal} received; stopping...`);
@@ -124,6 +128,7 @@ function onSignal(signal: NodeJS.Signals) {
 async function main(): Promise<void> {
   installLifecycleHandlers();
   const config = configOrExit();
+  stopGraceMs = config.stopGraceMs;
   exitUnlessEntriesBuilt(config);
   await exitUnlessPortFree(config);
   const store = await chooseRedis(config);

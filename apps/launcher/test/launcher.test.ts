@@ -41,6 +41,8 @@ const redisAnswer = () => new Promise((resolve) => {
 process.on("SIGTERM", async () => {
   writeFileSync(out + "/" + name + ".redis-at-stop", String(await redisAnswer()));
   writeFileSync(out + "/" + name + ".stopped", "SIGTERM");
+  // A worker whose jobs do not end: it would take this long to stop.
+  if (name === "worker" && process.env.STANDIN_WORKER_STOP_MS) await new Promise((resolve) => setTimeout(resolve, Number(process.env.STANDIN_WORKER_STOP_MS)));
   clearInterval(keepAlive);
   if (server) server.close(() => process.exit(0)); else process.exit(0);
 });
@@ -187,6 +189,22 @@ describe.skipIf(!hasRedis)("launcher with an embedded Redis", () => {
     expect(readFileSync(join(run.out, "worker.redis-at-stop"), "utf8")).toBe("+PONG");
     expect(existsSync(join(run.out, "data", "redis", "appendonlydir"))).toBe(true);
     await expect(redisPing(apiEnv.REDIS_URL as string)).rejects.toThrow();
+  }, 30_000);
+
+  it("gives each service its SHUTDOWN_TIMEOUT_MS and 2 s to stop, then kills it", async () => {
+    const run = await runLauncher("slow-stop", { SHUTDOWN_TIMEOUT_MS: "1000", STANDIN_WORKER_STOP_MS: "60000" });
+    await waitFor(() => run.output().includes("Press Ctrl+C to stop."), "the ready banner", run);
+    await waitFor(() => lastReady(run, "api") && lastReady(run, "worker"), "the services to be up", run);
+
+    run.child.kill("SIGTERM");
+    expect(await run.exit).toBe(0);
+    expect(run.output()).toContain("[launcher] worker did not stop within 3 s; killing it.");
+    expect(run.output()).toContain("[launcher] worker was killed by SIGKILL.");
+    expect(run.output()).not.toContain("api did not stop");
+    expect(readFileSync(join(run.out, "api.stopped"), "utf8")).toBe("SIGTERM");
+    // Redis still went last.
+    expect(readFileSync(join(run.out, "worker.redis-at-stop"), "utf8")).toBe("+PONG");
+    expect(run.output()).toContain("[launcher] embedded Redis stopped.");
   }, 30_000);
 
   it("restarts a service killed with SIGKILL while the other keeps running", async () => {

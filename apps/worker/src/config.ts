@@ -1,3 +1,4 @@
+import { SHUTDOWN_TIMEOUT_DEFAULT_MS } from "@plant-store/contracts";
 import { parseStoreConfig, type StoreConfig, unsetIfBlank } from "@plant-store/store";
 import { bootstrapTokens } from "@plant-store/tokens";
 import { parseWebhookConfig, type WebhookConfig } from "@plant-store/webhooks";
@@ -114,7 +115,7 @@ const WorkerEnv = z.object({
   /** How often each worker looks for stalled jobs (locks that expired). */
   STALLED_CHECK_MS: integer(1000, 5_000),
   /** How long a graceful shutdown may wait for active jobs before the process gives up. */
-  SHUTDOWN_TIMEOUT_MS: integer(1, 30_000),
+  SHUTDOWN_TIMEOUT_MS: integer(1, SHUTDOWN_TIMEOUT_DEFAULT_MS.worker),
   LOG_LEVEL: z.preprocess(
     (value) => (typeof value === "string" ? unsetIfBlank(value.toLowerCase()) : value),
     z.enum(logLevels).default("info"),

@@ -31,7 +31,7 @@ describe("loadWorkerConfig", () => {
       relayMaxLingerMs: 100,
       jobLockMs: 10_000,
       stalledCheckMs: 5_000,
-      shutdownTimeoutMs: 30_000,
+      shutdownTimeoutMs: 25_000,
       logLevel: "info",
       metrics: {
         enabled: true,

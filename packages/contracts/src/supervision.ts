@@ -1,5 +1,18 @@
 import { z } from "zod";
 
+/**
+ * SHUTDOWN_TIMEOUT_MS's defaults: how long a service's graceful stop waits (the api for its requests
+ * in flight, the worker for its active jobs) before it gives up and exits by itself. Below the 30 s
+ * that Docker Compose (`stop_grace_period` here) and Kubernetes give before SIGKILL, with room to exit.
+ */
+export const SHUTDOWN_TIMEOUT_DEFAULT_MS = { api: 8000, worker: 25_000 } as const;
+
+/**
+ * How long a supervisor waits past a service's SHUTDOWN_TIMEOUT_MS before it kills it: the time the
+ * service needs to exit once its own deadline has passed.
+ */
+export const SHUTDOWN_EXIT_MARGIN_MS = 2000;
+
 /** The processes `npm start`'s launcher supervises. */
 export const SUPERVISED_PROCESSES = ["redis", "api", "worker"] as const;
 
