@@ -1,13 +1,15 @@
 /**
  * What OpenTelemetry costs a create (issue 55): the last part of `npm run bench`, and on its own
- * `npm run bench:tracing` (this file run as a script, for longer runs). The api and the
- * worker as deployed, restarted for each mode — tracing off (no endpoint), on with every trace
- * kept (always_on), on with 1 % kept (traceidratio 0.01) — exporting over OTLP/HTTP protobuf to a
- * sink in this process that answers 200, so the export's cost is real. Each run: POST /plants at
- * `--connections` for `--seconds`, then until the worker has indexed every plant; the CPU per create
- * of the api, the worker and Redis over that span (side work included), and the api's req/s. Modes
- * alternate over `--rounds` rounds (their order rotated); the table shows each mode's median. Its
- * own private store, so the figures do not depend on what ran before.
+ * `npm run bench:tracing` (this file run as a script, for longer runs). Two stacks side by side,
+ * each its own private store, api and worker as deployed: one with tracing off (no endpoint), the
+ * other on — every trace kept (always_on), or 1 % (traceidratio 0.01) — exporting over OTLP/HTTP
+ * protobuf to a sink in this process that answers 200, so the export's cost is real. Both are
+ * loaded at once (half the connections each), so a host that speeds up or slows down moves both:
+ * run one after the other, the off runs alone spread by ±15 %, far more than the 3 % looked for.
+ * Each pair: api and worker started fresh on both sides (in an order alternated by round), a
+ * warm-up, POST /plants for `--seconds`, then until each worker has indexed its plants; the CPU per
+ * create of each side's api, worker and Redis over that span (side work included). A mode's cost
+ * is the median over its pairs of its CPU per create against the off side's in the same pair.
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -19,6 +21,7 @@ import {
   cpuSecondsOf,
   integerOption,
   runBench,
+  type Service,
   type Stack,
   startApiProcess,
   startStack,
@@ -59,13 +62,14 @@ function parseOptions(): TracingCostOptions {
     return at === -1 ? fallback : (args[at + 1] ?? "");
   };
   if (args.includes("--help")) {
-    console.log("npm run bench:tracing -- [--seconds 10] [--connections 50] [--rounds 2]");
+    console.log("npm run bench:tracing -- [--seconds 10] [--connections 50] [--rounds 2] [--redis-dir /dev/shm]");
     process.exit(0);
   }
   return {
     seconds: integerOption("seconds", value("seconds", "10"), 1, 600),
     connections: integerOption("connections", value("connections", "50"), 1, 1000),
     rounds: integerOption("rounds", value("rounds", "2"), 1, 20),
+    redisDir: args.includes("--redis-dir") ? value("redis-dir", "") : undefined,
   };
 }
 
@@ -95,114 +99,177 @@ const modesFor = (endpoint: string): Mode[] => {
   ];
 };
 
-/** One mode's run: api and worker started with its variables, a warm-up, the measured creates, both stopped. */
-async function runMode(stack: Stack, mode: Mode, round: number, options: TracingCostOptions, ids: { next: number }) {
+/** One side of a pair: a mode's api and worker on their own store. */
+interface Side {
+  mode: Mode;
+  stack: Stack;
+  api: Service & { url: string };
+  worker: Service;
+  counts: ReturnType<typeof storeCounts>;
+}
+
+async function startSide(stack: Stack, mode: Mode): Promise<Side> {
   const api = await startApiProcess(stack, { metrics: true, env: mode.env });
   const worker = await startWorkerProcess(stack, mode.env);
-  const counts = storeCounts(stack.redis, stack.partitions);
-  const post = createRequest({ ...auth, "content-type": "application/json" }, () => ids.next++);
-  const load = (duration: number) =>
-    autocannon({ url: api.url, connections: options.connections, duration, requests: [post] });
-  // Requests cut off at the end of a load may still commit after it: counted once they have.
-  const drained = async () => {
-    for (;;) {
-      await sleep(SETTLE_MS);
-      const plants = await counts.plants();
-      // Generous: the worker runs niced (as deployed), and on a busy host it gets little CPU.
-      if (!(await waitUntil(DRAIN_LIMIT_MS, async () => (await counts.indexed()) >= plants, 100))) {
-        throw new Error(`${mode.name}: the worker did not index every plant within ${DRAIN_LIMIT_MS / 1000} s`);
-      }
-      if ((await counts.plants()) === plants) return plants;
-    }
-  };
+  return { mode, stack, api, worker, counts: storeCounts(stack.redis, stack.partitions) };
+}
 
-  try {
-    await load(2); // warm-up: JIT, connections (not recorded)
-    const before = await drained();
-    const pids = { api: api.child.pid, worker: worker.child.pid, redis: stack.redisPids() };
-    const cpuBefore = {
-      api: cpuSecondsOf(pids.api),
-      worker: cpuSecondsOf(pids.worker),
-      redis: cpuSecondsOf(pids.redis),
-    };
-    const result = await load(options.seconds);
-    const created = (await drained()) - before;
-    const spent = (name: keyof typeof pids) =>
-      (((cpuSecondsOf(pids[name]) ?? Number.NaN) - (cpuBefore[name] ?? Number.NaN)) * 1000) / created;
-    const cpuMs = { api: spent("api"), worker: spent("worker"), redis: spent("redis"), total: 0 };
-    cpuMs.total = cpuMs.api + cpuMs.worker + cpuMs.redis;
-    if (result.non2xx > 0 || result.errors > 0)
-      throw new Error(`${mode.name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-    return { mode: mode.name, round, reqPerS: result.requests.average, created, cpuMs } satisfies Run;
-  } finally {
-    await api.stop();
-    await worker.stop();
-    stack.api = undefined;
-    stack.worker = undefined;
+async function stopSide({ stack, api, worker }: Side): Promise<void> {
+  await api.stop();
+  await worker.stop();
+  stack.api = undefined;
+  stack.worker = undefined;
+}
+
+/** Once the plants have stopped coming (requests cut off at a load's end may still commit) and the worker has indexed them all: their count. */
+async function drained({ mode, counts }: Side): Promise<number> {
+  for (;;) {
+    await sleep(SETTLE_MS);
+    const plants = await counts.plants();
+    // Generous: the worker runs niced (as deployed), and on a busy host it gets little CPU.
+    if (!(await waitUntil(DRAIN_LIMIT_MS, async () => (await counts.indexed()) >= plants, 100))) {
+      throw new Error(`${mode.name}: the worker did not index every plant within ${DRAIN_LIMIT_MS / 1000} s`);
+    }
+    if ((await counts.plants()) === plants) return plants;
   }
 }
 
-function printRuns(modes: readonly Mode[], runs: readonly Run[]) {
-  const of = (mode: string, pick: (run: Run) => number) => median(runs.filter((run) => run.mode === mode).map(pick));
-  const off = { reqPerS: of("off", (run) => run.reqPerS), total: of("off", (run) => run.cpuMs.total) };
-  const pct = (value: number, base: number) =>
-    `${value >= base ? "+" : ""}${(((value - base) / base) * 100).toFixed(1)} %`;
-  const rows = modes.map(({ name }) => {
-    const reqPerS = of(name, (run) => run.reqPerS);
-    const total = of(name, (run) => run.cpuMs.total);
-    return [
-      name,
-      reqPerS.toFixed(0),
-      name === "off" ? "" : pct(reqPerS, off.reqPerS),
-      of(name, (run) => run.cpuMs.api * 1000).toFixed(0),
-      of(name, (run) => run.cpuMs.worker * 1000).toFixed(0),
-      of(name, (run) => run.cpuMs.redis * 1000).toFixed(0),
-      (total * 1000).toFixed(0),
-      name === "off" ? "" : pct(total, off.total),
-    ];
+const cpuOf = ({ api, worker, stack }: Side) => ({
+  api: cpuSecondsOf(api.child.pid) ?? Number.NaN,
+  worker: cpuSecondsOf(worker.child.pid) ?? Number.NaN,
+  redis: cpuSecondsOf(stack.redisPids()) ?? Number.NaN,
+});
+
+type Cpu = ReturnType<typeof cpuOf>;
+
+/** A side's run from its load's result, the plants it created and its processes' CPU before and after. */
+function runOf(side: Side, round: number, result: autocannon.Result, created: number, before: Cpu, after: Cpu): Run {
+  if (result.non2xx > 0 || result.errors > 0)
+    throw new Error(`${side.mode.name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  const spent = (name: keyof Cpu) => ((after[name] - before[name]) * 1000) / created;
+  const cpuMs = { api: spent("api"), worker: spent("worker"), redis: spent("redis"), total: 0 };
+  cpuMs.total = cpuMs.api + cpuMs.worker + cpuMs.redis;
+  return { mode: side.mode.name, round, reqPerS: result.requests.average, created, cpuMs };
+}
+
+const load = (side: Side, options: TracingCostOptions, duration: number, ids: { next: number }) =>
+  autocannon({
+    url: side.api.url,
+    connections: Math.max(1, Math.floor(options.connections / 2)),
+    duration,
+    requests: [createRequest({ ...auth, "content-type": "application/json" }, () => ids.next++)],
   });
+
+/** One pair: off and a traced mode side by side, each on its stack, loaded at once. */
+async function runPair(
+  stacks: [Stack, Stack],
+  modes: [Mode, Mode],
+  round: number,
+  /** Which side's api and worker start first (alternated, as the later-started may find a warmer machine). */
+  first: 0 | 1,
+  options: TracingCostOptions,
+  ids: { next: number },
+): Promise<[Run, Run]> {
+  const sides: Side[] = [];
+  try {
+    const order = first === 0 ? [0, 1] : [1, 0];
+    for (const i of order) sides[i] = await startSide(stacks[i] as Stack, modes[i] as Mode);
+    const both = sides as [Side, Side];
+    await Promise.all(both.map((side) => load(side, options, 2, ids))); // warm-up: JIT, connections (not recorded)
+    const before = await Promise.all(both.map(drained));
+    const cpuBefore = both.map(cpuOf);
+    const results = await Promise.all(both.map((side) => load(side, options, options.seconds, ids)));
+    // Each side's CPU is read once its own side work is done.
+    const after = await Promise.all(both.map(async (side) => ({ plants: await drained(side), cpu: cpuOf(side) })));
+    const run = (i: 0 | 1) => {
+      const [end, start] = [after[i] as { plants: number; cpu: Cpu }, before[i] as number];
+      return runOf(both[i], round, results[i] as autocannon.Result, end.plants - start, cpuBefore[i] as Cpu, end.cpu);
+    };
+    return [run(0), run(1)];
+  } finally {
+    await Promise.all(sides.map(stopSide));
+  }
+}
+
+/** A pair's two runs: the off side's and the traced side's, loaded at the same time. */
+interface Pair {
+  off: Run;
+  on: Run;
+}
+
+function printRuns(modes: readonly Mode[], pairs: readonly Pair[]) {
+  const runs = pairs.flatMap(({ off, on }) => [off, on]);
+  const of = (mode: string, pick: (run: Run) => number) => median(runs.filter((run) => run.mode === mode).map(pick));
+  // Against the off side of the same pair, then the median over the mode's pairs.
+  const vsOff = (mode: string, pick: (run: Run) => number) =>
+    median(pairs.filter(({ on }) => on.mode === mode).map(({ off, on }) => pick(on) / pick(off) - 1));
+  const pct = (share: number) => `${share >= 0 ? "+" : ""}${(share * 100).toFixed(1)} %`;
+  const rows = modes.map(({ name }) => [
+    name,
+    of(name, (run) => run.reqPerS).toFixed(0),
+    name === "off" ? "" : pct(vsOff(name, (run) => run.reqPerS)),
+    of(name, (run) => run.cpuMs.api * 1000).toFixed(0),
+    of(name, (run) => run.cpuMs.worker * 1000).toFixed(0),
+    of(name, (run) => run.cpuMs.redis * 1000).toFixed(0),
+    of(name, (run) => run.cpuMs.total * 1000).toFixed(0),
+    name === "off" ? "" : pct(vsOff(name, (run) => run.cpuMs.total)),
+  ]);
   const headers = ["tracing", "POST req/s", "vs off", "api µs", "worker µs", "redis µs", "CPU µs/create", "vs off"];
-  console.log(`\nmedians of ${runs.length / modes.length} run(s) per mode (CPU per create, side work included):`);
+  console.log(
+    `\nmedians of ${pairs.length / (modes.length - 1)} pair(s) per mode (CPU per create, side work included; ` +
+      "vs off: against the off side of the same pair):",
+  );
   console.log(table(headers, rows));
 }
 
-/** The hard time limit of a measurement with `options`. */
+/** The hard time limit of a measurement with `options`: two pairs a round. */
 export const tracingCostLimitMs = (options: TracingCostOptions) =>
-  (options.seconds * 1000 + DRAIN_LIMIT_MS + 30_000) * 3 * options.rounds;
+  (options.seconds * 1000 + DRAIN_LIMIT_MS + 30_000) * 2 * options.rounds;
+
+const µs = (ms: number) => (ms * 1000).toFixed(0);
+const runLine = (run: Run) =>
+  `${run.mode}: ${run.reqPerS.toFixed(0)} req/s, ${µs(run.cpuMs.total)} µs CPU/create (api ${µs(run.cpuMs.api)}, worker ${µs(run.cpuMs.worker)}, redis ${µs(run.cpuMs.redis)}), ${run.created} creates`;
 
 /**
- * Runs the three modes over `options.rounds` rounds on a private store of its own and prints the
- * table; returns the runs (the caller writes them to its result file).
+ * Runs each traced mode against off, side by side on two private stores of its own, over
+ * `options.rounds` rounds (the stores' roles swapped every round), and prints the table; returns
+ * the pairs (the caller writes them to its result file).
  */
 export async function measureTracingCost(options: TracingCostOptions) {
   console.log(
-    `\ntracing cost: POST /plants at ${options.connections} connections for ${options.seconds} s per run, ` +
-      `api and worker restarted per mode, ${options.rounds} round(s), its own private store`,
+    `\ntracing cost: POST /plants, off and a traced mode side by side on stores of their own, ${Math.floor(options.connections / 2)} connections each ` +
+      `for ${options.seconds} s, api and worker started fresh per pair, ${options.rounds} round(s) of two pairs`,
   );
   const sink = await startSink();
-  const stack = await startStack({ appendfsync: "always", redisDir: options.redisDir });
-  const modes = modesFor(sink.endpoint);
-  const runs: Run[] = [];
+  const stacks: Stack[] = [];
+  const [off, ...traced] = modesFor(sink.endpoint) as [Mode, ...Mode[]];
+  const pairs: Pair[] = [];
   const ids = { next: 3_000_000_000_000 };
   try {
+    for (let i = 0; i < 2; i++) stacks.push(await startStack({ appendfsync: "always", redisDir: options.redisDir }));
     for (let round = 0; round < options.rounds; round++) {
-      for (let i = 0; i < modes.length; i++) {
-        const mode = modes[(i + round) % modes.length] as Mode;
-        const run = await runMode(stack, mode, round, options, ids);
-        const µs = (ms: number) => (ms * 1000).toFixed(0);
-        console.log(
-          `round ${round + 1}, ${mode.name}: ${run.reqPerS.toFixed(0)} req/s, ${µs(run.cpuMs.total)} µs CPU/create (api ${µs(run.cpuMs.api)}, worker ${µs(run.cpuMs.worker)}, redis ${µs(run.cpuMs.redis)}), ${run.created} creates`,
+      for (const [m, mode] of traced.entries()) {
+        const swap = round % 2 === 1;
+        const onStacks = (swap ? [stacks[1], stacks[0]] : [stacks[0], stacks[1]]) as [Stack, Stack];
+        const [offRun, onRun] = await runPair(
+          onStacks,
+          [off, mode],
+          round,
+          (round + m) % 2 === 0 ? 0 : 1,
+          options,
+          ids,
         );
-        runs.push(run);
+        console.log(`round ${round + 1}, ${runLine(offRun)} | ${runLine(onRun)}`);
+        pairs.push({ off: offRun, on: onRun });
       }
     }
   } finally {
     sink.close();
-    await stack.stop();
+    await Promise.all(stacks.map((stack) => stack.stop()));
   }
-  printRuns(modes, runs);
+  printRuns([off, ...traced], pairs);
   console.log(`OTLP sink: ${sink.received.requests} exports, ${(sink.received.bytes / 2 ** 20).toFixed(1)} MiB`);
-  return { runs, sink: sink.received };
+  return { pairs, sink: sink.received };
 }
 
 // Run as a script (`npm run bench:tracing`): the measurement alone.
