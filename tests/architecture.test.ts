@@ -4,6 +4,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { API_NODE_FLAGS } from "@plant-store/contracts";
 import { describe, expect, it } from "vitest";
 
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
@@ -68,6 +69,14 @@ describe("who starts the stack", () => {
         .some((line) => !/^\s*(\/\/|\*|\/\*\*)/.test(line) && STORE_VARIABLES.test(line)),
     );
     expect(spelled).toEqual([]);
+  });
+
+  it("the image starts the api with the Node flags npm start and the tests use (API_NODE_FLAGS)", () => {
+    const command = read("Dockerfile")
+      .split("\n")
+      .filter((line) => line.startsWith("CMD [") && line.includes("apps/api/dist/main.js"))
+      .map((line) => JSON.parse(line.slice("CMD ".length)) as string[]);
+    expect(command).toEqual([["node", ...API_NODE_FLAGS, "apps/api/dist/main.js"]]);
   });
 
   it("the api neither depends on the worker nor imports it in its tests", () => {

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { setPriority } from "node:os";
+import { API_NODE_FLAGS } from "@plant-store/contracts";
 import { tracingNodeFlags } from "@plant-store/tracing";
 
 export interface ExitInfo {
@@ -17,17 +18,10 @@ export interface Service {
 }
 
 /**
- * Node flags per service. The api allocates a lot of short-lived objects per request: a 16 MiB
- * young generation (semi-space) means fewer scavenges under load (about +7% req/s in paired
- * runs; docs/development.md, Performance). Its heap is capped at 1 GiB, some 8× its live set
- * under load: V8 otherwise sizes it from the host's memory (4 GiB on 24 GiB) and collects so
- * lazily that churn alone (ten idle catch-up event streams) grew its RSS by 200–270 MiB, against
- * ~100 MiB capped. The Dockerfile, the tests and the benchmark start the api the same way. A
+ * Node flags per service: the api's as deployed (`API_NODE_FLAGS`), the worker's Node's defaults. A
  * traced process gets the flags tracing needs too (`tracingNodeFlags`: on Node 22, one).
  */
-export const NODE_FLAGS: Record<string, readonly string[]> = {
-  api: ["--max-semi-space-size=16", "--max-old-space-size=1024"],
-};
+export const NODE_FLAGS: Record<string, readonly string[]> = { api: API_NODE_FLAGS };
 
 /**
  * Runs `node <entry>` with inherited output, at `niceness` (0: as the launcher), with an IPC

@@ -2,7 +2,6 @@
 // worker are started and what environment they get.
 export { ADMIN_TOKEN, type CallOptions, call, eventually, expectError, OTHER_TOKEN, rawCall, TOKEN } from "./http.js";
 export {
-  API_NODE_FLAGS,
   type CommandRun,
   type ExitInfo,
   mainNextTo,

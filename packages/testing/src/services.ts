@@ -5,6 +5,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import type { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { API_NODE_FLAGS } from "@plant-store/contracts";
 import { freePort } from "@plant-store/redis-server";
 import { tracingNodeFlags } from "@plant-store/tracing";
 
@@ -201,9 +202,6 @@ export function runCommand(
     });
   });
 }
-
-/** Node's flags for the api as deployed (the Dockerfile's and `npm start`'s): a 16 MiB young generation, a 1 GiB heap. */
-export const API_NODE_FLAGS: readonly string[] = ["--max-semi-space-size=16", "--max-old-space-size=1024"];
 
 /**
  * The api's built process (`entry`, its `main.js`) as deployed, with its production Node flags (on

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { setPriority } from "node:os";
 import { fileURLToPath } from "node:url";
+import { API_NODE_FLAGS } from "@plant-store/contracts";
 import { freePort } from "@plant-store/redis-server";
 import {
   connect,
@@ -12,7 +13,6 @@ import {
   type RedisTarget,
 } from "@plant-store/store";
 import {
-  API_NODE_FLAGS,
   givenClusterEnv,
   mainNextTo,
   type Service,
