@@ -74,14 +74,20 @@ export interface LauncherConfig {
   restartPolicy: RestartPolicy;
   /** The worker's niceness (WORKER_NICENESS). */
   workerNiceness: number;
-  /**
-   * How long each service gets to exit after SIGTERM before it is killed: its SHUTDOWN_TIMEOUT_MS
-   * (the variable, else the service's default) and the time to exit after it.
-   */
+  /** How long each service gets to exit after SIGTERM before it is killed (see `stopGraceMs`). */
   stopGraceMs: { api: number; worker: number };
   /** The worker's metrics endpoint; `port` undefined: not chosen by the user (see workerMetricsPort). */
   workerMetrics: { enabled: boolean; host: string; port: number | undefined };
 }
+
+/**
+ * How long each service gets to exit after SIGTERM before it is killed: its SHUTDOWN_TIMEOUT_MS (the
+ * variable when set, else the service's default) and the time to exit after it.
+ */
+export const stopGraceMs = (shutdownTimeoutMs: number | undefined): LauncherConfig["stopGraceMs"] => ({
+  api: (shutdownTimeoutMs ?? SHUTDOWN_TIMEOUT_DEFAULT_MS.api) + SHUTDOWN_EXIT_MARGIN_MS,
+  worker: (shutdownTimeoutMs ?? SHUTDOWN_TIMEOUT_DEFAULT_MS.worker) + SHUTDOWN_EXIT_MARGIN_MS,
+});
 
 export type ConfigResult = { ok: true; config: LauncherConfig } | { ok: false; errors: string[] };
 
@@ -124,10 +130,7 @@ export function parseConfig(env: NodeJS.ProcessEnv): ConfigResult {
         maxRestarts: e.LAUNCHER_MAX_RESTARTS,
       },
       workerNiceness: e.WORKER_NICENESS,
-      stopGraceMs: {
-        api: (e.SHUTDOWN_TIMEOUT_MS ?? SHUTDOWN_TIMEOUT_DEFAULT_MS.api) + SHUTDOWN_EXIT_MARGIN_MS,
-        worker: (e.SHUTDOWN_TIMEOUT_MS ?? SHUTDOWN_TIMEOUT_DEFAULT_MS.worker) + SHUTDOWN_EXIT_MARGIN_MS,
-      },
+      stopGraceMs: stopGraceMs(e.SHUTDOWN_TIMEOUT_MS),
       workerMetrics: {
         enabled: e.METRICS_ENABLED === "true",
         host: e.WORKER_METRICS_HOST,

@@ -4,7 +4,6 @@
 // first, Redis last), or, opt-in (LAUNCHER_MAX_RESTARTS), a process that keeps failing.
 import { existsSync, mkdirSync } from "node:fs";
 import { join, relative } from "node:path";
-import { SHUTDOWN_EXIT_MARGIN_MS, SHUTDOWN_TIMEOUT_DEFAULT_MS } from "@plant-store/contracts";
 import { INSTALL_HINT, type RedisServer, redisServerBinary, startRedisServer } from "@plant-store/redis-server";
 import {
   connect,
@@ -17,7 +16,7 @@ import {
   StoreLayoutError,
 } from "@plant-store/store";
 import { readyBanner, redactUrl } from "./banner.js";
-import { type LauncherConfig, parseConfig } from "./config.js";
+import { type LauncherConfig, parseConfig, stopGraceMs } from "./config.js";
 import { embeddedRedisLog } from "./embedded-redis.js";
 import { portProblem, waitForPort } from "./net.js";
 import { type RestartPolicy, restartTracker } from "./restart-policy.js";
@@ -45,11 +44,8 @@ let redisStarting: Promise<RedisServer | undefined> | undefined;
 let redisRestarting: Promise<unknown> | undefined;
 /** The running instance of each service (replaced when it is restarted). */
 const services = new Map<"api" | "worker", Service>();
-/** How long each service gets to close after SIGTERM (its SHUTDOWN_TIMEOUT_MS and a margin; set from the config). */
-let stopGraceMs: Record<"api" | "worker", number> = {
-  api: SHUTDOWN_TIMEOUT_DEFAULT_MS.api + SHUTDOWN_EXIT_MARGIN_MS,
-  worker: SHUTDOWN_TIMEOUT_DEFAULT_MS.worker + SHUTDOWN_EXIT_MARGIN_MS,
-};
+/** How long each service gets to close after SIGTERM (the defaults until the config is read). */
+let graceMs = stopGraceMs(undefined);
 /** Restarts waiting for their backoff to pass; cancelled by a shutdown. */
 const pendingRestarts = new Set<NodeJS.Timeout>();
 let stopping = false;
@@ -72,7 +68,7 @@ async function shutdown(exitCode: number): Promise<never> {
     stopping = true;
     for (const timer of pendingRestarts) clearTimeout(timer);
     const running = [...services];
-    const results = await Promise.all(running.map(([name, service]) => stopService(service, stopGraceMs[name], log)));
+    const results = await Promise.all(running.map(([name, service]) => stopService(service, graceMs[name], log)));
     for (const [i, result] of results.entries()) {
       if (result.forced || result.error || result.code !== 0) {
         log(`${running[i]?.[0]} ${describeExit(result)}.`);
@@ -117,7 +113,7 @@ async function layoutUsable(redisUrl: string | undefined): Promise<boolean> {
 
 function onSignal(signal: NodeJS.Signals) {
   if (stopping) {
-    const longest = Math.max(...Object.values(stopGraceMs));
+    const longest = Math.max(...Object.values(graceMs));
     log(`${signal} received; already stopping (services get up to ${longest / 1000} s).`);
     return;
   }
@@ -128,7 +124,7 @@ function onSignal(signal: NodeJS.Signals) {
 async function main(): Promise<void> {
   installLifecycleHandlers();
   const config = configOrExit();
-  stopGraceMs = config.stopGraceMs;
+  graceMs = config.stopGraceMs;
   exitUnlessEntriesBuilt(config);
   await exitUnlessPortFree(config);
   const store = await chooseRedis(config);

@@ -140,13 +140,18 @@ const cpuOf = ({ api, worker, stack }: Side) => ({
   redis: cpuSecondsOf(stack.redisPids()) ?? Number.NaN,
 });
 
-type Cpu = ReturnType<typeof cpuOf>;
+/** What a side holds and has spent so far, once its plants are all in and indexed. */
+async function snapshot(side: Side) {
+  return { plants: await drained(side), cpu: cpuOf(side) };
+}
+type Snapshot = Awaited<ReturnType<typeof snapshot>>;
 
-/** A side's run from its load's result, the plants it created and its processes' CPU before and after. */
-function runOf(side: Side, round: number, result: autocannon.Result, created: number, before: Cpu, after: Cpu): Run {
+/** A side's run from its load's result and its snapshots before and after the load. */
+function runOf(side: Side, round: number, result: autocannon.Result, before: Snapshot, after: Snapshot): Run {
   if (result.non2xx > 0 || result.errors > 0)
     throw new Error(`${side.mode.name}: ${result.non2xx} non-2xx, ${result.errors} errors`);
-  const spent = (name: keyof Cpu) => ((after[name] - before[name]) * 1000) / created;
+  const created = after.plants - before.plants;
+  const spent = (name: keyof Snapshot["cpu"]) => ((after.cpu[name] - before.cpu[name]) * 1000) / created;
   const cpuMs = { api: spent("api"), worker: spent("worker"), redis: spent("redis"), total: 0 };
   cpuMs.total = cpuMs.api + cpuMs.worker + cpuMs.redis;
   return { mode: side.mode.name, round, reqPerS: result.requests.average, created, cpuMs };
@@ -176,15 +181,12 @@ async function runPair(
     for (const i of order) sides[i] = await startSide(stacks[i] as Stack, modes[i] as Mode);
     const both = sides as [Side, Side];
     await Promise.all(both.map((side) => load(side, options, 2, ids))); // warm-up: JIT, connections (not recorded)
-    const before = await Promise.all(both.map(drained));
-    const cpuBefore = both.map(cpuOf);
-    const results = await Promise.all(both.map((side) => load(side, options, options.seconds, ids)));
     // Each side's CPU is read once its own side work is done.
-    const after = await Promise.all(both.map(async (side) => ({ plants: await drained(side), cpu: cpuOf(side) })));
-    const run = (i: 0 | 1) => {
-      const [end, start] = [after[i] as { plants: number; cpu: Cpu }, before[i] as number];
-      return runOf(both[i], round, results[i] as autocannon.Result, end.plants - start, cpuBefore[i] as Cpu, end.cpu);
-    };
+    const before = await Promise.all(both.map(snapshot));
+    const results = await Promise.all(both.map((side) => load(side, options, options.seconds, ids)));
+    const after = await Promise.all(both.map(snapshot));
+    const run = (i: 0 | 1) =>
+      runOf(both[i], round, results[i] as autocannon.Result, before[i] as Snapshot, after[i] as Snapshot);
     return [run(0), run(1)];
   } finally {
     await Promise.all(sides.map(stopSide));
@@ -249,10 +251,10 @@ export async function measureTracingCost(options: TracingCostOptions) {
     for (let i = 0; i < 2; i++) stacks.push(await startStack({ appendfsync: "always", redisDir: options.redisDir }));
     for (let round = 0; round < options.rounds; round++) {
       for (const [m, mode] of traced.entries()) {
-        const swap = round % 2 === 1;
-        const onStacks = (swap ? [stacks[1], stacks[0]] : [stacks[0], stacks[1]]) as [Stack, Stack];
+        // The stores swap roles every round.
+        const pairStacks = (round % 2 === 1 ? [stacks[1], stacks[0]] : [stacks[0], stacks[1]]) as [Stack, Stack];
         const [offRun, onRun] = await runPair(
-          onStacks,
+          pairStacks,
           [off, mode],
           round,
           (round + m) % 2 === 0 ? 0 : 1,
