@@ -53,6 +53,30 @@ export interface TracingCostOptions {
   rounds: number;
   /** Where the private store's data folder is made (`--redis-dir`). */
   redisDir?: string | undefined;
+  /** The traced modes, each measured against off (`--modes`; default: always_on and 1 %). */
+  modes?: readonly TracedMode[] | undefined;
+}
+
+/**
+ * The traced modes: every trace kept, 1 % kept, and none kept (`always_off`: the SDK and its
+ * instrumentations loaded, never a span recorded; what their presence alone costs).
+ */
+const TRACED_MODES = {
+  always_on: { name: "on, 100 %", sampler: { OTEL_TRACES_SAMPLER: "always_on" } },
+  "1%": { name: "on, 1 %", sampler: { OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.01" } },
+  always_off: { name: "on, none kept", sampler: { OTEL_TRACES_SAMPLER: "always_off" } },
+} as const;
+export type TracedMode = keyof typeof TRACED_MODES;
+const DEFAULT_MODES: readonly TracedMode[] = ["always_on", "1%"];
+
+function modesOption(text: string): TracedMode[] {
+  const modes = text.split(",").map((mode) => mode.trim());
+  for (const mode of modes) {
+    if (!(mode in TRACED_MODES)) {
+      throw new Error(`--modes: ${JSON.stringify(mode)} is not one of ${Object.keys(TRACED_MODES).join(", ")}`);
+    }
+  }
+  return [...new Set(modes as TracedMode[])];
 }
 
 function parseOptions(): TracingCostOptions {
@@ -62,7 +86,9 @@ function parseOptions(): TracingCostOptions {
     return at === -1 ? fallback : (args[at + 1] ?? "");
   };
   if (args.includes("--help")) {
-    console.log("npm run bench:tracing -- [--seconds 10] [--connections 50] [--rounds 2] [--redis-dir /dev/shm]");
+    console.log(
+      "npm run bench:tracing -- [--seconds 10] [--connections 50] [--rounds 2] [--redis-dir /dev/shm] [--modes always_on,1%,always_off]",
+    );
     process.exit(0);
   }
   return {
@@ -70,6 +96,7 @@ function parseOptions(): TracingCostOptions {
     connections: integerOption("connections", value("connections", "50"), 1, 1000),
     rounds: integerOption("rounds", value("rounds", "2"), 1, 20),
     redisDir: args.includes("--redis-dir") ? value("redis-dir", "") : undefined,
+    modes: modesOption(value("modes", DEFAULT_MODES.join(","))),
   };
 }
 
@@ -90,13 +117,14 @@ async function startSink() {
   return { endpoint: `http://127.0.0.1:${port}`, received, close: () => server.close() };
 }
 
-const modesFor = (endpoint: string): Mode[] => {
+/** Off, then each of `traced` exporting to `endpoint`. */
+const modesFor = (endpoint: string, traced: readonly TracedMode[]): [Mode, ...Mode[]] => {
   const on = { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" };
-  return [
-    { name: "off", env: {} },
-    { name: "on, 100 %", env: { ...on, OTEL_TRACES_SAMPLER: "always_on" } },
-    { name: "on, 1 %", env: { ...on, OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "0.01" } },
-  ];
+  const modes = traced.map((mode) => ({
+    name: TRACED_MODES[mode].name,
+    env: { ...on, ...TRACED_MODES[mode].sampler },
+  }));
+  return [{ name: "off", env: {} }, ...modes];
 };
 
 /** One side of a pair: a mode's api and worker on their own store. */
@@ -224,9 +252,9 @@ function printRuns(modes: readonly Mode[], pairs: readonly Pair[]) {
   console.log(table(headers, rows));
 }
 
-/** The hard time limit of a measurement with `options`: two pairs a round. */
+/** The hard time limit of a measurement with `options`: a pair per traced mode a round. */
 export const tracingCostLimitMs = (options: TracingCostOptions) =>
-  (options.seconds * 1000 + DRAIN_LIMIT_MS + 30_000) * 2 * options.rounds;
+  (options.seconds * 1000 + DRAIN_LIMIT_MS + 30_000) * (options.modes ?? DEFAULT_MODES).length * options.rounds;
 
 const µs = (ms: number) => (ms * 1000).toFixed(0);
 const runLine = (run: Run) =>
@@ -240,11 +268,11 @@ const runLine = (run: Run) =>
 export async function measureTracingCost(options: TracingCostOptions) {
   console.log(
     `\ntracing cost: POST /plants, off and a traced mode side by side on stores of their own, ${Math.floor(options.connections / 2)} connections each ` +
-      `for ${options.seconds} s, api and worker started fresh per pair, ${options.rounds} round(s) of two pairs`,
+      `for ${options.seconds} s, api and worker started fresh per pair, ${options.rounds} round(s) of a pair per traced mode`,
   );
   const sink = await startSink();
   const stacks: Stack[] = [];
-  const [off, ...traced] = modesFor(sink.endpoint) as [Mode, ...Mode[]];
+  const [off, ...traced] = modesFor(sink.endpoint, options.modes ?? DEFAULT_MODES);
   const pairs: Pair[] = [];
   const ids = { next: 3_000_000_000_000 };
   try {

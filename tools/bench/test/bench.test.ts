@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { idsOf, nextLink } from "../src/http.js";
 import { codeOwner, infoNumber, parseCommandStats, selfTimeByOwner, sumCommandStats } from "../src/profile-helpers.js";
 import { percentile, summarize } from "../src/stats.js";
+import { SWEEP_MARGIN_MS, sweepStart } from "../src/throughput/lag.js";
 import type { Measured } from "../src/throughput/measured.js";
 import { storageOf, type ThroughputOptions } from "../src/throughput/options.js";
 import { judge } from "../src/throughput/targets.js";
@@ -219,5 +220,30 @@ describe("issue 54's targets", () => {
 
   it("names a tmpfs data folder RAM-backed", () => {
     expect(storageOf(options)).toEqual({ storage: "RAM-backed", dataDir: "/dev/shm" });
+  });
+});
+
+describe("the lag run's index poller", () => {
+  const startMicros = 1_000_000_000_000n;
+  const startMs = Number(startMicros / 1000n);
+  // Plants 1-4 answered 200 a second apart; the newest entry seen was created at 5 s.
+  const okAt = new Map([1, 2, 3, 4].map((id) => [id, startMs + id * 1000]));
+  const newest = startMicros + 5_000_000n;
+  const sweep = (seen: number[], offsetMs = 0) =>
+    sweepStart({ okAt, seen: new Map(seen.map((id) => [String(id), 0])), newest, startMicros, offsetMs });
+
+  it("reaches back to the margin before the oldest 200 whose plant it has not seen", () => {
+    expect(sweep([1])).toBe(startMicros + 2_000_000n - BigInt(SWEEP_MARGIN_MS) * 1000n);
+    expect(sweep([1], 250)).toBe(startMicros + 2_250_000n - BigInt(SWEEP_MARGIN_MS) * 1000n);
+  });
+
+  it("never before the run's start", () => {
+    expect(sweep([])).toBe(startMicros);
+  });
+
+  it("does not sweep when every plant is seen, or when the wide look-back covers the oldest not seen", () => {
+    expect(sweep([1, 2, 3, 4])).toBeUndefined();
+    const soon = new Map([[9, startMs + 5000 + SWEEP_MARGIN_MS]]);
+    expect(sweepStart({ okAt: soon, seen: new Map(), newest, startMicros, offsetMs: 0 })).toBeUndefined();
   });
 });

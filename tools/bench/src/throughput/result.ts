@@ -2,7 +2,7 @@
 import { environment, writeResult } from "../report.js";
 import { round, roundSummary, type Summary } from "../stats.js";
 import { type Bench, WARMUP_CONNECTIONS } from "./context.js";
-import { INDEX_LOOKBACK_MICROS, INDEX_POLL_MS, WIDE_LOOKBACK_MICROS, WIDE_POLL_EVERY } from "./lag.js";
+import { INDEX_LOOKBACK_MICROS, INDEX_POLL_MS, SWEEP_EVERY_MS, WIDE_LOOKBACK_MICROS, WIDE_POLL_EVERY } from "./lag.js";
 import type { Measured } from "./measured.js";
 import { LAG_DEADLINE_MS } from "./options.js";
 import type { GetIds } from "./runs.js";
@@ -45,6 +45,7 @@ export function writeThroughputResult(
         usual: INDEX_LOOKBACK_MICROS / 1000,
         everyWidePoll: WIDE_LOOKBACK_MICROS / 1000,
         widePollEvery: WIDE_POLL_EVERY,
+        sweepEveryMs: SWEEP_EVERY_MS,
       },
     },
     runs: runs.map((r) => ({

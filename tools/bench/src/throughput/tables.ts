@@ -239,6 +239,7 @@ function printLag(title: string, lag: LagRun): void {
           ? []
           : [["all webhooks arrived after the load", `${lag.deliveredS.toFixed(2)} s`]]),
         ["index polls", String(lag.polls)],
+        ["indexed, found only by a sweep (lag overstated by up to 0.5 s)", String(lag.foundBySweep)],
         ["clock offset Redis − bench", `${ms(lag.clockOffsetMs)} ms`],
         [
           "CPU api / worker / redis / bench",
