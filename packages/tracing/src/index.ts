@@ -83,13 +83,13 @@ export async function startTracing(options: { defaultServiceName: string; env?: 
   }
   const { startSdk } = await import("./sdk.js");
   const sdk = startSdk(settings);
-  setTracing(true, sdk.edgeSampled);
+  setTracing({ requestsSampledAtEdge: sdk.edgeSampled, ...sdk.suppression });
   started = {
     enabled: true,
     warning: missingNodeFlagsWarning(env),
     bullmq: sdk.bullmq,
     shutdown() {
-      setTracing(false);
+      setTracing(undefined);
       return settledWithin(sdk.shutdown(), SHUTDOWN_EXPORT_MS);
     },
   };

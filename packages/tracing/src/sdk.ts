@@ -2,7 +2,7 @@ import { register } from "node:module";
 import { FastifyOtelInstrumentation } from "@fastify/otel";
 import { context, propagation, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { isTracingSuppressed, suppressTracing, W3CTraceContextPropagator } from "@opentelemetry/core";
 import { OTLPTraceExporter as OtlpJsonExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { OTLPTraceExporter as OtlpProtobufExporter } from "@opentelemetry/exporter-trace-otlp-proto";
 import { type Instrumentation, registerInstrumentations } from "@opentelemetry/instrumentation";
@@ -23,6 +23,7 @@ import { BullMQOtel } from "bullmq-otel";
 import { register as registerSyncImportHooks, supportsSyncHooks } from "import-in-the-middle/register-hooks.mjs";
 import { edgeSampler, HandOverIds, type SampledRequest } from "./edge-sampling.js";
 import { INSTRUMENTATIONS, type SamplerSettings, type TracingSettings } from "./settings.js";
+import type { Suppression } from "./spans.js";
 
 // Loaded by startTracing only when tracing is on (a dynamic import): with it off, none of the
 // SDK, exporters or instrumentations is ever loaded.
@@ -90,6 +91,7 @@ export interface Sdk {
   bullmq: BullMQOtel;
   /** Whether HTTP requests are sampled at the edge (the Fastify instrumentation is on). */
   edgeSampled: boolean;
+  suppression: Suppression;
   shutdown(): Promise<void>;
 }
 
@@ -120,6 +122,7 @@ export function startSdk(settings: Extract<TracingSettings, { enabled: true }>):
   return {
     bullmq: new BullMQOtel({ tracerName: "bullmq" }),
     edgeSampled: !settings.disabled.has("fastify"),
+    suppression: { suppress: suppressTracing, isSuppressed: isTracingSuppressed },
     async shutdown() {
       unregister();
       await provider.shutdown();

@@ -132,6 +132,53 @@ async function shutdownInChild(endpoint: string): Promise<{ exported: boolean; m
   return JSON.parse(output.trim().split("\n").at(-1) as string);
 }
 
+/** What a step sees inside `inSpan`, in a child process traced with `sampler`: an active span, tracing suppressed. */
+function stepsInChild(sampler: string) {
+  const script = `
+    const { context, ROOT_CONTEXT, trace, TraceFlags } = await import("@opentelemetry/api");
+    const { isTracingSuppressed } = await import("@opentelemetry/core");
+    const { inSpan, startTracing } = await import("@plant-store/tracing");
+    const tracing = await startTracing({ defaultServiceName: "probe" });
+    const seen = async () => ({ span: trace.getActiveSpan() !== undefined, suppressed: isTracingSuppressed(context.active()) });
+    const batch = await inSpan("batch", async () => ({ ...(await seen()), nested: await inSpan("step", seen) }));
+    const unsampled = trace.setSpanContext(ROOT_CONTEXT, {
+      traceId: "4bf92f3577b34da6a3ce929d0e0e4736", spanId: "00f067aa0ba902b7", traceFlags: TraceFlags.NONE,
+    });
+    const underUnsampled = await context.with(unsampled, () => inSpan("job", seen));
+    console.log(JSON.stringify({ batch, underUnsampled }));
+    await tracing.shutdown();
+    process.exit(0);`;
+  const env = {
+    PATH: process.env.PATH ?? "",
+    OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9",
+    OTEL_TRACES_SAMPLER: sampler,
+  };
+  const output = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
+    cwd: ROOT,
+    encoding: "utf8",
+    env,
+  });
+  return JSON.parse(output.trim().split("\n").at(-1) as string);
+}
+
+describe("inSpan", { timeout: 30_000 }, () => {
+  it("runs a step the sampler drops, and all beneath it, with no span and tracing suppressed", () => {
+    const dropped = { span: false, suppressed: true };
+    expect(stepsInChild("always_off")).toEqual({
+      batch: { ...dropped, nested: dropped },
+      underUnsampled: dropped,
+    });
+  });
+
+  it("runs a kept step in its span, and one in a trace that is not sampled suppressed", () => {
+    const kept = { span: true, suppressed: false };
+    expect(stepsInChild("always_on")).toEqual({
+      batch: { ...kept, nested: kept },
+      underUnsampled: { span: false, suppressed: true },
+    });
+  });
+});
+
 const listening = async <T extends Server>(server: T) => {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };

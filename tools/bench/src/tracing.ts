@@ -53,7 +53,7 @@ export interface TracingCostOptions {
   rounds: number;
   /** Where the private store's data folder is made (`--redis-dir`). */
   redisDir?: string | undefined;
-  /** The traced modes, each measured against off (`--modes`; default: always_on and 1 %). */
+  /** The traced modes, each measured against off (`--modes`; default: all three). */
   modes?: readonly TracedMode[] | undefined;
 }
 
@@ -67,7 +67,7 @@ const TRACED_MODES = {
   always_off: { name: "on, none kept", sampler: { OTEL_TRACES_SAMPLER: "always_off" } },
 } as const;
 export type TracedMode = keyof typeof TRACED_MODES;
-const DEFAULT_MODES: readonly TracedMode[] = ["always_on", "1%"];
+const DEFAULT_MODES: readonly TracedMode[] = ["always_on", "1%", "always_off"];
 
 function modesOption(text: string): TracedMode[] {
   const modes = text.split(",").map((mode) => mode.trim());

@@ -66,7 +66,7 @@ The store: a private redis-server; --cluster: a private cluster; REDIS_CLUSTER_N
 cluster (no plants in it yet; REDIS_PASSWORD etc. as for the api). The api, the worker and the
 baseline all get the same store.
 Then what tracing costs (src/tracing.ts), on a store of its own.
-Takes about 9 minutes with the defaults.`);
+Takes about 11 minutes with the defaults.`);
     process.exit(0);
   }
 
