@@ -99,8 +99,7 @@ export interface StepOptions {
  * failed). With tracing off it is `step()`, nothing more: callers on the hot path pay one check.
  * A step the sampler drops makes no span, and runs with tracing suppressed: the Redis commands,
  * jobs and steps under it make no span at all, instead of a tree of non-recording ones (at a 1 %
- * sampler, most of a worker's batches; that tree cost the worker about a sixth more CPU per
- * create). So does a step inside a trace that is not sampled; one continuing an event's trace
+ * sampler, most of a worker's batches). So does a step inside a trace that is not sampled; one continuing an event's trace
  * that is not sampled runs in that trace's context. A request step outside a trace, when requests
  * are sampled at the edge, belongs to a request dropped there: it runs as it is.
  */

@@ -169,7 +169,6 @@ class IndexPoller {
   foundBySweep = 0;
   private lastSweepAt = performance.now();
   private readonly poller: ReturnType<typeof connect>;
-  private readonly startMicros: bigint;
   private newest: bigint;
   private polling = true;
   private readonly loop: Promise<void>;
@@ -180,7 +179,6 @@ class IndexPoller {
     /** The time of each create's 200 by id, as the load fills it in. */
     private readonly okAt: ReadonlyMap<number, number>,
   ) {
-    this.startMicros = clock.startMicros;
     this.newest = clock.startMicros;
     this.poller = connect(bench.stack.target, { name: "bench-index-poller", maxRetriesPerRequest: 1 });
     this.poller.on("error", () => {});
@@ -216,7 +214,8 @@ class IndexPoller {
    */
   private async poll(sweepFrom: bigint | undefined) {
     const lookback = BigInt(this.polls % WIDE_POLL_EVERY === 0 ? WIDE_LOOKBACK_MICROS : INDEX_LOOKBACK_MICROS);
-    const from = sweepFrom ?? (this.newest - lookback > this.startMicros ? this.newest - lookback : this.startMicros);
+    const { startMicros } = this.clock;
+    const from = sweepFrom ?? (this.newest - lookback > startMicros ? this.newest - lookback : startMicros);
     const nowMicros = BigInt(Date.now() + 1000) * 1000n;
     const replies = [];
     for (let bucket = indexBucketOf(from); bucket <= indexBucketOf(nowMicros); bucket++) {
