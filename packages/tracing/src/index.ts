@@ -83,7 +83,7 @@ export async function startTracing(options: { defaultServiceName: string; env?: 
   }
   const { startSdk } = await import("./sdk.js");
   const sdk = startSdk(settings);
-  setTracing({ requestsSampledAtEdge: sdk.edgeSampled, ...sdk.suppression });
+  setTracing(sdk.spans);
   started = {
     enabled: true,
     warning: missingNodeFlagsWarning(env),

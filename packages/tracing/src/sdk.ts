@@ -23,7 +23,7 @@ import { BullMQOtel } from "bullmq-otel";
 import { register as registerSyncImportHooks, supportsSyncHooks } from "import-in-the-middle/register-hooks.mjs";
 import { edgeSampler, HandOverIds, type SampledRequest } from "./edge-sampling.js";
 import { INSTRUMENTATIONS, type SamplerSettings, type TracingSettings } from "./settings.js";
-import type { Suppression } from "./spans.js";
+import type { TracingSdk } from "./spans.js";
 
 // Loaded by startTracing only when tracing is on (a dynamic import): with it off, none of the
 // SDK, exporters or instrumentations is ever loaded.
@@ -89,9 +89,8 @@ function registerImportHooks(): void {
 
 export interface Sdk {
   bullmq: BullMQOtel;
-  /** Whether HTTP requests are sampled at the edge (the Fastify instrumentation is on). */
-  edgeSampled: boolean;
-  suppression: Suppression;
+  /** What the span helpers need: the SDK's suppression, and whether HTTP requests are sampled at the edge (the Fastify instrumentation is on). */
+  spans: TracingSdk;
   shutdown(): Promise<void>;
 }
 
@@ -121,8 +120,11 @@ export function startSdk(settings: Extract<TracingSettings, { enabled: true }>):
   });
   return {
     bullmq: new BullMQOtel({ tracerName: "bullmq" }),
-    edgeSampled: !settings.disabled.has("fastify"),
-    suppression: { suppress: suppressTracing, isSuppressed: isTracingSuppressed },
+    spans: {
+      requestsSampledAtEdge: !settings.disabled.has("fastify"),
+      suppress: suppressTracing,
+      isSuppressed: isTracingSuppressed,
+    },
     async shutdown() {
       unregister();
       await provider.shutdown();

@@ -13,29 +13,30 @@ import {
   trace,
 } from "@opentelemetry/api";
 
-/** Set once by startTracing: every helper here is a plain call through while it is false. */
-let on = false;
-/** Whether requests are sampled at the edge: then a request step outside a trace is not sampled. */
-let edgeSampled = false;
-
 /** The SDK's context switch, given by startTracing (this module loads nothing of the SDK). */
 export interface Suppression {
   /** A context in which nothing is traced: the SDK's tracer and the instrumentations make no span in it. */
   suppress(context: Context): Context;
   isSuppressed(context: Context): boolean;
 }
-let suppression: Suppression | undefined;
 
-/** Tracing on (with the SDK's suppression and whether requests are sampled at the edge), or off. */
-export function setTracing(sdk: (Suppression & { requestsSampledAtEdge: boolean }) | undefined): void {
-  on = sdk !== undefined;
-  edgeSampled = sdk?.requestsSampledAtEdge ?? false;
-  suppression = sdk;
+/** What this module needs of a started SDK. */
+export interface TracingSdk extends Suppression {
+  /** Whether requests are sampled at the edge: then a request step outside a trace is not sampled. */
+  requestsSampledAtEdge: boolean;
+}
+
+/** Set once by startTracing: every helper here is a plain call through while there is none. */
+let sdk: TracingSdk | undefined;
+
+/** Tracing on with `started`, or off. */
+export function setTracing(started: TracingSdk | undefined): void {
+  sdk = started;
   tracer = undefined;
 }
 
 /** Whether this process traces (an endpoint was set and the SDK started). */
-export const isTracing = (): boolean => on;
+export const isTracing = (): boolean => sdk !== undefined;
 
 const TRACER = "@plant-store/tracing";
 /** The service's tracer, looked up once tracing is on (each lookup goes through the API's proxy provider). */
@@ -64,7 +65,7 @@ const traceparentOf = ({ traceId, spanId, traceFlags }: SpanContext) =>
  * of it: its event carries nothing, and costs nothing more to store).
  */
 export function activeTraceparent(): string | undefined {
-  if (!on) return undefined;
+  if (!sdk) return undefined;
   const spanContext = trace.getActiveSpan()?.spanContext();
   if (!spanContext || !(spanContext.traceFlags & TraceFlags.SAMPLED)) return undefined;
   return isSpanContextValid(spanContext) ? traceparentOf(spanContext) : undefined;
@@ -99,30 +100,33 @@ export interface StepOptions {
  * failed). With tracing off it is `step()`, nothing more: callers on the hot path pay one check.
  * A step the sampler drops makes no span, and runs with tracing suppressed: the Redis commands,
  * jobs and steps under it make no span at all, instead of a tree of non-recording ones (at a 1 %
- * sampler, most of a worker's batches). So does a step inside a trace that is not sampled; one continuing an event's trace
- * that is not sampled runs in that trace's context. A request step outside a trace, when requests
- * are sampled at the edge, belongs to a request dropped there: it runs as it is.
+ * sampler, most of a worker's batches). So does a step inside a trace that is not sampled; one
+ * continuing an event's trace that is not sampled runs in that trace's context. A request step
+ * outside a trace, when requests are sampled at the edge, belongs to a request dropped there: it
+ * runs as it is.
  */
 export function inSpan<T>(name: string, step: () => Promise<T>, options: StepOptions = {}): Promise<T> {
-  if (!on) return step();
+  const started = sdk;
+  if (!started) return step();
   const remote = spanContextOf(options.parent);
   const parent = remote ? trace.setSpanContext(ROOT_CONTEXT, remote) : context.active();
   const upstream = trace.getSpanContext(parent);
-  if (!upstream && ((options.requestStep && edgeSampled) || suppression?.isSuppressed(parent))) return step();
+  if (!upstream && ((options.requestStep && started.requestsSampledAtEdge) || started.isSuppressed(parent)))
+    return step();
   if (upstream && !(upstream.traceFlags & TraceFlags.SAMPLED)) {
-    return context.with(remote ? parent : suppressed(parent), step);
+    return context.with(remote ? parent : suppressed(started, parent), step);
   }
   tracer ??= trace.getTracer(TRACER);
   const span = tracer.startSpan(name, { attributes: options.attributes ?? {}, links: options.links ?? [] }, parent);
   if (!upstream && !span.isRecording()) {
     span.end();
-    return context.with(suppressed(parent), step);
+    return context.with(suppressed(started, parent), step);
   }
   return context.with(trace.setSpan(parent, span), () => settle(span, step));
 }
 
 /** `parent` with no span and tracing suppressed (ioredis's instrumentation skips a command with no parent span at once). */
-const suppressed = (parent: Context) => (suppression ? suppression.suppress(trace.deleteSpan(parent)) : parent);
+const suppressed = (started: Suppression, parent: Context) => started.suppress(trace.deleteSpan(parent));
 
 /**
  * Runs a batch's `step` (a relay round, a side-work job) in a span named `name` linked to the
@@ -135,7 +139,7 @@ export function inBatchSpan<T>(
   step: () => Promise<T>,
   attributes: Attributes,
 ): Promise<T> {
-  if (!on) return step();
+  if (!sdk) return step();
   return inSpan(name, step, { links: linksTo(traceparentsOf()), attributes });
 }
 
@@ -159,7 +163,7 @@ const NO_FIELDS: Record<string, string> = Object.freeze({});
  */
 export function traceLogFields(spanContext?: SpanContext): Record<string, string> {
   // A new object each time: pino's mixin merges the line's fields into it.
-  if (!on) return {};
+  if (!sdk) return {};
   const ids = spanContext ?? trace.getActiveSpan()?.spanContext();
   return ids && isSpanContextValid(ids) ? { trace_id: ids.traceId, span_id: ids.spanId } : {};
 }
@@ -169,7 +173,7 @@ export function traceLogFields(spanContext?: SpanContext): Record<string, string
  * `traceparent`) as log fields, for its access log line, written after the span has ended.
  */
 export function requestTraceFields(request: object): Record<string, string> {
-  if (!on) return NO_FIELDS;
+  if (!sdk) return NO_FIELDS;
   const otel = (request as { opentelemetry?: () => { context?: Context | null } }).opentelemetry?.();
   const spanContext = otel?.context ? trace.getSpanContext(otel.context) : undefined;
   return spanContext ? traceLogFields(spanContext) : NO_FIELDS;

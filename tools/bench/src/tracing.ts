@@ -68,6 +68,7 @@ const TRACED_MODES = {
 } as const;
 export type TracedMode = keyof typeof TRACED_MODES;
 const DEFAULT_MODES: readonly TracedMode[] = ["always_on", "1%", "always_off"];
+const tracedModes = (options: TracingCostOptions) => options.modes ?? DEFAULT_MODES;
 
 function modesOption(text: string): TracedMode[] {
   const modes = text.split(",").map((mode) => mode.trim());
@@ -254,7 +255,7 @@ function printRuns(modes: readonly Mode[], pairs: readonly Pair[]) {
 
 /** The hard time limit of a measurement with `options`: a pair per traced mode a round. */
 export const tracingCostLimitMs = (options: TracingCostOptions) =>
-  (options.seconds * 1000 + DRAIN_LIMIT_MS + 30_000) * (options.modes ?? DEFAULT_MODES).length * options.rounds;
+  (options.seconds * 1000 + DRAIN_LIMIT_MS + 30_000) * tracedModes(options).length * options.rounds;
 
 const µs = (ms: number) => (ms * 1000).toFixed(0);
 const runLine = (run: Run) =>
@@ -272,7 +273,7 @@ export async function measureTracingCost(options: TracingCostOptions) {
   );
   const sink = await startSink();
   const stacks: Stack[] = [];
-  const [off, ...traced] = modesFor(sink.endpoint, options.modes ?? DEFAULT_MODES);
+  const [off, ...traced] = modesFor(sink.endpoint, tracedModes(options));
   const pairs: Pair[] = [];
   const ids = { next: 3_000_000_000_000 };
   try {

@@ -142,6 +142,9 @@ async function redisClock(redis: Bench["stack"]["redis"]) {
   return { offsetMs, startMicros };
 }
 
+/** The oldest creation time (µs) a wide poll reads, with `newest` the newest entry seen. */
+const wideLookbackStart = (newest: bigint) => newest - BigInt(WIDE_LOOKBACK_MICROS);
+
 /**
  * Where a sweep starts (µs of creation time, the Redis clock): SWEEP_MARGIN_MS before the oldest
  * 200 (`okAt`, the bench's clock) whose plant is not `seen` yet, not before `startMicros`; none
@@ -158,7 +161,7 @@ export function sweepStart(state: {
   for (const [id, at] of state.okAt) if (at < oldestMs && !state.seen.has(String(id))) oldestMs = at;
   if (oldestMs === Number.POSITIVE_INFINITY) return undefined;
   const from = BigInt(Math.floor((oldestMs - SWEEP_MARGIN_MS + state.offsetMs) * 1000));
-  if (from >= state.newest - BigInt(WIDE_LOOKBACK_MICROS)) return undefined;
+  if (from >= wideLookbackStart(state.newest)) return undefined;
   return from > state.startMicros ? from : state.startMicros;
 }
 
@@ -232,7 +235,7 @@ class IndexPoller {
         if (this.indexedAt.has(id)) continue;
         this.indexedAt.set(id, at);
         const created = BigInt(score);
-        if (sweep && created < this.newest - BigInt(WIDE_LOOKBACK_MICROS)) this.foundBySweep++;
+        if (sweep && created < wideLookbackStart(this.newest)) this.foundBySweep++;
         if (created > this.newest) this.newest = created;
       }
     }
