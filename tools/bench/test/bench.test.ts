@@ -12,10 +12,12 @@ import { judge } from "../src/throughput/targets.js";
 import {
   cpuPercent,
   createRequest,
+  latencyOf,
   median,
   pairOrder,
   peakRate,
   perRoundRatios,
+  runTimed,
   streamIdMs,
 } from "../src/throughput-helpers.js";
 
@@ -75,6 +77,33 @@ describe("throughput helpers", () => {
     expect(cpuPercent(1, 2, 2)).toBe(50);
     expect(cpuPercent(undefined, 2, 2)).toBeNaN();
     expect(cpuPercent(1, 2, 0)).toBeNaN();
+  });
+
+  it("reads latencies to the hundredth of a millisecond, nearest rank", () => {
+    const times = Array.from({ length: 100 }, (_, i) => 0.004 + i / 40); // 0.004 … 2.479 ms
+    expect(latencyOf(times.reverse())).toEqual({ count: 100, p50: 1.23, p99: 2.45, max: 2.48 });
+    expect(latencyOf([]).p99).toBeNaN();
+  });
+
+  it("times every 2xx answer of a run, and only those", async () => {
+    let answered = 0;
+    const server = createServer((_req, res) => {
+      res.statusCode = answered++ % 3 === 0 ? 404 : 200;
+      res.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const { result, latencyMs } = await runTimed({ url, connections: 4, amount: 600 });
+      expect(result.non2xx).toBeGreaterThan(0);
+      expect(latencyMs.count).toBe(result["2xx"]);
+      expect(latencyMs.p50).toBeGreaterThan(0);
+      expect(latencyMs.p50).toBeLessThanOrEqual(latencyMs.p99);
+      expect(latencyMs.p99).toBeLessThanOrEqual(latencyMs.max);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it("gives every request its own id, and each response the id of its own request", async () => {

@@ -8,7 +8,15 @@ import autocannon from "autocannon";
 import { type Service, startWorkerProcess } from "../stack.js";
 import { round } from "../stats.js";
 import { redisFootprint } from "../store-counts.js";
-import { cpuPercent, getByIdRequest, pairOrder, type Target, waitUntil } from "../throughput-helpers.js";
+import {
+  cpuPercent,
+  getByIdRequest,
+  type LatencyMs,
+  pairOrder,
+  runTimed,
+  type Target,
+  waitUntil,
+} from "../throughput-helpers.js";
 import {
   auth,
   type Bench,
@@ -36,7 +44,7 @@ export interface RunRecord {
   operation: Operation;
   target: Target;
   reqPerS: number;
-  latencyMs: { p50: number; p99: number; max: number };
+  latencyMs: LatencyMs;
   ok2xx: number;
   non2xx: number;
   errors: number;
@@ -128,7 +136,7 @@ export function runRecorder(bench: Bench, getIds: GetIds): { runs: RunRecord[]; 
     const processes = pids();
     const cpuAtStart = cpuNow(processes);
     const started = performance.now();
-    const result = await autocannon({
+    const { result, latencyMs } = await runTimed({
       url: target.url,
       connections,
       duration: options.durationS,
@@ -173,7 +181,7 @@ export function runRecorder(bench: Bench, getIds: GetIds): { runs: RunRecord[]; 
       target: name,
       worker,
       reqPerS: result.requests.average,
-      latencyMs: { p50: result.latency.p50, p99: result.latency.p99, max: result.latency.max },
+      latencyMs,
       ok2xx: result["2xx"],
       non2xx: result.non2xx,
       errors: result.errors,

@@ -23,7 +23,7 @@ export function printSummary({ rounds, connectionCounts, topConnections }: Throu
     `  POST /plants at ${topConnections} connections, worker running: service/baseline ` +
       `${ratioText(postRatio)} (median of ${rounds}); ` +
       `${perS(servicePostRate)} vs ${perS(postTop?.baselineReqPerS ?? Number.NaN)} req/s; ` +
-      `p99 ${postTop?.serviceP99Ms} ms vs ${postTop?.baselineP99Ms} ms, ` +
+      `p99 ${ms(postTop?.serviceP99Ms ?? Number.NaN)} ms vs ${ms(postTop?.baselineP99Ms ?? Number.NaN)} ms, ` +
       `${ratioText(p99Ratio)}×`,
   );
   console.log(
@@ -48,7 +48,7 @@ export function printSummary({ rounds, connectionCounts, topConnections }: Throu
   }
   console.log(
     `  GET /plants?limit=20 at ${topConnections} connections: ${perS(listTop?.serviceReqPerS ?? Number.NaN)} req/s ` +
-      `(p99 ${listTop?.serviceP99Ms} ms; no baseline)`,
+      `(p99 ${ms(listTop?.serviceP99Ms ?? Number.NaN)} ms; no baseline)`,
   );
   console.log(
     `  worker drain: ${perS(drain.eventsPerS)} events/s vs service POST ` +
