@@ -1,7 +1,7 @@
 /** Helpers of the throughput benchmark, kept apart from it so tests can import them. */
 import { setTimeout as sleep } from "node:timers/promises";
 import autocannon from "autocannon";
-import { percentile } from "./stats.js";
+import { summarize } from "./stats.js";
 
 export type Target = "baseline" | "service";
 
@@ -136,14 +136,9 @@ export interface LatencyMs {
 
 /** The count, p50, p99 (nearest rank) and max of `times` (ms), to the hundredth; NaN when empty. */
 export function latencyOf(times: readonly number[]): LatencyMs {
-  const sorted = [...times].sort((a, b) => a - b);
+  const { count, p50, p99, max } = summarize(times);
   const hundredths = (value: number) => Math.round(value * 100) / 100;
-  return {
-    count: sorted.length,
-    p50: hundredths(percentile(sorted, 50)),
-    p99: hundredths(percentile(sorted, 99)),
-    max: hundredths(sorted[sorted.length - 1] ?? Number.NaN),
-  };
+  return { count, p50: hundredths(p50), p99: hundredths(p99), max: hundredths(max) };
 }
 
 /**
