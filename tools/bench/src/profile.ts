@@ -4,7 +4,9 @@
  * CPU per acknowledged create (its side work included) and the time it waited for a CPU meanwhile,
  * Redis's commands per create, what its AOF grew by (command and key), the BullMQ jobs per event,
  * and with --cpu-prof each process's busy time by package and file (the `.cpuprofile` files stay
- * for Chrome DevTools). For finding what to remove; `npm run bench` is the measurement of record. Run `node tools/bench/dist/profile.js --help` for the options.
+ * for Chrome DevTools); with --tracing, all of it with api and worker traced. For finding what to
+ * remove; `npm run bench` is the measurement of record. Run `node tools/bench/dist/profile.js
+ * --help` for the options.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -32,6 +34,7 @@ import {
 } from "./stack.js";
 import { aofAppendedSince, aofMark, type RedisFootprint, redisFootprint, storeCounts } from "./store-counts.js";
 import { createRequest, waitUntil } from "./throughput-helpers.js";
+import { isTracedMode, startSink, TRACED_MODE_NAMES, tracedModeEnv } from "./tracing.js";
 import { subscribeReceiver } from "./webhook-receiver.js";
 
 const { values: args } = parseArgs({
@@ -44,6 +47,7 @@ const { values: args } = parseArgs({
     appendfsync: { type: "string", default: "always" },
     rate: { type: "string", default: "0" },
     webhook: { type: "boolean", default: false },
+    tracing: { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
@@ -62,6 +66,8 @@ Redis commands, jobs
                      connections get through)
   --webhook          a webhook subscriber (a receiver of the bench's, every plant.created): the
                      side work then includes each create's delivery
+  --tracing MODE     api and worker traced (always_on, 1% or always_off, as in npm run
+                     bench:tracing), exporting OTLP/HTTP protobuf to a sink in this process
 The worker's tuning variables (RELAY_*, JOB_*, WORKER_CONCURRENCY) are passed on, as in npm run bench.`);
   process.exit(0);
 }
@@ -77,6 +83,14 @@ const durationS = integerOption("duration", args.duration, 1, 300);
 const warmupS = integerOption("warmup", args.warmup, 1, 600);
 const connections = integerOption("connections", args.connections, 1, 1000);
 const rate = integerOption("rate", args.rate, 0, 1_000_000);
+const tracing = args.tracing === undefined ? undefined : tracingOption(args.tracing);
+function tracingOption(value: string) {
+  if (!isTracedMode(value)) {
+    console.error(`--tracing takes one mode: ${TRACED_MODE_NAMES.join(", ")} (got ${value})`);
+    process.exit(2);
+  }
+  return value;
+}
 const SIDE_WORK_LIMIT_MS = 60_000;
 
 /** The machine's busy and total CPU time so far (/proc/stat, clock ticks). */
@@ -96,13 +110,17 @@ async function jobsCompleted(metricsUrl: string): Promise<Map<string, number>> {
   return jobs;
 }
 
-/** The store, and the api and the worker as their own processes (profiled with --cpu-prof). */
-async function startProcesses(profileDir: string) {
+/**
+ * The store, and the api and the worker as their own processes (profiled with --cpu-prof; traced
+ * to `sinkEndpoint` with --tracing).
+ */
+async function startProcesses(profileDir: string, sinkEndpoint: string | undefined) {
   const stack = await startStack({ appendfsync, cluster: args.cluster });
   const profFlags = (name: string) =>
     args["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${join(profileDir, name)}`] : [];
-  const api = await startApiProcess(stack, { metrics: true, nodeFlags: profFlags("api") });
-  const worker = await startWorkerProcess(stack, { API_TOKENS: TOKEN }, profFlags("worker"));
+  const traced = tracing && sinkEndpoint ? tracedModeEnv(tracing, sinkEndpoint) : {};
+  const api = await startApiProcess(stack, { metrics: true, nodeFlags: profFlags("api"), env: traced });
+  const worker = await startWorkerProcess(stack, { API_TOKENS: TOKEN, ...traced }, profFlags("worker"));
   const ready = worker.output.find((line) => line.includes('"msg":"worker ready"'));
   const metricsUrl = (JSON.parse(ready ?? "{}") as { metrics?: string }).metrics ?? "";
   const masters: Redis[] = isCluster(stack.redis) ? stack.redis.nodes("master") : [stack.redis];
@@ -263,7 +281,8 @@ function printCpuProfiles(profileDir: string) {
 await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
   console.log(machineLine());
   const profileDir = join(RESULTS_DIR, `profile-${new Date().toISOString().replace(/[:.]/g, "-")}`);
-  const processes = await startProcesses(profileDir);
+  const sink = tracing ? await startSink() : undefined;
+  const processes = await startProcesses(profileDir, sink?.endpoint);
   const { stack, api } = processes;
   let nextId = 1;
   const post = () =>
@@ -290,7 +309,8 @@ await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
 
   console.log(
     `\nPOST /plants, ${connections} connections, ${durationS} s, ${stack.kind}, worker running${receiver ? ", a webhook subscriber" : ""}: ${Math.round(run.requests.average)} req/s, ` +
-      `p50 ${run.latency.p50} ms, p99 ${run.latency.p99} ms, ${run.non2xx} non-2xx; machine ${(busy * 100).toFixed(0)} % busy until the side work was done`,
+      `p50 ${run.latency.p50} ms, p99 ${run.latency.p99} ms, ${run.non2xx} non-2xx; machine ${(busy * 100).toFixed(0)} % busy until the side work was done` +
+      (tracing ? `; traced: ${tracing}` : ""),
   );
   printCpuAndJobs(before, after, ok);
   printRedisFootprint(before.footprint, after.footprint, ok);
@@ -299,6 +319,9 @@ await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
 
   await receiver?.stop();
   await stack.stop(); // SIGTERM: each process writes its profile as it exits
+  sink?.close();
+  if (sink)
+    console.log(`\nOTLP sink: ${sink.received.requests} exports, ${(sink.received.bytes / 2 ** 20).toFixed(1)} MiB`);
   if (args["cpu-prof"]) printCpuProfiles(profileDir);
   return run.non2xx === 0 && run.errors === 0;
 });

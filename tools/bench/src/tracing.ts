@@ -70,11 +70,14 @@ export type TracedMode = keyof typeof TRACED_MODES;
 const DEFAULT_MODES: readonly TracedMode[] = ["always_on", "1%", "always_off"];
 const tracedModes = (options: TracingCostOptions) => options.modes ?? DEFAULT_MODES;
 
+export const TRACED_MODE_NAMES = Object.keys(TRACED_MODES) as TracedMode[];
+export const isTracedMode = (text: string): text is TracedMode => Object.hasOwn(TRACED_MODES, text);
+
 function modesOption(text: string): TracedMode[] {
   const modes = text.split(",").map((mode) => mode.trim());
   for (const mode of modes) {
-    if (!(mode in TRACED_MODES)) {
-      throw new Error(`--modes: ${JSON.stringify(mode)} is not one of ${Object.keys(TRACED_MODES).join(", ")}`);
+    if (!isTracedMode(mode)) {
+      throw new Error(`--modes: ${JSON.stringify(mode)} is not one of ${TRACED_MODE_NAMES.join(", ")}`);
     }
   }
   return [...new Set(modes as TracedMode[])];
@@ -102,7 +105,7 @@ function parseOptions(): TracingCostOptions {
 }
 
 /** An OTLP/HTTP endpoint that takes every export with a 200 and counts what came. */
-async function startSink() {
+export async function startSink() {
   const received = { requests: 0, bytes: 0 };
   const server = createServer((request, response) => {
     request.on("data", (chunk: Buffer) => {
@@ -118,15 +121,18 @@ async function startSink() {
   return { endpoint: `http://127.0.0.1:${port}`, received, close: () => server.close() };
 }
 
+/** The variables of a traced mode, exporting OTLP/HTTP protobuf to `endpoint`. */
+export const tracedModeEnv = (mode: TracedMode, endpoint: string): Record<string, string> => ({
+  OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+  OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+  ...TRACED_MODES[mode].sampler,
+});
+
 /** Off, then each of `traced` exporting to `endpoint`. */
-const modesFor = (endpoint: string, traced: readonly TracedMode[]): [Mode, ...Mode[]] => {
-  const on = { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" };
-  const modes = traced.map((mode) => ({
-    name: TRACED_MODES[mode].name,
-    env: { ...on, ...TRACED_MODES[mode].sampler },
-  }));
-  return [{ name: "off", env: {} }, ...modes];
-};
+const modesFor = (endpoint: string, traced: readonly TracedMode[]): [Mode, ...Mode[]] => [
+  { name: "off", env: {} },
+  ...traced.map((mode) => ({ name: TRACED_MODES[mode].name, env: tracedModeEnv(mode, endpoint) })),
+];
 
 /** One side of a pair: a mode's api and worker on their own store. */
 interface Side {

@@ -20,6 +20,7 @@ import {
   runTimed,
   streamIdMs,
 } from "../src/throughput-helpers.js";
+import { isTracedMode, tracedModeEnv } from "../src/tracing.js";
 
 describe("stats", () => {
   it("takes nearest-rank percentiles, so each is an observed value", () => {
@@ -274,5 +275,19 @@ describe("the lag run's index poller", () => {
     expect(sweep([1, 2, 3, 4])).toBeUndefined();
     const soon = new Map([[9, startMs + 5000 + SWEEP_MARGIN_MS]]);
     expect(sweepStart({ okAt: soon, seen: new Map(), newest, startMicros, offsetMs: 0 })).toBeUndefined();
+  });
+});
+
+describe("traced modes", () => {
+  it("knows a mode by its own names only (bench:profile --tracing), and gives its variables", () => {
+    expect(isTracedMode("1%")).toBe(true);
+    expect(isTracedMode("toString")).toBe(false); // a property every object has, not a mode
+    expect(isTracedMode("always_on,1%")).toBe(false);
+    expect(tracedModeEnv("1%", "http://127.0.0.1:1")).toEqual({
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:1",
+      OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+      OTEL_TRACES_SAMPLER: "traceidratio",
+      OTEL_TRACES_SAMPLER_ARG: "0.01",
+    });
   });
 });
