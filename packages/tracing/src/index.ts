@@ -4,7 +4,13 @@ import { type TracingSettings, tracingSettings } from "./settings.js";
 import { setTracing } from "./spans.js";
 
 export { tracingNodeFlags } from "./node-flags.js";
-export { type OtlpProtocol, type SamplerSettings, type TracingSettings, tracingSettings } from "./settings.js";
+export {
+  type BatchSettings,
+  type OtlpProtocol,
+  type SamplerSettings,
+  type TracingSettings,
+  tracingSettings,
+} from "./settings.js";
 export {
   activeTraceparent,
   inBatchSpan,

@@ -108,7 +108,7 @@ export function startSdk(settings: Extract<TracingSettings, { enabled: true }>):
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName }),
     sampler,
     idGenerator: ids,
-    spanProcessors: [new BatchSpanProcessor({ exporter, scheduledDelayMillis: settings.scheduleDelayMs })],
+    spanProcessors: [new BatchSpanProcessor({ exporter, ...settings.batch })],
   });
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   const propagator = new W3CTraceContextPropagator();

@@ -14,6 +14,21 @@ export interface SamplerSettings {
   ratio: number;
 }
 
+/**
+ * The batch span processor's settings, named as its options are: the standard OTEL_BSP_* variables
+ * (the SDK no longer reads them itself), with the specification's defaults.
+ */
+export interface BatchSettings {
+  /** OTEL_BSP_SCHEDULE_DELAY: the longest a finished span waits to be exported (ms; 5000). */
+  scheduledDelayMillis: number;
+  /** OTEL_BSP_EXPORT_TIMEOUT: the longest an export may take (ms; 30000). */
+  exportTimeoutMillis: number;
+  /** OTEL_BSP_MAX_QUEUE_SIZE: finished spans kept for export at most; more are dropped (2048). */
+  maxQueueSize: number;
+  /** OTEL_BSP_MAX_EXPORT_BATCH_SIZE: spans per export at most, and how many start one early (512). */
+  maxExportBatchSize: number;
+}
+
 export type TracingSettings =
   | { enabled: false; reason: string }
   | {
@@ -21,8 +36,7 @@ export type TracingSettings =
       serviceName: string;
       protocol: OtlpProtocol;
       sampler: SamplerSettings;
-      /** OTEL_BSP_SCHEDULE_DELAY: the longest a finished span waits to be exported (ms; default 5000). */
-      scheduleDelayMs: number;
+      batch: BatchSettings;
       /** OTEL_NODE_DISABLED_INSTRUMENTATIONS: instrumentations left out (`fastify`, `ioredis`, `undici`). */
       disabled: ReadonlySet<string>;
     };
@@ -69,7 +83,7 @@ export function tracingSettings(env: NodeJS.ProcessEnv, defaultServiceName: stri
     serviceName: text(env.OTEL_SERVICE_NAME) ?? defaultServiceName,
     protocol,
     sampler: samplerSettings(env),
-    scheduleDelayMs: positiveInteger(env, "OTEL_BSP_SCHEDULE_DELAY", 5000),
+    batch: batchSettings(env),
     disabled: disabledInstrumentations(env),
   };
 }
@@ -85,6 +99,21 @@ function samplerSettings(env: NodeJS.ProcessEnv): SamplerSettings {
     throw new Error(`OTEL_TRACES_SAMPLER_ARG ${JSON.stringify(arg)}: expected a ratio between 0 and 1`);
   }
   return { name: name as SamplerSettings["name"], ratio };
+}
+
+function batchSettings(env: NodeJS.ProcessEnv): BatchSettings {
+  const batch = {
+    scheduledDelayMillis: positiveInteger(env, "OTEL_BSP_SCHEDULE_DELAY", 5000),
+    exportTimeoutMillis: positiveInteger(env, "OTEL_BSP_EXPORT_TIMEOUT", 30_000),
+    maxQueueSize: positiveInteger(env, "OTEL_BSP_MAX_QUEUE_SIZE", 2048),
+    maxExportBatchSize: positiveInteger(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
+  };
+  if (batch.maxExportBatchSize > batch.maxQueueSize) {
+    throw new Error(
+      `OTEL_BSP_MAX_EXPORT_BATCH_SIZE ${batch.maxExportBatchSize} is above OTEL_BSP_MAX_QUEUE_SIZE ${batch.maxQueueSize}: a batch is taken from the queue`,
+    );
+  }
+  return batch;
 }
 
 function positiveInteger(env: NodeJS.ProcessEnv, name: string, fallback: number): number {

@@ -19,13 +19,13 @@ describe("tracingSettings", () => {
     ).toEqual({ enabled: false, reason: "OTEL_SDK_DISABLED" });
   });
 
-  it("reads the protocol, the sampler, the service name and the export delay", () => {
+  it("reads the protocol, the sampler, the service name and the batch processor's variables", () => {
     expect(tracingSettings({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://c:4318/v1/traces" }, "svc")).toEqual({
       enabled: true,
       serviceName: "svc",
       protocol: "http/protobuf",
       sampler: { name: "parentbased_always_on", ratio: 1 },
-      scheduleDelayMs: 5000,
+      batch: { scheduledDelayMillis: 5000, exportTimeoutMillis: 30_000, maxQueueSize: 2048, maxExportBatchSize: 512 },
       disabled: new Set(),
     });
     const settings = tracingSettings(
@@ -36,6 +36,9 @@ describe("tracingSettings", () => {
         OTEL_TRACES_SAMPLER_ARG: "0.01",
         OTEL_SERVICE_NAME: "api-eu-1",
         OTEL_BSP_SCHEDULE_DELAY: "200",
+        OTEL_BSP_EXPORT_TIMEOUT: "5000",
+        OTEL_BSP_MAX_QUEUE_SIZE: "8192",
+        OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "1024",
         OTEL_NODE_DISABLED_INSTRUMENTATIONS: "ioredis, undici",
       },
       "svc",
@@ -44,7 +47,7 @@ describe("tracingSettings", () => {
       protocol: "http/json",
       sampler: { name: "traceidratio", ratio: 0.01 },
       serviceName: "api-eu-1",
-      scheduleDelayMs: 200,
+      batch: { scheduledDelayMillis: 200, exportTimeoutMillis: 5000, maxQueueSize: 8192, maxExportBatchSize: 1024 },
       disabled: new Set(["ioredis", "undici"]),
     });
   });
@@ -55,6 +58,12 @@ describe("tracingSettings", () => {
     expect(() => tracingSettings({ ...endpoint, OTEL_TRACES_SAMPLER: "sometimes" }, "svc")).toThrow(/sometimes/);
     expect(() => tracingSettings({ ...endpoint, OTEL_TRACES_SAMPLER_ARG: "2" }, "svc")).toThrow(/ratio/);
     expect(() => tracingSettings({ ...endpoint, OTEL_NODE_DISABLED_INSTRUMENTATIONS: "http" }, "svc")).toThrow(/http/);
+    expect(() => tracingSettings({ ...endpoint, OTEL_BSP_MAX_QUEUE_SIZE: "lots" }, "svc")).toThrow(/MAX_QUEUE_SIZE/);
+    expect(() => tracingSettings({ ...endpoint, OTEL_BSP_EXPORT_TIMEOUT: "0" }, "svc")).toThrow(/EXPORT_TIMEOUT/);
+    // The SDK would cut the batch to the queue silently; a batch is taken from the queue.
+    expect(() => tracingSettings({ ...endpoint, OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "4096" }, "svc")).toThrow(
+      /MAX_EXPORT_BATCH_SIZE 4096 is above OTEL_BSP_MAX_QUEUE_SIZE 2048/,
+    );
   });
 });
 
@@ -106,21 +115,24 @@ describe("startTracing", () => {
 });
 
 /**
- * In a child process traced to `endpoint`: one span, then shutdown. Says whether the last spans
- * were exported and how long the shutdown took.
+ * In a child process traced to `endpoint` (with `env` besides): `spans` spans, then shutdown. Says
+ * whether the last spans were exported and how long the shutdown took.
  */
-async function shutdownInChild(endpoint: string): Promise<{ exported: boolean; ms: number }> {
+async function shutdownInChild(
+  endpoint: string,
+  { spans = 1, env = {} }: { spans?: number; env?: Record<string, string> } = {},
+): Promise<{ exported: boolean; ms: number }> {
   const script = `
     const { inSpan, startTracing } = await import("@plant-store/tracing");
     const tracing = await startTracing({ defaultServiceName: "probe" });
-    await inSpan("probe", async () => {});
+    for (let i = 0; i < ${spans}; i++) await inSpan("probe", async () => {});
     const start = performance.now();
     const exported = await tracing.shutdown();
     console.log(JSON.stringify({ exported, ms: performance.now() - start }));
     process.exit(0);`;
   const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? "", OTEL_EXPORTER_OTLP_ENDPOINT: endpoint },
+    env: { PATH: process.env.PATH ?? "", OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });
   let output = "";
@@ -196,6 +208,11 @@ describe("Tracing.shutdown", { timeout: 30_000 }, () => {
     try {
       expect((await shutdownInChild(url)).exported).toBe(true);
       expect(requests).toEqual(["/v1/traces"]);
+      // The batch processor's variables reach it: three spans in batches of at most two, two exports.
+      requests.length = 0;
+      const env = { OTEL_BSP_MAX_EXPORT_BATCH_SIZE: "2", OTEL_BSP_SCHEDULE_DELAY: "600000" };
+      expect((await shutdownInChild(url, { spans: 3, env })).exported).toBe(true);
+      expect(requests).toEqual(["/v1/traces", "/v1/traces"]);
     } finally {
       server.close();
     }
