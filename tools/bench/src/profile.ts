@@ -112,15 +112,14 @@ async function jobsCompleted(metricsUrl: string): Promise<Map<string, number>> {
 
 /**
  * The store, and the api and the worker as their own processes (profiled with --cpu-prof; traced
- * to `sinkEndpoint` with --tracing).
+ * with --tracing: `tracedEnv`).
  */
-async function startProcesses(profileDir: string, sinkEndpoint: string | undefined) {
+async function startProcesses(profileDir: string, tracedEnv: Record<string, string>) {
   const stack = await startStack({ appendfsync, cluster: args.cluster });
   const profFlags = (name: string) =>
     args["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${join(profileDir, name)}`] : [];
-  const traced = tracing && sinkEndpoint ? tracedModeEnv(tracing, sinkEndpoint) : {};
-  const api = await startApiProcess(stack, { metrics: true, nodeFlags: profFlags("api"), env: traced });
-  const worker = await startWorkerProcess(stack, { API_TOKENS: TOKEN, ...traced }, profFlags("worker"));
+  const api = await startApiProcess(stack, { metrics: true, nodeFlags: profFlags("api"), env: tracedEnv });
+  const worker = await startWorkerProcess(stack, { API_TOKENS: TOKEN, ...tracedEnv }, profFlags("worker"));
   const ready = worker.output.find((line) => line.includes('"msg":"worker ready"'));
   const metricsUrl = (JSON.parse(ready ?? "{}") as { metrics?: string }).metrics ?? "";
   const masters: Redis[] = isCluster(stack.redis) ? stack.redis.nodes("master") : [stack.redis];
@@ -282,7 +281,7 @@ await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
   console.log(machineLine());
   const profileDir = join(RESULTS_DIR, `profile-${new Date().toISOString().replace(/[:.]/g, "-")}`);
   const sink = tracing ? await startSink() : undefined;
-  const processes = await startProcesses(profileDir, sink?.endpoint);
+  const processes = await startProcesses(profileDir, tracing && sink ? tracedModeEnv(tracing, sink.endpoint) : {});
   const { stack, api } = processes;
   let nextId = 1;
   const post = () =>
