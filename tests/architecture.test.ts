@@ -1,6 +1,7 @@
 // How the packages depend on each other, as far as the compiler and the cycle check cannot tell:
-// what the clients build from, who starts the stack and spells the store's variables, and that
-// the api's own tests need no worker (suites of the two together are in tests/e2e).
+// what the clients build from, who starts the stack and spells the store's variables, that the
+// api's own tests need no worker (suites of the two together are in tests/e2e), and that the
+// compose file hands the api and the worker the tracing variables the operations guide lists.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -86,5 +87,33 @@ describe("who starts the stack", () => {
       /@plant-store\/worker|worker\/dist/.test(read(file)),
     );
     expect(importers).toEqual([]);
+  });
+});
+
+describe("the compose file", () => {
+  /** The variables a table row of docs/operations.md names in its first cell (`OTEL_…`). */
+  const documentedTracingVariables = () =>
+    read("docs/operations.md")
+      .split("\n")
+      .filter((line) => line.startsWith("| `OTEL_"))
+      .flatMap((line) => [...(line.split(" | ")[0] ?? "").matchAll(/`(OTEL_[A-Z_]+)`/g)].map((match) => match[1]));
+
+  it("passes every tracing variable the operations guide lists to each api and worker", () => {
+    const compose = read("docker-compose.yml");
+    const anchor = compose.slice(compose.indexOf("x-tracing: &tracing\n"));
+    const passed = (anchor.slice(0, anchor.indexOf("\n\n")).match(/^ {2}OTEL_[A-Z_]+(?=:\s*$)/gm) ?? []).map((key) =>
+      key.trim(),
+    );
+    expect([...passed].sort()).toEqual([...new Set(documentedTracingVariables())].sort());
+    // Each service of the api's or the worker's image takes them all.
+    const services = compose.slice(compose.indexOf("\nservices:\n")).split(/\n(?= {2}[a-z][\w-]*:\n)/);
+    const apps = services.filter((service) => /\n {4}image: plant-store-(api|worker)\n/.test(service));
+    expect(apps.map((service) => service.split(":")[0]?.trim())).toEqual([
+      "api",
+      "worker",
+      "api-cluster",
+      "worker-cluster",
+    ]);
+    for (const service of apps) expect(service).toMatch(/\n {4}environment:\n(?: {6}.*\n)*? {6}<<: \*tracing\n/);
   });
 });
