@@ -147,6 +147,29 @@ export async function startStack(options: {
 const WEBHOOKS_TO_THE_BENCH = { WEBHOOK_ALLOW_INSECURE: "true", WEBHOOK_ALLOW_PRIVATE: "true" };
 
 /** Starts the API process (logging warnings only) and resolves once /readyz answers 200. */
+/** The api's entry point (its dist/main.js). */
+export const apiMain = () => mainNextTo(import.meta.resolve("@plant-store/api"));
+
+/** The api's variables in a bench stack: listening on 127.0.0.1:`port`, one token, warnings logged only. */
+export function apiEnv(
+  stack: Stack,
+  port: number,
+  options: { metrics: boolean; env?: Record<string, string> | undefined },
+): Record<string, string> {
+  return {
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    ...stack.storeEnv,
+    API_TOKENS: TOKEN,
+    ...WEBHOOKS_TO_THE_BENCH,
+    // The load comes from one token: lift its per-minute budget out of the way.
+    RATE_LIMIT_PER_MINUTE: "100000000",
+    LOG_LEVEL: "warn",
+    METRICS_ENABLED: String(options.metrics),
+    ...options.env,
+  };
+}
+
 export async function startApiProcess(
   stack: Stack,
   options: { metrics: boolean; nodeFlags?: string[]; env?: Record<string, string> } = { metrics: true },
@@ -154,19 +177,8 @@ export async function startApiProcess(
   const port = await freePort();
   const service = spawnService(
     options.metrics ? "api" : "api-without-metrics",
-    mainNextTo(import.meta.resolve("@plant-store/api")),
-    {
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      ...stack.storeEnv,
-      API_TOKENS: TOKEN,
-      ...WEBHOOKS_TO_THE_BENCH,
-      // The load comes from one token: lift its per-minute budget out of the way.
-      RATE_LIMIT_PER_MINUTE: "100000000",
-      LOG_LEVEL: "warn",
-      METRICS_ENABLED: String(options.metrics),
-      ...options.env,
-    },
+    apiMain(),
+    apiEnv(stack, port, options),
     // As deployed (Dockerfile, npm start): a 16 MiB young generation, a 1 GiB heap.
     { nodeFlags: [...API_NODE_FLAGS, ...(options.nodeFlags ?? [])] },
   );

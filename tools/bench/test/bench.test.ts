@@ -1,7 +1,11 @@
+import { writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import autocannon from "autocannon";
 import { describe, expect, it } from "vitest";
+import { functionCounts, nameJitCode, readPerfMap, splitByKind } from "../src/callgrind.js";
 import { idsOf, nextLink } from "../src/http.js";
 import { codeOwner, infoNumber, parseCommandStats, selfTimeByOwner, sumCommandStats } from "../src/profile-helpers.js";
 import { percentile, summarize } from "../src/stats.js";
@@ -29,6 +33,53 @@ describe("stats", () => {
     expect(summary).toMatchObject({ count: 200, min: 1, p50: 100, p90: 180, p99: 198, max: 200, mean: 100.5 });
     expect(percentile([7], 99)).toBe(7);
     expect(summarize([]).p50).toBeNaN();
+  });
+});
+
+describe("callgrind", () => {
+  // callgrind_annotate's listing, as valgrind 3.19 prints it for a Node process (shortened names).
+  const annotated = `--------------------------------------------------------------------------------
+Ir
+--------------------------------------------------------------------------------
+1,000,000 (100.0%)  PROGRAM TOTALS
+
+--------------------------------------------------------------------------------
+Ir                   file:function
+--------------------------------------------------------------------------------
+300,000 (30.00%)  ???:0x0000000028100040 [???]
+200,000 (20.00%)  ???:Builtins_KeyedLoadIC_Megamorphic [/usr/bin/node]
+150,000 (15.00%)  ???:void v8::internal::MarkingVisitorBase<v8::internal::ConcurrentMarkingVisitor>::ProcessStrongHeapObject(v8::internal::Tagged<v8::internal::HeapObject>) [/usr/bin/node]
+100,000 (10.00%)  ???:heap::base::SlotCallbackResult v8::internal::Scavenger::ScavengeObject(v8::internal::FullHeapObjectSlot) [/usr/bin/node]
+ 90,000 ( 9.00%)  ???:v8::internal::compiler::GraphReducer::ReduceTop() [/usr/bin/node]
+ 60,000 ( 6.00%)  ???:0x0000000028200000 [???]
+ 50,000 ( 5.00%)  ???:v8::internal::JsonParser<unsigned char>::ParseJsonValue() [/usr/bin/node]
+ 30,000 ( 3.00%)  ./malloc/./malloc/malloc.c:_int_malloc [/usr/lib/x86_64-linux-gnu/libc.so.6]
+ 20,000 ( 2.00%)  ???:v8::internal::maglev::MaglevGraphBuilder::VisitCallProperty() [/usr/bin/node]
+`;
+
+  it("reads each function's own count and splits them into the program's, the collector's and the compilers'", () => {
+    const counts = functionCounts(annotated);
+    expect(counts.size).toBe(9); // not the totals line
+    expect(counts.get("???:Builtins_KeyedLoadIC_Megamorphic [/usr/bin/node]")).toBe(200_000);
+    // JSON.parse is the program's work, though its class is a parser.
+    expect(splitByKind(counts)).toEqual({ total: 1_000_000, mutator: 640_000, gc: 250_000, compiler: 110_000 });
+  });
+
+  it("names JIT-compiled code from a --perf-basic-prof map, adding up a function's tiers", () => {
+    const map = join(tmpdir(), `perf-test-${process.pid}.map`);
+    writeFileSync(
+      map,
+      [
+        "28200000 100 JS:*hotLoop file:///app.js:3:17",
+        "28100000 80 JS:~hotLoop file:///app.js:3:17",
+        "28300000 10 Builtin:x",
+      ].join("\n"),
+    );
+    const named = nameJitCode(functionCounts(annotated), readPerfMap(map));
+    expect(named.get("JS hotLoop file:///app.js:3:17")).toBe(360_000); // both tiers
+    expect(named.has("JS (unnamed code)")).toBe(false);
+    const outside = nameJitCode(new Map([["???:0x0000000028400000 [???]", 5]]), readPerfMap(map));
+    expect(outside).toEqual(new Map([["JS (unnamed code)", 5]]));
   });
 });
 
