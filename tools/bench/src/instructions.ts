@@ -2,7 +2,7 @@
  * `npm run bench:instructions`: the api's instructions per request, counted by valgrind's
  * callgrind, by tracing mode (off, or one of bench:tracing's). CPU time on these hosts moves by
  * ±5–15 % from run to run and host to host, more than the few per cent a variant of the request
- * path is worth; an instruction count does not (the same build measures within about 1 %). What
+ * path is worth; an instruction count does not (the same build measures within about 2 %). What
  * it leaves out: time in the kernel (socket writes), cache misses, and how long the work waited.
  *
  * Per mode: the api alone (no worker) on a private store, under callgrind with counting off;
@@ -10,7 +10,7 @@
  * `--requests` requests; the count dumped. The count is split into the program's own instructions,
  * the garbage collector's and the compilers': those two come in bursts (a major collection, a
  * recompile) that one window catches and the next does not, so compare the program's first.
- * With `--functions N`, the N functions whose counts moved most against the first mode.
+ * With `--functions N`, the N functions of the program whose counts moved most against the first mode.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -55,7 +55,7 @@ if (args.help) {
   --warmup 60000              requests before counting (under valgrind: about a minute)
   --requests 3000             requests counted
   --connections 16            autocannon connections
-  --functions 0               list the N functions that moved most against the first mode
+  --functions 0               list the N functions of the program that moved most against the first mode
   --redis-dir DIR             where the private store's data folder is made
 The OTEL_BSP_* variables given to the bench are passed to a traced api (e.g. OTEL_BSP_SCHEDULE_DELAY).
 Needs valgrind (apt-get install valgrind).`);
