@@ -227,7 +227,7 @@ function printMoved(counted: readonly Counted[]): void {
       .sort((a, b) => Math.abs(b.delta) - Math.abs(a.delta))
       .slice(0, options.functions);
     console.log(
-      `\n${mode} against ${first.mode}: the ${options.functions} functions that moved most (instructions per request)`,
+      `\n${mode} against ${first.mode}: the ${options.functions} functions of the program that moved most (instructions per request)`,
     );
     console.log(
       table(

@@ -146,7 +146,6 @@ export async function startStack(options: {
 /** The lag run's webhook receiver is this process, on 127.0.0.1 over plain http: allowed in a bench stack only. */
 const WEBHOOKS_TO_THE_BENCH = { WEBHOOK_ALLOW_INSECURE: "true", WEBHOOK_ALLOW_PRIVATE: "true" };
 
-/** Starts the API process (logging warnings only) and resolves once /readyz answers 200. */
 /** The api's entry point (its dist/main.js). */
 export const apiMain = () => mainNextTo(import.meta.resolve("@plant-store/api"));
 
@@ -170,6 +169,7 @@ export function apiEnv(
   };
 }
 
+/** Starts the API process (logging warnings only) and resolves once /readyz answers 200. */
 export async function startApiProcess(
   stack: Stack,
   options: { metrics: boolean; nodeFlags?: string[]; env?: Record<string, string> } = { metrics: true },

@@ -1,4 +1,4 @@
-import { writeFileSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -75,11 +75,15 @@ Ir                   file:function
         "28300000 10 Builtin:x",
       ].join("\n"),
     );
-    const named = nameJitCode(functionCounts(annotated), readPerfMap(map));
-    expect(named.get("JS hotLoop file:///app.js:3:17")).toBe(360_000); // both tiers
-    expect(named.has("JS (unnamed code)")).toBe(false);
-    const outside = nameJitCode(new Map([["???:0x0000000028400000 [???]", 5]]), readPerfMap(map));
-    expect(outside).toEqual(new Map([["JS (unnamed code)", 5]]));
+    try {
+      const named = nameJitCode(functionCounts(annotated), readPerfMap(map));
+      expect(named.get("JS hotLoop file:///app.js:3:17")).toBe(360_000); // both tiers
+      expect(named.has("JS (unnamed code)")).toBe(false);
+      const outside = nameJitCode(new Map([["???:0x0000000028400000 [???]", 5]]), readPerfMap(map));
+      expect(outside).toEqual(new Map([["JS (unnamed code)", 5]]));
+    } finally {
+      rmSync(map);
+    }
   });
 });
 
