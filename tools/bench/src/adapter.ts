@@ -16,7 +16,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 import autocannon from "autocannon";
-import { TOKEN } from "./http.js";
 import { machineLine, table } from "./report.js";
 import {
   cpuSecondsOf,
@@ -29,6 +28,7 @@ import {
   startWorkerProcess,
   startYardstickProcess,
 } from "./stack.js";
+import { jsonAuth } from "./throughput/context.js";
 import { createRequest, getByIdRequest, median } from "./throughput-helpers.js";
 
 const { values: args } = parseArgs({
@@ -62,13 +62,12 @@ type Row = { round: number; name: string; reqPerS: number; p99: number; cpuUs: n
 /** A server under test; `created`: the ids of the plants its warm-up created (for --get). */
 type Server = { url: string; pids: () => number[]; created: number[] };
 
-const headers = { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" };
 let nextId = 5_000_000_000_000;
 
 /** A create per request; `created` gets each id answered 200. */
 const createOn = (created: number[]) =>
   createRequest(
-    headers,
+    jsonAuth,
     () => nextId++,
     (id, status) => (status === 200 ? created.push(id) : undefined),
   );
@@ -79,7 +78,7 @@ const load = (url: string, seconds: number, conns: number, request: autocannon.R
 /** One server's load for a round: its requests/s, p99 and the CPU of its `pids` per request. */
 async function measure(round: number, name: string, server: Server, conns: number): Promise<Row> {
   const before = cpuSecondsOf(server.pids()) ?? Number.NaN;
-  const request = args.get ? getByIdRequest(headers, server.created) : createOn([]);
+  const request = args.get ? getByIdRequest(jsonAuth, server.created) : createOn([]);
   const result = await load(server.url, durationS, conns, request);
   if (result.non2xx > 0 || result.errors > 0)
     throw new Error(`${name}: ${result.non2xx} non-2xx, ${result.errors} errors`);

@@ -32,7 +32,7 @@ import {
 } from "./callgrind.js";
 import { environment, machineLine, table, writeResult } from "./report.js";
 import { apiEnv, apiMain, integerOption, runBench, type Stack, startStack } from "./stack.js";
-import { auth } from "./throughput/context.js";
+import { auth, jsonAuth } from "./throughput/context.js";
 import { createRequest, getByIdRequest, waitUntil } from "./throughput-helpers.js";
 import { isTracedMode, startSink, TRACED_MODE_NAMES, type TracedMode, tracedModeEnv } from "./tracing.js";
 
@@ -158,7 +158,7 @@ async function countMode(stack: Stack, mode: string, endpoint: string, received:
     );
     if (!ready) throw new Error(`the api under valgrind did not get ready:\n${api.output()}`);
     let id = 0;
-    const post = createRequest({ ...auth, "content-type": "application/json" }, () => ++id);
+    const post = createRequest(jsonAuth, () => ++id);
     await load(url, options.warmup, post);
     const ids = Array.from({ length: Math.min(id, 10_000) }, (_, i) => id - i);
     const request = options.operation === "post" ? post : getByIdRequest(auth, ids);

@@ -33,6 +33,7 @@ import {
   startWorkerProcess,
 } from "./stack.js";
 import { aofAppendedSince, aofMark, type RedisFootprint, redisFootprint, storeCounts } from "./store-counts.js";
+import { jsonAuth } from "./throughput/context.js";
 import { createRequest, waitUntil } from "./throughput-helpers.js";
 import { isTracedMode, startSink, TRACED_MODE_NAMES, tracedModeEnv } from "./tracing.js";
 import { subscribeReceiver } from "./webhook-receiver.js";
@@ -284,8 +285,7 @@ await runBench("profile", (warmupS + durationS + 180) * 1000, async () => {
   const processes = await startProcesses(profileDir, tracing && sink ? tracedModeEnv(tracing, sink.endpoint) : {});
   const { stack, api } = processes;
   let nextId = 1;
-  const post = () =>
-    createRequest({ authorization: `Bearer ${TOKEN}`, "content-type": "application/json" }, () => nextId++);
+  const post = () => createRequest(jsonAuth, () => nextId++);
 
   const receiver = args.webhook ? await subscribeReceiver(api.url) : undefined;
   const warmup = await autocannon({ url: api.url, connections, duration: warmupS, requests: [post()] });

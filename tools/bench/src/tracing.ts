@@ -28,7 +28,7 @@ import {
   startWorkerProcess,
 } from "./stack.js";
 import { storeCounts } from "./store-counts.js";
-import { auth, SETTLE_MS } from "./throughput/context.js";
+import { jsonAuth, SETTLE_MS } from "./throughput/context.js";
 import { createRequest, median, waitUntil } from "./throughput-helpers.js";
 
 const DRAIN_LIMIT_MS = 600_000;
@@ -197,7 +197,7 @@ const load = (side: Side, options: TracingCostOptions, duration: number, ids: { 
     url: side.api.url,
     connections: Math.max(1, Math.floor(options.connections / 2)),
     duration,
-    requests: [createRequest({ ...auth, "content-type": "application/json" }, () => ids.next++)],
+    requests: [createRequest(jsonAuth, () => ids.next++)],
   });
 
 /** One pair: off and a traced mode side by side, each on its stack, loaded at once. */

@@ -43,14 +43,12 @@ export interface SideWork {
 }
 
 export const auth = { authorization: `Bearer ${TOKEN}` };
+/** The headers of an authorized request with a JSON body (a create). */
+export const jsonAuth = { ...auth, "content-type": "application/json" };
 
 /** POST /plants with a new id per request, from the target's own id range. */
 export function postRequest(target: TargetState, on200?: (id: number) => void): autocannon.Request {
-  return createRequest(
-    { ...auth, "content-type": "application/json" },
-    () => target.nextId++,
-    on200 && ((id, status) => status === 200 && on200(id)),
-  );
+  return createRequest(jsonAuth, () => target.nextId++, on200 && ((id, status) => status === 200 && on200(id)));
 }
 
 export type Bench = Awaited<ReturnType<typeof startBench>>;
