@@ -57,7 +57,8 @@ if (args.help) {
   --connections 16            autocannon connections
   --functions 0               list the N functions of the program that moved most against the first mode
   --redis-dir DIR             where the private store's data folder is made
-The OTEL_BSP_* variables given to the bench are passed to a traced api (e.g. OTEL_BSP_SCHEDULE_DELAY).
+The OTEL_BSP_* variables and OTEL_NODE_DISABLED_INSTRUMENTATIONS given to the bench are passed to a
+traced api (e.g. OTEL_BSP_SCHEDULE_DELAY=600000; OTEL_NODE_DISABLED_INSTRUMENTATIONS=ioredis: a span less).
 Needs valgrind (apt-get install valgrind).`);
   process.exit(0);
 }
@@ -80,14 +81,18 @@ for (const tool of ["valgrind", "callgrind_annotate", "callgrind_control"]) {
 }
 
 /**
- * The OTEL_BSP_* variables of the bench's own environment, passed to a traced api: under valgrind
- * the api serves some 50 times fewer requests a second, so the exporter's 5 s batches come some 50
- * times as often per request; OTEL_BSP_SCHEDULE_DELAY=600000 holds them back for the run.
+ * The variables of the bench's own environment passed to a traced api: the OTEL_BSP_* ones (under
+ * valgrind the api serves some 50 times fewer requests a second, so the exporter's 5 s batches come
+ * some 50 times as often per request; OTEL_BSP_SCHEDULE_DELAY=600000 holds them back for the run),
+ * and OTEL_NODE_DISABLED_INSTRUMENTATIONS (ioredis: no Redis command spans, one span a create less:
+ * what one span costs).
  */
-const batchVariables = () =>
+const tracedApiVariables = () =>
   Object.fromEntries(
     Object.entries(process.env).filter(
-      (entry): entry is [string, string] => entry[0].startsWith("OTEL_BSP_") && entry[1] !== undefined,
+      (entry): entry is [string, string] =>
+        (entry[0].startsWith("OTEL_BSP_") || entry[0] === "OTEL_NODE_DISABLED_INSTRUMENTATIONS") &&
+        entry[1] !== undefined,
     ),
   );
 
@@ -146,7 +151,7 @@ async function load(url: string, amount: number, request: autocannon.Request): P
 async function countMode(stack: Stack, mode: string, endpoint: string, received: () => number): Promise<Counted> {
   const dir = mkdtempSync(join(tmpdir(), "bench-instructions-"));
   const port = await freePort();
-  const modeEnv = mode === "off" ? {} : { ...tracedModeEnv(mode as TracedMode, endpoint), ...batchVariables() };
+  const modeEnv = mode === "off" ? {} : { ...tracedModeEnv(mode as TracedMode, endpoint), ...tracedApiVariables() };
   const env = { PATH: process.env.PATH ?? "", ...apiEnv(stack, port, { metrics: true, env: modeEnv }) };
   const api = underCallgrind(dir, env, options.functions > 0);
   const url = `http://127.0.0.1:${port}`;
