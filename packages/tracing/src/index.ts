@@ -77,8 +77,9 @@ let started: Tracing | undefined;
  * Starts tracing for this process, once, from the standard OTEL_* variables (see
  * `tracingSettings`; `env` defaults to process.env). The OTLP exporter reads its endpoint,
  * headers and timeout from process.env itself, whatever `env` says: `env` decides whether and how
- * to trace, not where to. Without an endpoint it loads nothing and returns a handle that is off. Call it before Fastify, ioredis and undici are imported (the
- * processes' entry points import the rest afterwards), so that their instrumentations apply.
+ * to trace, not where to. Without an endpoint it loads nothing and returns a handle that is off.
+ * Call it before Fastify, ioredis and undici are imported (the processes' entry points import the
+ * rest afterwards), so that their instrumentations apply.
  */
 export async function startTracing(options: { defaultServiceName: string; env?: NodeJS.ProcessEnv }): Promise<Tracing> {
   if (started) return started;

@@ -57,7 +57,10 @@ async function cpuOfSteps(count: number, traced: boolean): Promise<number> {
   return used.user + used.system;
 }
 
-await runBench("span-cost", 600_000 + options.rounds * options.spans, async () => {
+/** The steps' paced time (a warm-up of one round's worth, then both kinds each round), twice over, and a minute. */
+const limitMs = ((2 * options.rounds + 1) * options.spans * 2000) / options.rate + 60_000;
+
+await runBench("span-cost", limitMs, async () => {
   console.log(machineLine());
   const sink = await startSink();
   // In process.env, not an `env` of startTracing's: the SDK's exporter reads its endpoint there
