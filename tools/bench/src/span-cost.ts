@@ -57,8 +57,10 @@ async function cpuOfSteps(count: number, traced: boolean): Promise<number> {
   return used.user + used.system;
 }
 
-/** The steps' paced time (a warm-up of one round's worth, then both kinds each round), twice over, and a minute. */
-const limitMs = ((2 * options.rounds + 1) * options.spans * 2000) / options.rate + 60_000;
+/** Steps of each kind before the measured rounds: compiled code, a kept connection. */
+const warmupSteps = options.spans / 2;
+/** The steps' paced time (both kinds, warm-up and rounds), twice over, and a minute. */
+const limitMs = (2 * (warmupSteps + options.rounds * options.spans) * 2000) / options.rate + 60_000;
 
 await runBench("span-cost", limitMs, async () => {
   console.log(machineLine());
@@ -75,8 +77,8 @@ await runBench("span-cost", limitMs, async () => {
   });
   const tracing = await startTracing({ defaultServiceName: "span-cost" });
   try {
-    await cpuOfSteps(options.spans / 2, true); // warm-up: compiled code, a kept connection
-    await cpuOfSteps(options.spans / 2, false);
+    await cpuOfSteps(warmupSteps, true);
+    await cpuOfSteps(warmupSteps, false);
     const rounds: { spanUs: number; plainUs: number }[] = [];
     for (let round = 0; round < options.rounds; round++) {
       const traced = await cpuOfSteps(options.spans, true);
@@ -96,7 +98,7 @@ await runBench("span-cost", limitMs, async () => {
     console.log(table(["round", "with a kept span", "without", "a span's cost"], rows));
     console.log(
       `\na kept span: ${median(perSpan).toFixed(2)} µs of CPU (median); OTLP sink: ${sink.received.requests} exports, ` +
-        `${(sink.received.bytes / (options.spans * (options.rounds + 0.5))).toFixed(0)} bytes a span`,
+        `${(sink.received.bytes / (warmupSteps + options.rounds * options.spans)).toFixed(0)} bytes a span`,
     );
     const path = writeResult("span-cost", { environment: environment(), options, rounds, sink: sink.received });
     console.log(`\nok; written ${path}`);
