@@ -11,7 +11,8 @@ import { codeOwner, infoNumber, parseCommandStats, selfTimeByOwner, sumCommandSt
 import { percentile, summarize } from "../src/stats.js";
 import { SWEEP_MARGIN_MS, sweepStart } from "../src/throughput/lag.js";
 import type { Measured } from "../src/throughput/measured.js";
-import { storageOf, type ThroughputOptions } from "../src/throughput/options.js";
+import { type MetricsRun, meanOfPairMedians } from "../src/throughput/metrics-cost.js";
+import { METRICS_PAIRS, metricsRoundsOf, storageOf, type ThroughputOptions } from "../src/throughput/options.js";
 import { judge } from "../src/throughput/targets.js";
 import {
   cpuPercent,
@@ -305,6 +306,23 @@ describe("issue 54's targets", () => {
 
   it("names a tmpfs data folder RAM-backed", () => {
     expect(storageOf(options)).toEqual({ storage: "RAM-backed", dataDir: "/dev/shm" });
+  });
+});
+
+describe("the metrics cost", () => {
+  it("gives each pair an equal share of at least 8 rounds", () => {
+    for (const rounds of [1, 3, 8, 9, 13]) {
+      const total = metricsRoundsOf(rounds);
+      expect(total).toBeGreaterThanOrEqual(Math.max(8, rounds));
+      expect(total % METRICS_PAIRS).toBe(0);
+    }
+  });
+
+  it("takes each pair's median, then the mean of the pairs': one pair's outlying rounds count as one pair", () => {
+    const run = (pair: number, cost: number) => ({ pair, onReqPerS: 100 - cost, offReqPerS: 100 }) as MetricsRun;
+    const runs = [run(1, 14), run(1, 16), run(2, 2), run(2, 4), run(3, 1), run(3, 3), run(4, 5), run(4, 5)];
+    const cost = meanOfPairMedians(runs, (r) => 1 - r.onReqPerS / r.offReqPerS);
+    expect(cost).toBeCloseTo((0.15 + 0.03 + 0.02 + 0.05) / 4, 10);
   });
 });
 

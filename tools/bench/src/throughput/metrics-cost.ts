@@ -3,8 +3,11 @@
  * store, warmed alike, loaded side by side. (The rounds' api has its own history of load: against
  * a fresh twin it measured that history, not the metrics.) Throughput and the api's CPU per
  * request, both. Of two twins the one started first measured 3-5 % dearer whatever its settings
- * (on against on: +5.1 % and +3.1 %), so there are two pairs, started in opposite orders, loaded
- * in turn; the cost is the mean of the pairs' medians, in which that order cancels out.
+ * (on against on: +5.1 % and +3.1 %), so pairs are started in alternating orders, in which that
+ * order cancels out. A pair also has a cost of its own, whatever its settings: on a fast host
+ * (2026-11-30) one pair's median was 14.1 % and the other's 5.4 % in one run, where six pairs
+ * measured 2.6 %. So there are four pairs, one after the other, each loaded for an equal share of
+ * the rounds; the cost is the mean of the pairs' medians.
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import autocannon from "autocannon";
@@ -12,16 +15,18 @@ import { cpuSecondsOf, startApiProcess } from "../stack.js";
 import { round } from "../stats.js";
 import { median } from "../throughput-helpers.js";
 import { type Bench, postRequest, SETTLE_MS, type TargetState, WARMUP_CONNECTIONS } from "./context.js";
-import { metricsRoundsOf } from "./options.js";
+import { METRICS_PAIRS, metricsRoundsOf } from "./options.js";
 
 const METRICS_ID_BASE = 3_000_000_000_000;
 /** Each twin's ids: a range of their own. */
-const ID_RANGE = 250_000_000_000;
+const ID_RANGE = 100_000_000_000;
 
 type Side = "on" | "off";
 
 export interface MetricsRun {
   round: number;
+  /** The pair loaded (1-based): each is started fresh. */
+  pair: number;
   /** Which twin of the pair was started first. */
   startedFirst: Side;
   onReqPerS: number;
@@ -33,7 +38,7 @@ export interface MetricsRun {
 }
 
 /** A pair of twins, started in the order given, each with its own range of ids. */
-async function startPair(bench: Bench, order: readonly [Side, Side], idBase: number) {
+async function startPair(bench: Bench, order: readonly [Side, Side], idBase: number, pairNo: number) {
   const twins = {} as Record<Side, Awaited<ReturnType<typeof startApiProcess>>>;
   for (const side of order) twins[side] = await startApiProcess(bench.stack, { metrics: side === "on" });
   const targetOf = (side: Side, nextId: number): TargetState => ({
@@ -44,7 +49,7 @@ async function startPair(bench: Bench, order: readonly [Side, Side], idBase: num
     created: [],
   });
   const targets = { on: targetOf("on", idBase), off: targetOf("off", idBase + ID_RANGE) };
-  return { startedFirst: order[0], twins, targets };
+  return { pairNo, startedFirst: order[0], twins, targets };
 }
 type Pair = Awaited<ReturnType<typeof startPair>>;
 
@@ -66,6 +71,7 @@ async function loadPair(bench: Bench, pair: Pair, roundNo: number, connections: 
   const [on, off] = await Promise.all([loadOne("on"), loadOne("off")]);
   return {
     round: roundNo,
+    pair: pair.pairNo,
     startedFirst: pair.startedFirst,
     onReqPerS: round(on.result.requests.average),
     offReqPerS: round(off.result.requests.average),
@@ -82,45 +88,50 @@ const throughputCost = (run: MetricsRun) => 1 - run.onReqPerS / run.offReqPerS;
 const cpuCost = (run: MetricsRun) => run.onCpuUsPerReq / run.offCpuUsPerReq - 1;
 
 /** The mean of each pair's median of `of` over its rounds. */
-function meanOfPairMedians(runs: readonly MetricsRun[], of: (run: MetricsRun) => number): number {
-  const [onFirst = Number.NaN, offFirst = Number.NaN] = (["on", "off"] as const).map((first) =>
-    median(runs.filter((run) => run.startedFirst === first).map(of)),
-  );
-  return (onFirst + offFirst) / 2;
+export function meanOfPairMedians(runs: readonly MetricsRun[], of: (run: MetricsRun) => number): number {
+  const pairs = [...new Set(runs.map((run) => run.pair))];
+  const medians = pairs.map((pair) => median(runs.filter((run) => run.pair === pair).map(of)));
+  return medians.reduce((sum, value) => sum + value, 0) / medians.length;
+}
+
+/** Both twins of `pair` warmed alike: `warmupS` of creates each. */
+async function warmPair(bench: Bench, pair: Pair): Promise<void> {
+  for (const side of ["on", "off"] as const) {
+    bench.checkResult(
+      `warm-up POST /plants on the api with metrics ${side}`,
+      await autocannon({
+        url: pair.targets[side].url,
+        connections: WARMUP_CONNECTIONS,
+        duration: bench.options.warmupS,
+        requests: [postRequest(pair.targets[side])],
+      }),
+    );
+  }
 }
 
 export async function measureMetricsCost(bench: Bench) {
-  const { options, checkResult } = bench;
-  const { warmupS, topConnections } = options;
-  const rounds = metricsRoundsOf(options.rounds);
-  const pairs = [
-    await startPair(bench, ["on", "off"], METRICS_ID_BASE),
-    await startPair(bench, ["off", "on"], METRICS_ID_BASE + 2 * ID_RANGE),
-  ];
+  const { warmupS, topConnections } = bench.options;
+  const rounds = metricsRoundsOf(bench.options.rounds);
+  const roundsPerPair = rounds / METRICS_PAIRS;
   const twinConnections = Math.max(1, Math.round(topConnections / 2));
   console.log(
-    `metrics cost: two pairs of fresh apis (metrics on, off; started in opposite orders), warm-up ${warmupS} s each, ` +
-      `then ${rounds} rounds side by side, the pairs in turn`,
+    `metrics cost: ${METRICS_PAIRS} pairs of fresh apis (metrics on, off; started in alternating orders), one after the other, ` +
+      `warm-up ${warmupS} s each, then ${roundsPerPair} rounds side by side each`,
   );
-  for (const pair of pairs) {
-    for (const side of ["on", "off"] as const) {
-      checkResult(
-        `warm-up POST /plants on the api with metrics ${side}`,
-        await autocannon({
-          url: pair.targets[side].url,
-          connections: WARMUP_CONNECTIONS,
-          duration: warmupS,
-          requests: [postRequest(pair.targets[side])],
-        }),
-      );
+  const runs: MetricsRun[] = [];
+  for (let pairNo = 1; pairNo <= METRICS_PAIRS; pairNo++) {
+    const order = pairNo % 2 === 1 ? (["on", "off"] as const) : (["off", "on"] as const);
+    const pair = await startPair(bench, order, METRICS_ID_BASE + 2 * (pairNo - 1) * ID_RANGE, pairNo);
+    try {
+      await warmPair(bench, pair);
+      for (let i = 0; i < roundsPerPair; i++) {
+        await sleep(SETTLE_MS);
+        runs.push(await loadPair(bench, pair, runs.length + 1, twinConnections));
+      }
+    } finally {
+      await Promise.all([pair.twins.on.stop(), pair.twins.off.stop()]);
     }
   }
-  const runs: MetricsRun[] = [];
-  for (let roundNo = 1; roundNo <= rounds; roundNo++) {
-    await sleep(SETTLE_MS);
-    runs.push(await loadPair(bench, pairs[roundNo % 2] as Pair, roundNo, twinConnections));
-  }
-  await Promise.all(pairs.flatMap((pair) => [pair.twins.on.stop(), pair.twins.off.stop()]));
   return {
     twinConnections,
     runs,

@@ -21,12 +21,15 @@ export interface ThroughputOptions {
   topConnections: number;
 }
 
+/** The metrics cost's pairs of twin apis (metrics-cost.ts). */
+export const METRICS_PAIRS = 4;
+
 /**
  * The metrics cost's rounds: the cost looked for (a few %) is smaller than what a round moves by
  * when two processes share two cores with the load generator and Redis, so at least 8, and as many
- * for each of its two pairs.
+ * for each of its pairs.
  */
-export const metricsRoundsOf = (rounds: number) => 2 * Math.ceil(Math.max(rounds, 8) / 2);
+export const metricsRoundsOf = (rounds: number) => METRICS_PAIRS * Math.ceil(Math.max(rounds, 8) / METRICS_PAIRS);
 
 /** How long the worker may take to index the warm-up plants. */
 export const INDEX_WARMUP_LIMIT_MS = 60_000;
@@ -94,7 +97,10 @@ export function limitMs({ rounds, durationS, connectionCounts, lagDurationS, war
   const runsPerRound = connectionCounts.length * 5;
   const roundsS = (rounds * runsPerRound + metricsRoundsOf(rounds)) * (durationS + 2);
   return (
-    (2 * warmupS + roundsS + lagDurationS + 60) * 1000 + INDEX_WARMUP_LIMIT_MS + 2 * DRAIN_LIMIT_MS + LAG_DEADLINE_MS
+    ((2 + 2 * METRICS_PAIRS) * warmupS + roundsS + lagDurationS + 60) * 1000 +
+    INDEX_WARMUP_LIMIT_MS +
+    2 * DRAIN_LIMIT_MS +
+    LAG_DEADLINE_MS
   );
 }
 

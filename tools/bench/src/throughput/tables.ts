@@ -138,16 +138,18 @@ function printDrain({ topConnections }: ThroughputOptions, { drain, keepsUp, pai
 
 const pctText = (share: number) => `${(share * 100).toFixed(1)} %`;
 
-/** The metrics' cost: two fresh apis side by side, metrics on and off. */
+/** The metrics' cost: fresh twin apis side by side, metrics on and off, in pairs one after the other. */
 function printMetricsCost(metrics: Measured["metrics"]): void {
   console.log(
     `\nmetrics cost: POST /plants on two fresh apis side by side, ${metrics.twinConnections} connections each, worker stopped, metrics on vs off ` +
-      `(two pairs in turn; the cost is the mean of the pairs' medians: ${pctText(metrics.cost)} of throughput, ${pctText(metrics.cpuCost)} of api CPU)\n`,
+      `(${new Set(metrics.runs.map((run) => run.pair)).size} pairs one after the other; the cost is the mean of the pairs' medians: ` +
+      `${pctText(metrics.cost)} of throughput, ${pctText(metrics.cpuCost)} of api CPU)\n`,
   );
   console.log(
     table(
       [
         "round",
+        "pair",
         "started first",
         "on req/s",
         "off req/s",
@@ -160,6 +162,7 @@ function printMetricsCost(metrics: Measured["metrics"]): void {
       ],
       metrics.runs.map((run, i) => [
         String(run.round),
+        String(run.pair),
         run.startedFirst,
         perS(run.onReqPerS),
         perS(run.offReqPerS),
