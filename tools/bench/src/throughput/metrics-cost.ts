@@ -134,6 +134,7 @@ export async function measureMetricsCost(bench: Bench) {
   }
   return {
     twinConnections,
+    pairs: METRICS_PAIRS,
     runs,
     costs: runs.map(throughputCost),
     cost: meanOfPairMedians(runs, throughputCost),

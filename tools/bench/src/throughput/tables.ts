@@ -142,7 +142,7 @@ const pctText = (share: number) => `${(share * 100).toFixed(1)} %`;
 function printMetricsCost(metrics: Measured["metrics"]): void {
   console.log(
     `\nmetrics cost: POST /plants on two fresh apis side by side, ${metrics.twinConnections} connections each, worker stopped, metrics on vs off ` +
-      `(${new Set(metrics.runs.map((run) => run.pair)).size} pairs one after the other; the cost is the mean of the pairs' medians: ` +
+      `(${metrics.pairs} pairs one after the other; the cost is the mean of the pairs' medians: ` +
       `${pctText(metrics.cost)} of throughput, ${pctText(metrics.cpuCost)} of api CPU)\n`,
   );
   console.log(
