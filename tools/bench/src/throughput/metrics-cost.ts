@@ -37,8 +37,13 @@ export interface MetricsRun {
   offCpuUsPerReq: number;
 }
 
-/** A pair of twins, started in the order given, each with its own range of ids. */
-async function startPair(bench: Bench, order: readonly [Side, Side], idBase: number, pairNo: number) {
+/**
+ * Pair `pairNo` (1-based) of twins: an odd one starts its metrics-on twin first, an even one its
+ * off twin; each twin has a range of ids of its own.
+ */
+async function startPair(bench: Bench, pairNo: number) {
+  const order = pairNo % 2 === 1 ? (["on", "off"] as const) : (["off", "on"] as const);
+  const idBase = METRICS_ID_BASE + 2 * (pairNo - 1) * ID_RANGE;
   const twins = {} as Record<Side, Awaited<ReturnType<typeof startApiProcess>>>;
   for (const side of order) twins[side] = await startApiProcess(bench.stack, { metrics: side === "on" });
   const targetOf = (side: Side, nextId: number): TargetState => ({
@@ -120,8 +125,7 @@ export async function measureMetricsCost(bench: Bench) {
   );
   const runs: MetricsRun[] = [];
   for (let pairNo = 1; pairNo <= METRICS_PAIRS; pairNo++) {
-    const order = pairNo % 2 === 1 ? (["on", "off"] as const) : (["off", "on"] as const);
-    const pair = await startPair(bench, order, METRICS_ID_BASE + 2 * (pairNo - 1) * ID_RANGE, pairNo);
+    const pair = await startPair(bench, pairNo);
     try {
       await warmPair(bench, pair);
       for (let i = 0; i < roundsPerPair; i++) {
