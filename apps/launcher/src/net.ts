@@ -1,4 +1,4 @@
-import { type AddressInfo, connect, createServer } from "node:net";
+import { connect, createServer } from "node:net";
 
 /** The address a local client should use to reach a server bound to `host`. */
 export function clientHost(host: string): string {
@@ -51,16 +51,4 @@ export async function waitForPort(
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return false;
-}
-
-/** A port nothing listens on at `host` now, chosen by the system. */
-export function freePortOn(host: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen({ host, port: 0, exclusive: true }, () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }

@@ -23,7 +23,7 @@ import { type RestartPolicy, restartTracker } from "./restart-policy.js";
 import { describeExit, type Service, startService, stopService } from "./services.js";
 import { supervisionBoard } from "./supervision.js";
 import { KeptTokenError, keptToken } from "./tokens.js";
-import { workerMetricsPort } from "./worker-metrics.js";
+import { METRICS_PORT_OFFSET, workerMetricsPort } from "./worker-metrics.js";
 
 /** Set in the supervisor's environment by the front process (main.ts). */
 export const SUPERVISOR_FLAG = "PLANT_STORE_LAUNCHER_SUPERVISOR";
@@ -301,7 +301,9 @@ async function startEmbeddedRedis(config: LauncherConfig) {
   const redisLog = embeddedRedisLog(volume, logError);
   // Its warnings while it serves; those of a shutdown we asked for are no news.
   const onLog = (line: string) => (stopping ? undefined : redisLog.onLog(line));
-  const starting = startRedisServer({ dir, appendfsync: "always", onLog });
+  // The api's and the worker's ports are not taken yet: the OS could offer one of them to Redis.
+  const avoidPorts = [config.port, config.workerMetrics.port ?? config.port + METRICS_PORT_OFFSET];
+  const starting = startRedisServer({ dir, appendfsync: "always", onLog, avoidPorts });
   redisStarting = starting.catch(() => undefined);
   try {
     redis = await starting;

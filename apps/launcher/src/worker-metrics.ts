@@ -1,7 +1,8 @@
 // Where npm start's worker serves its metrics. Each stack on a machine has its own PORT, so the
 // worker's port follows it rather than being one fixed number that a second stack (or another
 // program: 9464 is also the OpenTelemetry Prometheus exporter's default) would find taken.
-import { freePortOn, httpBase, portProblem } from "./net.js";
+import { freePort } from "@plant-store/redis-server";
+import { httpBase, portProblem } from "./net.js";
 
 /** PORT + this is the worker's metrics port by default: 9464, the worker's own default, for PORT 3000. */
 export const METRICS_PORT_OFFSET = 6464;
@@ -32,8 +33,10 @@ export async function workerMetricsPort(
     ...rest,
   });
   const derived = apiPort + METRICS_PORT_OFFSET;
+  // The api is not listening yet: the OS could offer its port.
+  const freeOne = () => freePort({ host, avoid: [apiPort] });
   try {
-    if (given === 0) return at(await freePortOn(host));
+    if (given === 0) return at(await freeOne());
     if (given !== undefined) {
       const problem = await portProblem(host, given);
       if (!problem) return at(given);
@@ -43,7 +46,7 @@ export async function workerMetricsPort(
       });
     }
     if (derived <= 65_535 && !(await portProblem(host, derived))) return at(derived);
-    const free = await freePortOn(host);
+    const free = await freeOne();
     const why =
       derived <= 65_535
         ? `port ${derived} (PORT + ${METRICS_PORT_OFFSET}) is taken`

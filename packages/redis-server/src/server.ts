@@ -12,6 +12,8 @@ export interface RedisServerOptions {
   parentDir?: string;
   /** Default: a free port picked by the OS. */
   port?: number;
+  /** Ports that free port must not be: those the caller is about to listen on itself (npm start's PORT). */
+  avoidPorts?: Iterable<number>;
   /**
    * fsync policy of the append-only file. `always` (the default) makes a write durable before
    * Redis answers it, which is what lets the api acknowledge a plant only once it is safe.
@@ -46,12 +48,24 @@ export function redisServerBinary(binary = process.env.REDIS_SERVER_BIN ?? "redi
   return probe.status === 0 ? binary : undefined;
 }
 
-/** A port the OS reports free on 127.0.0.1 (it can be taken again before it is used). */
-export async function freePort(): Promise<number> {
+/**
+ * A port the OS reports free on `host` (it can be taken again before it is used), none of `avoid`:
+ * ports the caller will listen on itself but does not yet, which the OS may hand out meanwhile.
+ */
+export async function freePort(options: { host?: string; avoid?: Iterable<number> } = {}): Promise<number> {
+  const avoid = new Set(options.avoid);
+  for (let attempt = 1; ; attempt++) {
+    const port = await portFromOs(options.host ?? "127.0.0.1");
+    if (!avoid.has(port)) return port;
+    if (attempt >= 100_000) throw new Error(`no free port outside the ${avoid.size} to avoid`);
+  }
+}
+
+function portFromOs(host: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
+    server.listen({ host, port: 0, exclusive: true }, () => {
       const address = server.address();
       server.close(() =>
         typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port")),
@@ -68,7 +82,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   const dir = options.dir ?? mkdtempSync(join(options.parentDir ?? tmpdir(), "plant-store-redis-"));
   // A picked port can be taken before redis binds it: retry a few times with a new one.
   for (let attempt = 1; ; attempt++) {
-    const port = options.port ?? (await freePort());
+    const port = options.port ?? (await freePort({ avoid: options.avoidPorts }));
     try {
       const appendfsync = options.appendfsync ?? "always";
       const launchHere = () => launch(binary, dir, port, appendfsync, options.onLog);
