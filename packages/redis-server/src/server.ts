@@ -12,7 +12,7 @@ export interface RedisServerOptions {
   parentDir?: string;
   /** Default: a free port picked by the OS. */
   port?: number;
-  /** Ports that free port must not be: those the caller is about to listen on itself (npm start's PORT). */
+  /** Ports the one picked must not be: those the caller is about to listen on itself (npm start's PORT). */
   avoidPorts?: Iterable<number>;
   /**
    * fsync policy of the append-only file. `always` (the default) makes a write durable before

@@ -214,25 +214,28 @@ export async function spawnApi(
   store: { env: Record<string, string> },
   options: { tokens: string; env?: Record<string, string>; readyMs?: number; spawn?: SpawnOptions },
 ): Promise<{ api: Service; url: string }> {
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}`;
-  const env = {
-    ...store.env,
-    PORT: String(port),
-    HOST: "127.0.0.1",
-    API_TOKENS: options.tokens,
-    LOG_LEVEL: "warn",
-    ...options.env,
-  };
-  const api = spawnService("api", entry, env, {
-    ...options.spawn,
-    nodeFlags: [...API_NODE_FLAGS, ...(options.spawn?.nodeFlags ?? [])],
-  });
-  try {
-    await untilReady(api, url, options.readyMs ?? 20_000);
-  } catch (error) {
-    await api.stop();
-    throw error;
+  // The port picked can be taken by another process before the api listens: then another one.
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const env = {
+      ...store.env,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      API_TOKENS: options.tokens,
+      LOG_LEVEL: "warn",
+      ...options.env,
+    };
+    const api = spawnService("api", entry, env, {
+      ...options.spawn,
+      nodeFlags: [...API_NODE_FLAGS, ...(options.spawn?.nodeFlags ?? [])],
+    });
+    try {
+      await untilReady(api, url, options.readyMs ?? 20_000);
+      return { api, url };
+    } catch (error) {
+      await api.stop();
+      if (attempt >= 3 || !api.output.some((line) => line.includes("EADDRINUSE"))) throw error;
+    }
   }
-  return { api, url };
 }
