@@ -171,7 +171,8 @@ export class Stack {
     live.add(stack);
     try {
       for (let i = 0; i < options.apis; i++) {
-        const port = await freePort();
+        // None listens yet: the OS could offer one api's port again for the next.
+        const port = await freePort({ avoid: stack.apis.map((api) => api.port) });
         stack.apis.push({ index: i, port, url: `http://127.0.0.1:${port}` });
       }
       for (let i = 0; i < options.workers; i++) stack.workers.push({ index: i });

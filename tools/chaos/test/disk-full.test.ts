@@ -97,7 +97,7 @@ beforeAll(async () => {
       RATE_LIMIT_PER_MINUTE: "100000000",
       REDIS_DATA_RESERVE_BYTES: String(RESERVE),
       LAUNCHER_RESTART_BACKOFF_MS: "200",
-      WORKER_METRICS_PORT: String(await freePort()),
+      WORKER_METRICS_PORT: String(await freePort({ avoid: [port] })),
       LOG_LEVEL: "warn",
     },
     stdio: ["ignore", "pipe", "pipe"],
