@@ -207,12 +207,12 @@ export function runCommand(
  * The api's built process (`entry`, its `main.js`) as deployed, with its production Node flags (on
  * Node 24 the young generation would otherwise grow to 128 MiB, and a memory bound measure that),
  * on a free port of 127.0.0.1 with the store's variables, `API_TOKENS=tokens`, warn-level logs and
- * `env` on top; resolves once it is ready.
+ * `env` on top, named `name` in its errors (default "api"); resolves once it is ready.
  */
 export async function spawnApi(
   entry: string,
   store: { env: Record<string, string> },
-  options: { tokens: string; env?: Record<string, string>; readyMs?: number; spawn?: SpawnOptions },
+  options: { tokens: string; env?: Record<string, string>; readyMs?: number; spawn?: SpawnOptions; name?: string },
 ): Promise<{ api: Service; url: string }> {
   // The port picked can be taken by another process before the api listens: then another one.
   for (let attempt = 1; ; attempt++) {
@@ -226,7 +226,7 @@ export async function spawnApi(
       LOG_LEVEL: "warn",
       ...options.env,
     };
-    const api = spawnService("api", entry, env, {
+    const api = spawnService(options.name ?? "api", entry, env, {
       ...options.spawn,
       nodeFlags: [...API_NODE_FLAGS, ...(options.spawn?.nodeFlags ?? [])],
     });

@@ -16,11 +16,11 @@ import {
   givenClusterEnv,
   mainNextTo,
   type Service,
+  spawnApi,
   spawnService,
   startTestStore,
   type TestStore,
   untilLogged,
-  untilReady,
 } from "@plant-store/testing";
 import { closeClient, TOKEN } from "./http.js";
 import { storeCounts } from "./store-counts.js";
@@ -149,24 +149,23 @@ const WEBHOOKS_TO_THE_BENCH = { WEBHOOK_ALLOW_INSECURE: "true", WEBHOOK_ALLOW_PR
 /** The api's entry point (its dist/main.js). */
 export const apiMain = () => mainNextTo(import.meta.resolve("@plant-store/api"));
 
+/** What a bench api sets beyond the store, its port and its token: insecure webhooks to the bench, no rate limit, warnings only. */
+const benchApiVariables = (options: { metrics: boolean; env?: Record<string, string> | undefined }) => ({
+  ...WEBHOOKS_TO_THE_BENCH,
+  // The load comes from one token: lift its per-minute budget out of the way.
+  RATE_LIMIT_PER_MINUTE: "100000000",
+  LOG_LEVEL: "warn",
+  METRICS_ENABLED: String(options.metrics),
+  ...options.env,
+});
+
 /** The api's variables in a bench stack: listening on 127.0.0.1:`port`, one token, warnings logged only. */
 export function apiEnv(
   stack: Stack,
   port: number,
   options: { metrics: boolean; env?: Record<string, string> | undefined },
 ): Record<string, string> {
-  return {
-    PORT: String(port),
-    HOST: "127.0.0.1",
-    ...stack.storeEnv,
-    API_TOKENS: TOKEN,
-    ...WEBHOOKS_TO_THE_BENCH,
-    // The load comes from one token: lift its per-minute budget out of the way.
-    RATE_LIMIT_PER_MINUTE: "100000000",
-    LOG_LEVEL: "warn",
-    METRICS_ENABLED: String(options.metrics),
-    ...options.env,
-  };
+  return { PORT: String(port), HOST: "127.0.0.1", ...stack.storeEnv, API_TOKENS: TOKEN, ...benchApiVariables(options) };
 }
 
 /** Starts the API process (logging warnings only) and resolves once /readyz answers 200. */
@@ -174,18 +173,20 @@ export async function startApiProcess(
   stack: Stack,
   options: { metrics: boolean; nodeFlags?: string[]; env?: Record<string, string> } = { metrics: true },
 ): Promise<Service & { url: string }> {
-  const port = await freePort();
-  const service = spawnService(
-    options.metrics ? "api" : "api-without-metrics",
+  // As deployed (Dockerfile, npm start): a 16 MiB young generation, a 1 GiB heap (spawnApi's flags).
+  const { api: service, url } = await spawnApi(
     apiMain(),
-    apiEnv(stack, port, options),
-    // As deployed (Dockerfile, npm start): a 16 MiB young generation, a 1 GiB heap.
-    { nodeFlags: [...API_NODE_FLAGS, ...(options.nodeFlags ?? [])] },
+    { env: stack.storeEnv },
+    {
+      name: options.metrics ? "api" : "api-without-metrics",
+      tokens: TOKEN,
+      env: benchApiVariables(options),
+      spawn: { nodeFlags: options.nodeFlags ?? [] },
+    },
   );
-  const api = { ...service, url: `http://127.0.0.1:${port}` };
+  const api = { ...service, url };
   if (stack.api) stack.moreApis.push(api);
   else stack.api = api;
-  await untilReady(service, api.url, 20_000);
   return api;
 }
 
